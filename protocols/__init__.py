@@ -1,0 +1,1 @@
+"""One module per protocol client, one small interface (base.Client), one registry (registry.py)."""

@@ -1,0 +1,136 @@
+"""The one interface every protocol client implements, and the target it copies to and from.
+
+A client copies whole files between a local path and a path relative to the far host's served
+root (POSIX style, e.g. ``files/file-16M.bin`` or ``incoming/run-3/file-16M.bin``). The runner
+times each call from the first request to the last byte written (download) or acknowledged
+(upload); ``connect()`` (session set-up, login) is outside the timed span unless the client says
+otherwise in ``details()['timed_includes_setup']`` (native CLI clients must connect per copy).
+
+Clients never print. They report bytes as they move through ``progress(n)`` so the runner can
+sample throughput every 100 ms, and they translate their library's errors into
+``workbench.errors`` at this boundary.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from workbench.credentials import Credentials
+
+Progress = Callable[[int], None]
+"""Called with the number of bytes just moved (not a running total)."""
+
+DEFAULT_PORTS: Mapping[str, int] = {
+    "tcp": 5301,  # workbench's raw-TCP probe
+    "http": 8181,
+    "ftp": 2121,
+    "ssh": 2222,
+    "smb": 4445,
+    "rsync": 8730,
+    "iperf3": 5201,
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """The far host: where its services listen and how to log in."""
+
+    host: str
+    credentials: Credentials
+    ports: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_PORTS))
+    remote_root: str = ""  # absolute path of the served root on the far host (sftp, rsync over ssh)
+    share: str = "workbench"  # SMB share and rsync module name, both exporting the served root
+
+    def port(self, service: str) -> int:
+        return int(self.ports.get(service, DEFAULT_PORTS[service]))
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """Knobs a user may turn per run; each client reads the ones that apply to it."""
+
+    block_size: int = 1 << 20  # application read/write size where the client has one
+    cipher: str | None = None  # SSH cipher; None pins the client's fastest default
+    compress: bool = False  # rsync -z
+    timeout: float = 30.0  # seconds of silence before a transfer is declared dead
+    verify_host_keys: bool = True
+
+
+@dataclass(frozen=True)
+class FileCopy:
+    """One file of a copy job: the local path and the remote path relative to the served root."""
+
+    local: Path
+    remote: str
+    size: int
+
+
+class Client(ABC):
+    """A protocol client. Subclasses set `protocol` and `name`; the row is shown as 'protocol/name'."""
+
+    protocol: ClassVar[str]
+    name: ClassVar[str]
+
+    def __init__(self, target: Target, options: ClientOptions | None = None) -> None:
+        self.target = target
+        self.options = options or ClientOptions()
+
+    @property
+    def label(self) -> str:
+        return f"{self.protocol}/{self.name}"
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """None when this client can run here; otherwise why not and what to install."""
+        return None
+
+    @abstractmethod
+    def connect(self) -> None:
+        """Open the session and log in. Raises AuthError / NetworkError."""
+
+    @abstractmethod
+    def upload(self, local: Path, remote: str, progress: Progress) -> None:
+        """Copy local -> remote (overwriting). Parent directories of `remote` already exist."""
+
+    @abstractmethod
+    def download(self, remote: str, local: Path, progress: Progress) -> None:
+        """Copy remote -> local (overwriting). Raises NotFoundError when `remote` is missing."""
+
+    def upload_many(self, files: Sequence[FileCopy], progress: Progress) -> None:
+        """Copy a set of files in one timed span; clients with a batch mode override this."""
+        for item in files:
+            self.upload(item.local, item.remote, progress)
+
+    def download_many(self, files: Sequence[FileCopy], progress: Progress) -> None:
+        for item in files:
+            self.download(item.remote, item.local, progress)
+
+    def mkdir(self, remote_dir: str) -> None:
+        """Create a remote directory and its parents (idempotent)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the session; must be safe to call twice and after a failed connect."""
+
+    def details(self) -> dict[str, Any]:
+        """What shapes this client's speed, for the row's metadata and the ceilings.
+
+        Well-known keys: 'request_bytes' and 'requests_in_flight' (request-bound protocols),
+        'ssh_window_bytes', 'cipher', 'dialect', 'timed_includes_setup' (bool), 'page_cache'.
+        """
+        return {}
+
+    def server_pids(self) -> list[int]:
+        """PIDs of server processes serving this session, when known locally (for CPU accounting)."""
+        return []
+
+    def __enter__(self) -> Client:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

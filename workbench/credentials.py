@@ -1,0 +1,106 @@
+"""Credentials for everything workbench serves: generated once, kept in a 0600 file, never in argv.
+
+Resolution order for a client: an explicit file (--credentials), then the environment variable
+WORKBENCH_PASSWORD (with WORKBENCH_USER), then the default file written by `serve`/`servers up`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from workbench.errors import AuthError, NotFoundError, UsageError
+
+ENV_USER = "WORKBENCH_USER"
+ENV_PASSWORD = "WORKBENCH_PASSWORD"
+DEFAULT_USER = "wb"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """A user name and password, plus SSH material for the SSH-based protocols."""
+
+    user: str
+    password: str = field(repr=False)
+    ssh_key: Path | None = None  # private key file for sftp/rsync-over-ssh/sshfs
+    known_hosts: Path | None = None  # host keys the SSH clients verify against
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "user": self.user,
+            "password": self.password,
+            "ssh_key": str(self.ssh_key) if self.ssh_key else None,
+            "known_hosts": str(self.known_hosts) if self.known_hosts else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, str | None]) -> Credentials:
+        try:
+            return cls(
+                user=str(data["user"]),
+                password=str(data["password"]),
+                ssh_key=Path(data["ssh_key"]) if data.get("ssh_key") else None,
+                known_hosts=Path(data["known_hosts"]) if data.get("known_hosts") else None,
+            )
+        except KeyError as exc:
+            raise UsageError(f"credentials file lacks {exc.args[0]!r}", "regenerate it with 'workbench serve'") from exc
+
+
+def generate(user: str = DEFAULT_USER) -> Credentials:
+    # Alphanumeric only: the password goes through smbpasswd's stdin, URL userinfo and rsync's env.
+    alphabet = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+    return Credentials(user=user, password="".join(secrets.choice(alphabet) for _ in range(24)))
+
+
+def write_private(path: Path, creds: Credentials) -> None:
+    """Write the credentials file with mode 0600 from the first byte (no window where others can read)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(creds.to_json(), fh, indent=2)
+    os.chmod(path, 0o600)
+
+
+def read(path: Path) -> Credentials:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise NotFoundError(
+            f"credentials file {path} not found", "start the server with 'workbench serve' or pass --credentials"
+        ) from exc
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read credentials file {path}: {exc}", "regenerate it with 'workbench serve'") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"credentials file {path} is not a JSON object", "regenerate it with 'workbench serve'")
+    return Credentials.from_json(data)
+
+
+def load_or_create(path: Path, user: str = DEFAULT_USER) -> Credentials:
+    """The server side: reuse the file if present, otherwise generate and write it once."""
+    if path.exists():
+        return read(path)
+    creds = generate(user)
+    write_private(path, creds)
+    return creds
+
+
+def resolve(path: Path | None, default_path: Path) -> Credentials:
+    """The client side: explicit file, else environment, else the default file."""
+    if path is not None:
+        return read(path)
+    password = os.environ.get(ENV_PASSWORD)
+    if password:
+        base = read(default_path) if default_path.exists() else None
+        user = os.environ.get(ENV_USER) or (base.user if base else DEFAULT_USER)
+        if base:
+            return replace(base, user=user, password=password)
+        return Credentials(user=user, password=password)
+    if default_path.exists():
+        return read(default_path)
+    raise AuthError(
+        "no credentials found",
+        f"pass --credentials FILE, set {ENV_PASSWORD}, or copy the server's {default_path.name}",
+    )

@@ -1,0 +1,90 @@
+"""One error hierarchy: every failure a user can cause or meet carries a message and a hint.
+
+Library errors are translated at the boundary (protocol modules, server supervision) with
+``raise WorkbenchError(...) from exc``; the CLI prints ``error: <message> (<hint>)`` on one line
+and exits with the code below. ``--debug`` re-raises instead.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    ERROR = 1  # a generic failure that does not fit below
+    USAGE = 2  # malformed flag, size string, config or unknown protocol
+    NETWORK = 3  # unreachable host, refused port, timeout
+    AUTH = 4  # bad credentials, host key mismatch
+    NOT_FOUND = 5  # missing file, directory or server binary
+    DISK = 6  # disk full or not writable
+    UNAVAILABLE = 7  # the platform cannot do it (no namespaces, mount_afp on Linux)
+    INTERRUPTED = 130
+
+
+class WorkbenchError(Exception):
+    """A failure with a one-line message and a hint saying what to do."""
+
+    exit_code: ExitCode = ExitCode.ERROR
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        text = self.message.rstrip(".")
+        if self.hint:
+            text += f" ({self.hint.rstrip('.')})"
+        return text.replace("\n", " ")
+
+
+class UsageError(WorkbenchError):
+    exit_code = ExitCode.USAGE
+
+
+class NetworkError(WorkbenchError):
+    exit_code = ExitCode.NETWORK
+
+
+class AuthError(WorkbenchError):
+    exit_code = ExitCode.AUTH
+
+
+class NotFoundError(WorkbenchError):
+    exit_code = ExitCode.NOT_FOUND
+
+
+class DiskError(WorkbenchError):
+    exit_code = ExitCode.DISK
+
+
+class UnavailableError(WorkbenchError):
+    exit_code = ExitCode.UNAVAILABLE
+
+
+def from_os_error(exc: OSError, what: str, host: str | None = None, port: int | None = None) -> WorkbenchError:
+    """Translate an OSError met while doing `what` into a WorkbenchError with a useful hint."""
+    where = f"{host}:{port}" if host is not None and port is not None else (host or "")
+    if isinstance(exc, socket.gaierror):
+        return NetworkError(f"cannot resolve host {host!r} while {what}", "check the host name or use an IP address")
+    if isinstance(exc, ConnectionRefusedError):
+        return NetworkError(
+            f"connection refused by {where} while {what}",
+            "is the server running there? start it with 'workbench serve' or 'workbench servers up'",
+        )
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return NetworkError(f"timed out talking to {where} while {what}", "check the host is up and reachable")
+    if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN):
+        return NetworkError(f"host {where} is unreachable while {what}", "check the address and the route to it")
+    if isinstance(exc, ConnectionResetError | BrokenPipeError | ConnectionAbortedError):
+        return NetworkError(f"connection to {where} was lost while {what}", "the server stopped or dropped the link")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskError(f"disk full while {what}", "free some space or choose smaller --sizes")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return DiskError(f"permission denied while {what}: {exc.filename or exc}", "check the path's permissions")
+    if isinstance(exc, FileNotFoundError):
+        return NotFoundError(f"no such file while {what}: {exc.filename or exc}", "check the path")
+    return WorkbenchError(f"{what} failed: {exc.strerror or exc}")

@@ -1,0 +1,156 @@
+"""One small interface for a supervised server process (sshd, smbd, rsync daemon, `workbench serve`).
+
+Each server writes its private config and state under ``ctx.state_dir / name``, never touches a
+system-wide file, and is started as its own process group so `down`, errors and Ctrl-C can stop
+all of it. Readiness is checked by polling its port, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from workbench.credentials import Credentials
+from workbench.errors import NetworkError, NotFoundError
+
+
+@dataclass(frozen=True)
+class ServerContext:
+    root: Path  # the served directory; every server confines clients to it
+    bind: str  # address every server binds to
+    state_dir: Path  # private state; a server uses state_dir / <its name>
+    credentials: Credentials
+    ports: Mapping[str, int] = field(default_factory=dict)
+    share: str = "workbench"  # SMB share and rsync module name
+    netns: str | None = None  # run inside this network namespace (the lab's server host)
+
+    def dir_for(self, name: str) -> Path:
+        path = self.state_dir / name
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return path
+
+
+class ManagedServer(ABC):
+    name: ClassVar[str]  # "sshd", "smbd", "rsyncd", "serve"
+    services: ClassVar[tuple[str, ...]]  # port keys it listens on ("ssh",), ("http", "ftp", "tcp")
+    binary: ClassVar[str | None] = None  # executable it needs
+    install_hint: ClassVar[str] = ""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+        self.dir = ctx.dir_for(self.name)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        if cls.binary and not (shutil.which(cls.binary) or os.path.exists(cls.binary)):
+            return f"{os.path.basename(cls.binary)} not installed: {cls.install_hint}"
+        return None
+
+    @abstractmethod
+    def prepare(self) -> None:
+        """Write private config, keys and users (secrets through files or stdin, never argv)."""
+
+    @abstractmethod
+    def command(self) -> list[str]:
+        """The argv that runs the server in the foreground."""
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "log"
+
+    def start(self, timeout: float = 15.0) -> int:
+        """Prepare, launch as its own process group, wait until every port accepts. Returns the pid."""
+        self.prepare()
+        argv = self.command()
+        if self.ctx.netns:
+            argv = ["ip", "netns", "exec", self.ctx.netns, *argv]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env(), start_new_session=True
+            )
+        try:
+            for service in self.services:
+                self.wait_ready(self.ctx.ports[service], timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self.proc.pid
+
+    def wait_ready(self, port: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise NotFoundError(
+                    f"{self.name} exited with status {self.proc.returncode} at start",
+                    f"see its log {self.log_path}",
+                )
+            if port_open(self.ctx.bind, port, self.ctx.netns):
+                return
+            time.sleep(0.05)
+        raise NetworkError(f"{self.name} did not listen on {self.ctx.bind}:{port} within {timeout:.0f} s",
+                           f"see its log {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_group(self.proc.pid)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            self.proc = None
+
+
+def port_open(host: str, port: int, netns: str | None = None) -> bool:
+    """True when something accepts TCP connections on host:port (optionally inside a namespace)."""
+    if netns:
+        probe = subprocess.run(
+            ["ip", "netns", "exec", netns, "bash", "-c", f"exec 3<>/dev/tcp/{host}/{port}"],
+            capture_output=True,
+            timeout=5,
+        )
+        return probe.returncode == 0
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def stop_group(pid: int, grace: float = 5.0) -> None:
+    """SIGTERM a process group, then SIGKILL whatever is left after `grace` seconds."""
+    try:
+        pgid = os.getpgid(pid)
+    except ProcessLookupError:
+        return
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
