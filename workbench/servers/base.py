@@ -7,6 +7,7 @@ all of it. Readiness is checked by polling its port, never by sleeping.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -100,16 +101,16 @@ class ManagedServer(ABC):
             if port_open(self.ctx.bind, port, self.ctx.netns):
                 return
             time.sleep(0.05)
-        raise NetworkError(f"{self.name} did not listen on {self.ctx.bind}:{port} within {timeout:.0f} s",
-                           f"see its log {self.log_path}")
+        raise NetworkError(
+            f"{self.name} did not listen on {self.ctx.bind}:{port} within {timeout:.0f} s",
+            f"see its log {self.log_path}",
+        )
 
     def stop(self) -> None:
         if self.proc is not None:
             stop_group(self.proc.pid)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
             self.proc = None
 
 
@@ -145,12 +146,8 @@ def stop_group(pid: int, grace: float = 5.0) -> None:
             os.killpg(pgid, 0)
         except ProcessLookupError:
             return
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
         time.sleep(0.05)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
