@@ -1,0 +1,22 @@
+"""Small helpers shared by the tests (not fixtures: plain functions)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free right now on host (for servers that must be told their port up front)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def write_random(path: Path, size: int) -> bytes:
+    """Write `size` random bytes to path and return them."""
+    data = os.urandom(size)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return data
