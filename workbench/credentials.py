@@ -6,6 +6,7 @@ WORKBENCH_PASSWORD (with WORKBENCH_USER), then the default file written by `serv
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import secrets
@@ -16,7 +17,8 @@ from workbench.errors import AuthError, NotFoundError, UsageError
 
 ENV_USER = "WORKBENCH_USER"
 ENV_PASSWORD = "WORKBENCH_PASSWORD"
-DEFAULT_USER = "wb"
+# Samba and sshd map logins to Unix accounts, so the served user is the account running the servers.
+DEFAULT_USER = getpass.getuser()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,152 @@
+"""Run a native client (curl, sftp, smbclient, rsync) as a bounded subprocess and watch its progress.
+
+Native clients are the references that tell protocol overhead from Python-client overhead. They
+cannot call `progress()`, so progress is estimated from outside: the growing size of the local file
+for downloads, and the bytes the process has read (/proc/PID/io `rchar`) for uploads. Secrets go in
+through the environment or stdin, never argv.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocols.base import Progress
+from workbench.errors import NetworkError, WorkbenchError
+
+POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _proc_rchar(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/io") as fh:
+            for line in fh:
+                if line.startswith("rchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+class _Watcher:
+    """Turns an outside view (file size or bytes read) into progress() deltas, never exceeding `total`."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress = progress
+        self.total = total
+        self.reported = 0
+
+    def advance_to(self, seen: int) -> None:
+        seen = min(seen, self.total)
+        if seen > self.reported:
+            self.progress(seen - self.reported)
+            self.reported = seen
+
+    def finish(self) -> None:
+        self.advance_to(self.total)
+
+
+def run_native(
+    argv: Sequence[str],
+    *,
+    progress: Progress,
+    total_bytes: int,
+    timeout: float,
+    watch_file: Path | None = None,
+    watch_reads: bool = False,
+    env: Mapping[str, str] | None = None,
+    stdin_text: str | None = None,
+    stall_timeout: float | None = None,
+    cwd: Path | None = None,
+) -> Completed:
+    """Run argv to completion within `timeout` seconds, reporting progress as it goes.
+
+    `watch_file`: report its growing size (downloads). `watch_reads`: report bytes the process reads
+    (uploads; an over-estimate early on since it counts config reads too, clipped to total_bytes).
+    `stall_timeout`: kill the process when no progress is seen for that long.
+    Progress is completed to `total_bytes` only when the process exits 0.
+    """
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise WorkbenchError(f"{argv[0]} is not installed", "see 'workbench doctor'") from exc
+    watcher = _Watcher(progress, total_bytes)
+    baseline_reads = 0
+    deadline = time.monotonic() + timeout
+    last_change = time.monotonic()
+    last_seen = -1
+    try:
+        if stdin_text is not None and proc.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(stdin_text.encode())
+                proc.stdin.close()
+        while proc.poll() is None:
+            now = time.monotonic()
+            seen = _observe(proc.pid, watch_file, watch_reads)
+            if watch_reads and baseline_reads == 0 and seen:
+                baseline_reads = 0  # reads of config files are small; clipped to total anyway
+            if seen is not None:
+                if seen != last_seen:
+                    last_seen, last_change = seen, now
+                watcher.advance_to(seen - baseline_reads)
+            if now > deadline:
+                raise NetworkError(f"{argv[0]} did not finish within {timeout:.0f} s", "the link or server stalled")
+            if stall_timeout and now - last_change > stall_timeout:
+                raise NetworkError(f"{argv[0]} made no progress for {stall_timeout:.0f} s", "the server stopped?")
+            time.sleep(POLL_SECONDS)
+        stdout = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+        stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
+    if proc.returncode == 0:
+        watcher.finish()
+    return Completed(proc.returncode, stdout, stderr)
+
+
+def _observe(pid: int, watch_file: Path | None, watch_reads: bool) -> int | None:
+    if watch_file is not None:
+        try:
+            return watch_file.stat().st_size
+        except OSError:
+            return 0
+    if watch_reads:
+        return _proc_rchar(pid)
+    return None
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line of a native client's output, for one-line error messages."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+ErrorMapper = Callable[[Completed], WorkbenchError]
