@@ -1,0 +1,91 @@
+"""Fixtures for the SMB tests: one real smbd on 127.0.0.1 shared by the session, restarted when a test stops it."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from protocols.base import Client, ClientOptions, Target
+from tests.helpers import free_port
+from workbench.credentials import Credentials, generate
+from workbench.servers.base import ServerContext
+from workbench.servers.smbd import Smbd
+
+HOST = "127.0.0.1"
+
+
+class SmbdRunner:
+    """Owns one Smbd; `ensure()` (re)starts it so a test that killed it does not break the next one."""
+
+    def __init__(self, base: Path) -> None:
+        self.ctx = ServerContext(
+            root=base / "root",
+            bind=HOST,
+            state_dir=base / "state",
+            credentials=generate(),
+            ports={"smb": free_port(HOST)},
+        )
+        self.server = Smbd(self.ctx)
+
+    def ensure(self) -> Smbd:
+        if self.server.proc is None or self.server.proc.poll() is not None:
+            self.server.stop()
+            self.server.start()
+        return self.server
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def target(self, credentials: Credentials | None = None) -> Target:
+        return Target(
+            host=HOST,
+            credentials=credentials or self.ctx.credentials,
+            ports={"smb": self.ctx.ports["smb"]},
+            remote_root=str(self.ctx.root),
+            share=self.ctx.share,
+        )
+
+
+@pytest.fixture(scope="session")
+def smbd_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SmbdRunner]:
+    if reason := Smbd.unavailable_reason():
+        pytest.skip(reason)
+    runner = SmbdRunner(tmp_path_factory.mktemp("smbd"))
+    try:
+        yield runner
+    finally:
+        runner.stop()
+        shutil.rmtree(runner.ctx.state_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def smbd(smbd_runner: SmbdRunner) -> Smbd:
+    return smbd_runner.ensure()
+
+
+@pytest.fixture
+def served_root(smbd: Smbd) -> Path:
+    return smbd.ctx.root
+
+
+@pytest.fixture
+def stop_server(smbd_runner: SmbdRunner) -> Callable[[], None]:
+    return smbd_runner.stop
+
+
+def client_factory(cls: type[Client], runner: SmbdRunner) -> Callable[..., Client]:
+    """make_client for a client class: callable(**ClientOptions overrides) -> unconnected client."""
+
+    def make(**overrides: object) -> Client:
+        return cls(runner.target(), ClientOptions(**overrides))  # type: ignore[arg-type]
+
+    return make
+
+
+def bad_client_for(cls: type[Client], runner: SmbdRunner) -> Client:
+    wrong = dataclasses.replace(runner.ctx.credentials, password=runner.ctx.credentials.password + "x")
+    return cls(runner.target(wrong), ClientOptions(timeout=10.0))
