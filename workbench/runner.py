@@ -1,0 +1,350 @@
+"""`workbench run`: baseline first, then protocol × direction × file set, warm-up then timed copies.
+
+Each copy is timed from the first request to the last byte written (download) or acknowledged
+(upload), then verified against the manifest's xxh3-128 outside the timed span. A failing copy
+fails its row with the reason and the run goes on; each finished row is saved at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from fixtures import generate
+from fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
+from protocols import registry
+from protocols.base import Client, FileCopy
+from workbench import hostinfo
+from workbench.control import Control
+from workbench.errors import WorkbenchError, from_os_error
+from workbench.plan import Plan
+from workbench.results import Baseline, Result, Run, Sample
+from workbench.sampler import CopyMeter
+from workbench.store import Store
+
+FILES_DIR = "files"
+INCOMING_DIR = "incoming"
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _cpu_now() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
+
+
+class _Copier:
+    """Runs the copies of one client and turns them into Samples."""
+
+    def __init__(self, client: Client, control: Control, manifest: Manifest, plan: Plan, scratch: Path) -> None:
+        self.client = client
+        self.control = control
+        self.manifest = manifest
+        self.plan = plan
+        self.scratch = scratch
+
+    def _jobs(self, file_set: FileSet, direction: str, upload_dir: str) -> list[FileCopy]:
+        if direction == "download":
+            return [FileCopy(self.scratch / Path(f.name).name, f"{FILES_DIR}/{f.name}", f.size) for f in file_set.files]
+        return [
+            FileCopy(self.plan.files_dir / f.name, f"{upload_dir}/{Path(f.name).name}", f.size) for f in file_set.files
+        ]
+
+    def copy_once(self, file_set: FileSet, direction: str, upload_dir: str, progress_hook: Any) -> Sample:
+        jobs = self._jobs(file_set, direction, upload_dir)
+        meter = CopyMeter(on_tick=progress_hook)
+        server_cpu0 = self.control.cpu_seconds()
+        cpu0 = _cpu_now()
+        meter.start()
+        t0 = time.perf_counter()
+        error: str | None = None
+        try:
+            if len(jobs) == 1:
+                job = jobs[0]
+                if direction == "download":
+                    self.client.download(job.remote, job.local, meter)
+                else:
+                    self.client.upload(job.local, job.remote, meter)
+            elif direction == "download":
+                self.client.download_many(jobs, meter)
+            else:
+                self.client.upload_many(jobs, meter)
+        except WorkbenchError as exc:
+            error = exc.one_line()
+        except OSError as exc:
+            error = from_os_error(exc, f"{direction} over {self.client.label}").one_line()
+        seconds = time.perf_counter() - t0
+        intervals = meter.stop()
+        cpu = _cpu_now() - cpu0
+        server_cpu1 = self.control.cpu_seconds()
+        server_cpu = server_cpu1 - server_cpu0 if server_cpu0 is not None and server_cpu1 is not None else None
+        moved = file_set.total_bytes if error is None else meter.total
+        verified: bool | None = None
+        if error is None:
+            verified, problem = self._verify(file_set, jobs, direction)
+            if problem:
+                error = problem
+        self._cleanup(jobs, direction)
+        return Sample(
+            bytes=moved,
+            seconds=seconds,
+            files=len(jobs),
+            verified=verified,
+            client_cpu_s=round(cpu, 4),
+            server_cpu_s=round(server_cpu, 4) if server_cpu is not None else None,
+            intervals=intervals,
+            error=error,
+        )
+
+    def _verify(self, file_set: FileSet, jobs: list[FileCopy], direction: str) -> tuple[bool | None, str | None]:
+        expected: dict[str, FileEntry] = {f"{Path(f.name).name}": f for f in file_set.files}
+        for job in jobs:
+            entry = expected[Path(job.remote).name]
+            try:
+                if direction == "download":
+                    got = hash_file(job.local)
+                else:
+                    got = self.control.hash(job.remote)["xxh3_128"]
+            except (OSError, WorkbenchError) as exc:
+                return None, f"could not verify {job.remote}: {exc}"
+            if got != entry.xxh3_128:
+                return False, f"verification failed: {Path(job.remote).name} arrived corrupted (hash mismatch)"
+        return True, None
+
+    def _cleanup(self, jobs: list[FileCopy], direction: str) -> None:
+        if direction == "download":
+            for job in jobs:
+                with contextlib.suppress(OSError):
+                    job.local.unlink()
+
+
+def _prepare_files(plan: Plan, control: Control) -> Manifest:
+    """Make the files locally and on the far host (same seed, same bytes) and check both manifests agree."""
+    local = generate.make(plan.files_dir, plan.sizes, plan.small_sets, plan.profile, plan.seed).manifest
+    remote = Manifest.from_json(
+        control.make_files(list(plan.sizes), [(s.count, s.size) for s in plan.small_sets], plan.profile, plan.seed)
+    )
+    if local.entries() != remote.entries():
+        raise WorkbenchError(
+            "the far host generated different test files than this one",
+            "run the same workbench version on both hosts",
+        )
+    return local
+
+
+def _unavailable_rows(entry: registry.Entry, reason: str, plan: Plan) -> list[Result]:
+    protocol, client = entry.label.split("/")
+    return [
+        Result(protocol, client, direction, "-", 0, 0, error=f"unavailable: {reason}") for direction in plan.directions
+    ]
+
+
+@contextlib.contextmanager
+def _scratch_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="workbench-dl-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _measure_rows(
+    plan: Plan, run_id: int, manifest: Manifest, control: Control, store: Store, console: Console
+) -> list[Result]:
+    results: list[Result] = []
+    index = 0
+
+    def save(row: Result) -> None:
+        nonlocal index
+        results.append(row)
+        store.save_result(run_id, index, row)
+        index += 1
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+    )
+    with _scratch_dir() as scratch, Progress(*columns, console=console, transient=True) as bar:
+        for entry in plan.entries:
+            loaded = registry.load(entry)
+            if isinstance(loaded, str):
+                for row in _unavailable_rows(entry, loaded, plan):
+                    save(row)
+                continue
+            client = loaded(plan.target, plan.options)
+            protocol, name = entry.label.split("/")
+            try:
+                client.connect()
+            except WorkbenchError as exc:
+                for direction in plan.directions:
+                    save(Result(protocol, name, direction, "-", 0, 0, error=exc.one_line()))
+                client.close()
+                continue
+            try:
+                copier = _Copier(client, control, manifest, plan, scratch)
+                for direction in plan.directions:
+                    for file_set in manifest.sets:
+                        row, client = _measure_row(plan, run_id, copier, client, entry, direction, file_set, bar)
+                        copier.client = client
+                        save(row)
+            finally:
+                client.close()
+    return results
+
+
+def _measure_row(
+    plan: Plan,
+    run_id: int,
+    copier: _Copier,
+    client: Client,
+    entry: registry.Entry,
+    direction: str,
+    file_set: FileSet,
+    bar: Progress,
+) -> tuple[Result, Client]:
+    protocol, name = entry.label.split("/")
+    row = Result(protocol, name, direction, file_set.name, file_set.total_bytes, len(file_set.files))
+    upload_dir = f"{INCOMING_DIR}/run-{run_id}/{_slug(entry.label)}-{_slug(file_set.name)}"
+    try:
+        if direction == "upload":
+            client.mkdir(upload_dir)
+    except WorkbenchError as exc:
+        row.error = exc.one_line()
+        return row, client
+    total = plan.warmup + plan.repeat
+    task = bar.add_task(f"{entry.label} {direction} {file_set.name}", total=file_set.total_bytes)
+    try:
+        for attempt in range(total):
+            warm = attempt < plan.warmup
+            label = "warm-up" if warm else f"{attempt - plan.warmup + 1}/{plan.repeat}"
+            bar.reset(
+                task, total=file_set.total_bytes, description=f"{entry.label} {direction} {file_set.name} {label}"
+            )
+            sample = copier.copy_once(file_set, direction, upload_dir, lambda n: bar.update(task, completed=n))
+            if warm:
+                row.warmup += 1
+                if sample.error is None:
+                    continue
+            else:
+                row.samples.append(sample)
+            if sample.error is not None:
+                row.error = sample.error
+                client = _reconnect(client)
+                break
+    finally:
+        bar.remove_task(task)
+    with contextlib.suppress(WorkbenchError):
+        copier.control.delete(upload_dir)
+    row.details = {
+        **client.details(),
+        "page_cache": client.details().get("page_cache", "server reads from its page cache"),
+    }
+    return row, client
+
+
+def _reconnect(client: Client) -> Client:
+    """A failed copy may leave the session broken: start the next row on a fresh one."""
+    client.close()
+    fresh = type(client)(client.target, client.options)
+    with contextlib.suppress(WorkbenchError):
+        fresh.connect()
+    return fresh
+
+
+def run_meta(plan: Plan, control: Control) -> dict[str, Any]:
+    server = {}
+    with contextlib.suppress(WorkbenchError):
+        server = control.info()
+    return {
+        "started_utc": _utc_now(),
+        "client": hostinfo.describe(plan.target.host),
+        "server": server,
+        "target": {"host": plan.target.host, "ports": dict(plan.target.ports)},
+        "plan": {
+            "protocols": [e.label for e in plan.entries],
+            "directions": list(plan.directions),
+            "sizes": list(plan.sizes),
+            "small_sets": [s.name for s in plan.small_sets],
+            "profile": plan.profile,
+            "seed": plan.seed,
+            "repeat": plan.repeat,
+            "warmup": plan.warmup,
+            "block_size": plan.options.block_size,
+            "compress": plan.options.compress,
+        },
+        "disk": "downloads land in the client's page cache (no fsync); uploads are read from it",
+    }
+
+
+def execute(
+    plan: Plan,
+    db_path: Path,
+    json_out: Path | None,
+    label: str | None,
+    console: Console,
+    extra: dict[str, Any] | None = None,
+) -> Run:
+    """Run the plan, save every row as it finishes, render the summary table, write the JSON document."""
+    from workbench.baseline import measure_baseline
+    from workbench.explain import explain_rows
+    from workbench.report import render_run
+
+    control = Control(plan.target)
+    meta = run_meta(plan, control)  # reaches the server: an unreachable host or bad password stops here
+    if not meta["server"]:
+        control.info()  # re-raise the real error (unreachable, refused, auth) as one line
+    if json_out is not None:
+        _check_writable(json_out)
+    with Store(db_path) as store:
+        run_id = store.begin_run(meta, label)
+        run = Run(id=run_id, meta=meta, baseline=Baseline(), link=plan.link)
+        if extra:
+            run.window_sweep = extra.get("window_sweep")
+        store.save_extra(run_id, link=plan.link, window_sweep=run.window_sweep)
+        try:
+            console.print(f"[bold]run {run_id}[/]: preparing test files on both hosts…")
+            manifest = _prepare_files(plan, control)
+            console.print(f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…")
+            run.baseline = measure_baseline(plan)
+            store.save_baseline(run_id, run.baseline)
+            run.results = _measure_rows(plan, run_id, manifest, control, store, console)
+            run.warnings.extend(explain_rows(run, plan))
+            for i, row in enumerate(run.results):
+                store.save_result(run_id, i, row)
+        finally:
+            run.meta["finished_utc"] = _utc_now()
+            store.finish_run(run_id, run.meta["finished_utc"], run.warnings, run.meta)
+            if json_out is not None:
+                json_out.write_text(json.dumps(run.to_json(), indent=1))
+    render_run(console, run)
+    if json_out is not None:
+        console.print(f"JSON document: {json_out}")
+    return run
+
+
+def _check_writable(path: Path) -> None:
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        raise from_os_error(exc, f"opening {path} for the JSON document") from exc

@@ -1,0 +1,165 @@
+"""`workbench serve`: the far host's HTTP, FTP and raw-TCP servers (plus iperf3 when installed), in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from protocols.base import DEFAULT_PORTS
+from workbench import credentials as creds_mod
+from workbench import target as target_mod
+from workbench.errors import NotFoundError, from_os_error
+from workbench.ftp_server import FtpServer
+from workbench.http_server import FILES_DIR, INCOMING_DIR, make_app
+
+SERVERS_FILE = "servers.json"  # written by `servers up`: the process groups whose CPU /ctl/cpu reports
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    root: Path
+    bind: str = "127.0.0.1"
+    state_dir: Path = Path()
+    ports: dict[str, int] | None = None  # service -> port; 0 = any free port
+    credentials_file: Path | None = None
+    iperf3: bool = True
+
+
+def _server_pgids(state_dir: Path) -> Callable[[], set[int]]:
+    def read() -> set[int]:
+        try:
+            data = json.loads((state_dir / SERVERS_FILE).read_text())
+            return {int(s["pgid"]) for s in data.get("servers", []) if s.get("pgid")}
+        except (OSError, ValueError, KeyError, TypeError):
+            return set()
+
+    return read
+
+
+async def _serve(
+    cfg: ServeConfig, on_ready: Callable[[dict[str, int]], None] | None, stop: asyncio.Event, in_main_thread: bool
+) -> None:
+    if not cfg.root.is_dir():
+        raise NotFoundError(f"root directory {cfg.root} does not exist", "create it or pass another --root")
+    (cfg.root / FILES_DIR).mkdir(exist_ok=True)
+    (cfg.root / INCOMING_DIR).mkdir(exist_ok=True)
+    creds_path = cfg.credentials_file or cfg.state_dir / "credentials.json"
+    creds = creds_mod.load_or_create(creds_path)
+    wanted = {**DEFAULT_PORTS, **(cfg.ports or {})}
+    ports: dict[str, int] = {}
+    stack = contextlib.ExitStack()
+    try:
+        app = make_app(cfg.root, creds, _server_pgids(cfg.state_dir))
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, cfg.bind, wanted["http"], reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise from_os_error(exc, f"binding HTTP to {cfg.bind}:{wanted['http']}") from exc
+        ports["http"] = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+        try:
+            ftp = FtpServer(cfg.root, creds, cfg.bind, wanted["ftp"])
+        except OSError as exc:
+            raise from_os_error(exc, f"binding FTP to {cfg.bind}:{wanted['ftp']}") from exc
+        ports["ftp"] = ftp.start()
+        stack.callback(ftp.stop)
+
+        from workbench.tcpprobe import ProbeServer
+
+        probe = ProbeServer(cfg.bind, wanted["tcp"], creds.password)
+        try:
+            ports["tcp"] = probe.start()
+        except OSError as exc:
+            raise from_os_error(exc, f"binding the TCP probe to {cfg.bind}:{wanted['tcp']}") from exc
+        stack.callback(probe.stop)
+
+        if cfg.iperf3:
+            from workbench.iperf import Iperf3Server, iperf3_available
+
+            if iperf3_available() is None:
+                iperf = Iperf3Server(cfg.bind, wanted["iperf3"])
+                with contextlib.suppress(Exception):  # iperf3 is only a cross-check
+                    iperf.start()
+                    ports["iperf3"] = wanted["iperf3"]
+                    stack.callback(iperf.stop)
+
+        target_mod.write(cfg.state_dir, cfg.bind, ports, cfg.root.resolve(), "workbench")
+        if on_ready:
+            on_ready(ports)
+        if in_main_thread:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+    finally:
+        stack.close()
+
+
+def serve(cfg: ServeConfig, on_ready: Callable[[dict[str, int]], None] | None = None) -> None:
+    """Run until SIGINT/SIGTERM. `on_ready` receives the real ports once everything listens."""
+
+    async def main() -> None:
+        await _serve(cfg, on_ready, asyncio.Event(), in_main_thread=True)
+
+    asyncio.run(main())
+
+
+class ServeThread:
+    """`serve` in a background thread (tests, loopback runs): start() returns the ports, stop() ends it."""
+
+    def __init__(self, cfg: ServeConfig) -> None:
+        self.cfg = cfg
+        self.ports: dict[str, int] = {}
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, name="workbench-serve", daemon=True)
+
+    def _main(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            await _serve(self.cfg, self._on_ready, self._stop, in_main_thread=False)
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def _on_ready(self, ports: dict[str, int]) -> None:
+        self.ports = ports
+        self._ready.set()
+
+    def start(self, timeout: float = 30.0) -> dict[str, int]:
+        self._thread.start()
+        self._ready.wait(timeout)
+        if self._error is not None:
+            raise self._error
+        return self.ports
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> ServeThread:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
