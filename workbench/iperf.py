@@ -1,0 +1,201 @@
+"""iperf3 as a cross-check of the raw-TCP probe: a bounded client run parsed from -J, and a server helper."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from workbench.errors import NetworkError, NotFoundError, UsageError, WorkbenchError
+from workbench.servers.base import ManagedServer, port_open, stop_group
+
+INSTALL_HINT = "apt-get install iperf3 (macOS: brew install iperf3)"
+
+
+@dataclass(frozen=True)
+class IperfResult:
+    """One iperf3 run; rates in bytes/s as everywhere in workbench (iperf3 itself reports bits)."""
+
+    direction: str
+    bps: float  # as counted by the receiving side (sum_received)
+    sender_bps: float
+    bytes: int  # received
+    seconds: float
+    retransmits: int | None
+    cpu_local: float | None = None  # percent of one host's CPUs, as iperf3 reports them
+    cpu_remote: float | None = None
+    window: int | None = None  # -w requested (iperf3 sets the socket buffers, not the window itself)
+
+
+def iperf3_available() -> str | None:
+    """None when iperf3 can run here; otherwise why not and how to install it."""
+    return None if shutil.which("iperf3") else f"iperf3 not installed: {INSTALL_HINT}"
+
+
+def iperf3_command(host: str, port: int, direction: str, duration: float, window: int | None = None) -> list[str]:
+    """The client argv (no secrets: an iperf3 server without --rsa keys takes none)."""
+    if direction not in ("upload", "download"):
+        raise UsageError(f"unknown direction {direction!r}", "use upload or download")
+    if not 0 < duration <= 60:
+        raise UsageError(f"iperf3 duration {duration} s is out of range", "use 0 < duration <= 60")
+    # iperf3 reads -t with atoi and takes 0 as "forever": whole seconds, at least one.
+    seconds = max(1, round(duration))
+    argv = ["iperf3", "-c", host, "-p", str(port), "-t", str(seconds), "-J", "--connect-timeout", "3000"]
+    if direction == "download":
+        argv.append("-R")
+    if window is not None:
+        argv += ["-w", str(int(window))]
+    return argv
+
+
+def run_iperf3(host: str, port: int, direction: str, duration: float, window: int | None = None) -> IperfResult | None:
+    """Run one iperf3 client test (upload = client sends). None when iperf3 is not installed."""
+    argv = iperf3_command(host, port, direction, duration, window)
+    if iperf3_available():
+        return None
+    timeout = max(1, round(duration)) + 15  # connect, parameter exchange and the server's result exchange
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        raise NetworkError(
+            f"iperf3 to {host}:{port} did not finish within {timeout:.0f} s", "is the iperf3 server reachable?"
+        ) from exc
+    return parse_iperf3_json(proc.stdout.decode(errors="replace"), direction, host, port, window)
+
+
+def parse_iperf3_json(
+    text: str, direction: str, host: str = "?", port: int = 0, window: int | None = None
+) -> IperfResult:
+    """Turn iperf3 -J output (also its error form) into a result or a WorkbenchError."""
+    try:
+        data: dict[str, Any] = json.loads(text)
+    except ValueError as exc:
+        raise WorkbenchError(f"iperf3 printed no JSON: {text.strip()[:200]!r}", "run it by hand to see why") from exc
+    error = data.get("error")
+    if error:
+        hint = "is 'iperf3 -s' running there?"
+        if "busy" in error:
+            hint = "iperf3 serves one test at a time: wait or use another port"
+        raise NetworkError(f"iperf3 to {host}:{port}: {error}", hint)
+    try:
+        end = data["end"]
+        received = end["sum_received"]
+        sent = end["sum_sent"]
+    except KeyError as exc:
+        raise WorkbenchError(f"iperf3 JSON lacks {exc.args[0]!r}", "is this iperf3 >= 3.1?") from exc
+    cpu = end.get("cpu_utilization_percent") or {}
+    return IperfResult(
+        direction=direction,
+        bps=float(received["bits_per_second"]) / 8,
+        sender_bps=float(sent["bits_per_second"]) / 8,
+        bytes=int(received.get("bytes", 0)),
+        seconds=float(received.get("seconds", 0.0)),
+        retransmits=sent.get("retransmits"),
+        cpu_local=cpu.get("host_total"),
+        cpu_remote=cpu.get("remote_total"),
+        window=window,
+    )
+
+
+class Iperf3Server:
+    """`iperf3 -s -B ADDR -p PORT` in its own process group; `one_off` serves a single test then exits."""
+
+    def __init__(self, bind: str, port: int, one_off: bool = False) -> None:
+        self.bind = bind
+        self.port = port
+        self.one_off = one_off
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        argv = ["iperf3", "-s", "-B", self.bind, "-p", str(self.port)]
+        return [*argv, "-1"] if self.one_off else argv
+
+    def start(self, timeout: float = 10.0) -> int:
+        """Launch and wait until the port accepts; returns the pid."""
+        reason = iperf3_available()
+        if reason:
+            raise NotFoundError(reason)
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self.proc.pid
+
+    def _wait_ready(self, timeout: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
+                raise NetworkError(
+                    f"iperf3 server exited at start: {err[:200] or self.proc.returncode}",
+                    "is the port in use? choose another",
+                )
+            # Polling the port costs the one-off server its only test, so watch the socket table instead.
+            if self.one_off and _listening(self.bind, self.port):
+                return
+            if not self.one_off and port_open(self.bind, self.port):
+                return
+            time.sleep(0.05)
+        raise NetworkError(f"iperf3 server did not listen on {self.bind}:{self.port} within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_group(self.proc.pid)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+            if self.proc.stderr:
+                self.proc.stderr.close()
+            self.proc = None
+
+    def __enter__(self) -> Iperf3Server:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _listening(bind: str, port: int) -> bool:
+    """True when some socket listens on port (Linux /proc; elsewhere assume yes after a short wait)."""
+    suffix = f":{port:04X}"
+    found_table = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                found_table = True
+                next(fh)
+                for line in fh:
+                    cols = line.split()
+                    if len(cols) > 3 and cols[1].endswith(suffix) and cols[3] == "0A":
+                        return True
+        except OSError:
+            continue
+    return not found_table
+
+
+class Iperf3ManagedServer(ManagedServer):
+    """iperf3 under `workbench serve` / `servers up` supervision (port key 'iperf3')."""
+
+    name: ClassVar[str] = "iperf3"
+    services: ClassVar[tuple[str, ...]] = ("iperf3",)
+    binary: ClassVar[str | None] = "iperf3"
+    install_hint: ClassVar[str] = INSTALL_HINT
+
+    def prepare(self) -> None:
+        """Nothing to write: iperf3 runs without config or accounts."""
+
+    def command(self) -> list[str]:
+        return ["iperf3", "-s", "-B", self.ctx.bind, "-p", str(self.ctx.ports["iperf3"])]
