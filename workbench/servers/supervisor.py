@@ -1,0 +1,177 @@
+"""`workbench servers up|down|status`: every real server with private state, recorded so `down` stops all.
+
+State lives in STATE_DIR: credentials.json (0600), target.json (ports, paths; no secrets),
+servers.json (pids and process groups), and one private folder per server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from protocols.base import DEFAULT_PORTS
+from workbench import credentials as creds_mod
+from workbench import target as target_mod
+from workbench.errors import NotFoundError, UsageError, WorkbenchError
+from workbench.servers.base import ManagedServer, ServerContext, stop_group
+
+SERVERS_FILE = "servers.json"
+
+
+def server_classes() -> list[type[ManagedServer]]:
+    from workbench.servers.rsyncd import Rsyncd
+    from workbench.servers.serve_process import ServeProcess
+    from workbench.servers.smbd import Smbd
+    from workbench.servers.sshd import Sshd
+
+    return [ServeProcess, Sshd, Smbd, Rsyncd]
+
+
+@dataclass
+class ServersState:
+    bind: str
+    root: str
+    netns: str | None = None
+    servers: list[dict] = field(default_factory=list)  # name, pid, pgid, ports | unavailable reason
+
+    def lines(self) -> list[str]:
+        out = []
+        for s in self.servers:
+            if s.get("unavailable"):
+                out.append(f"{s['name']:8} unavailable: {s['unavailable']}")
+            else:
+                ports = ", ".join(f"{k} {v}" for k, v in s.get("ports", {}).items())
+                out.append(f"{s['name']:8} pid {s['pid']:>7}  {self.bind}: {ports}")
+        return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_state(state_dir: Path) -> ServersState | None:
+    try:
+        data = json.loads((state_dir / SERVERS_FILE).read_text())
+        return ServersState(**data)
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"{state_dir / SERVERS_FILE} is corrupt: {exc}", "remove it and stop servers by hand") from exc
+
+
+def _write_state(state_dir: Path, state: ServersState) -> None:
+    path = state_dir / SERVERS_FILE
+    path.write_text(json.dumps(state.__dict__, indent=2))
+
+
+def up(
+    root: Path,
+    bind: str,
+    state_dir: Path,
+    only: list[str] | None = None,
+    netns: str | None = None,
+    ports: dict[str, int] | None = None,
+) -> ServersState:
+    """Start every available server; on any failure or Ctrl-C, stop the ones already started."""
+    if not root.is_dir():
+        raise NotFoundError(f"root directory {root} does not exist", "create it or pass another --root")
+    existing = read_state(state_dir)
+    if existing and any(_alive(s["pid"]) for s in existing.servers if s.get("pid")):
+        raise UsageError(f"servers from {state_dir} are already running", "run 'workbench servers down' first")
+    classes = server_classes()
+    names = {c.name for c in classes}
+    if only:
+        unknown = set(only) - names
+        if unknown:
+            raise UsageError(
+                f"unknown server(s) {', '.join(sorted(unknown))}", f"choose from {', '.join(sorted(names))}"
+            )
+        classes = [c for c in classes if c.name in only]
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for sub in ("files", "incoming"):
+        (root / sub).mkdir(exist_ok=True)
+    creds_path = state_dir / "credentials.json"
+    creds = creds_mod.load_or_create(creds_path)
+    all_ports = {**DEFAULT_PORTS, **(ports or {})}
+    ctx = ServerContext(
+        root=root.resolve(), bind=bind, state_dir=state_dir, credentials=creds, ports=all_ports, netns=netns
+    )
+    state = ServersState(bind=bind, root=str(root.resolve()), netns=netns)
+    started: list[ManagedServer] = []
+    try:
+        for cls in classes:
+            reason = cls.unavailable_reason()
+            if reason:
+                state.servers.append({"name": cls.name, "unavailable": reason})
+                continue
+            server = cls(ctx)
+            pid = server.start()
+            started.append(server)
+            state.servers.append(
+                {
+                    "name": cls.name,
+                    "pid": pid,
+                    "pgid": os.getpgid(pid),
+                    "ports": {s: all_ports[s] for s in cls.services},
+                }
+            )
+            _write_state(state_dir, state)  # written as we go: `down` can clean up even after a crash
+            if cls.name == "sshd":
+                creds = replace(creds, ssh_key=server.client_key_path, known_hosts=server.known_hosts_path)  # type: ignore[attr-defined]
+                creds_mod.write_private(creds_path, creds)
+    except BaseException:
+        for server in reversed(started):
+            with contextlib.suppress(Exception):
+                server.stop()
+        with contextlib.suppress(OSError):
+            (state_dir / SERVERS_FILE).unlink()
+        raise
+    _write_state(state_dir, state)
+    target_mod.write(state_dir, bind, all_ports, root.resolve(), ctx.share)
+    return state
+
+
+def down(state_dir: Path) -> list[str]:
+    """Stop every recorded server's process group; idempotent."""
+    state = read_state(state_dir)
+    if state is None:
+        return [f"no servers recorded in {state_dir}"]
+    lines = []
+    for s in state.servers:
+        if not s.get("pid"):
+            continue
+        stop_group(int(s["pid"]))
+        lines.append(f"{s['name']:8} stopped (pid {s['pid']})")
+    (state_dir / SERVERS_FILE).unlink(missing_ok=True)
+    return lines
+
+
+def status(state_dir: Path) -> list[str]:
+    state = read_state(state_dir)
+    if state is None:
+        return [f"no servers recorded in {state_dir}"]
+    lines = []
+    for s in state.servers:
+        if s.get("unavailable"):
+            lines.append(f"{s['name']:8} unavailable: {s['unavailable']}")
+            continue
+        alive = "running" if _alive(int(s["pid"])) else "DEAD"
+        ports = ", ".join(f"{k} {v}" for k, v in s.get("ports", {}).items())
+        lines.append(f"{s['name']:8} {alive:7} pid {s['pid']:>7}  {state.bind}: {ports}")
+    return lines
+
+
+def require_running(state_dir: Path) -> ServersState:
+    state = read_state(state_dir)
+    if state is None:
+        raise WorkbenchError(f"no servers running from {state_dir}", "start them with 'workbench servers up'")
+    return state
