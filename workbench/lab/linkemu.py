@@ -1,0 +1,352 @@
+"""The link emulator: a userspace delay line between two TUN devices, one in each lab namespace.
+
+Run as its own process (``python -m workbench.lab.linkemu --config -``) so the measuring process
+is never disturbed. Each direction is an emulated wire: a packet waits in a drop-tail queue,
+is serialised at the link rate by its on-wire size, then held for the one-way delay.
+
+On-wire size: TUN hands over whole GSO super-packets (up to 64 KiB, thanks to IFF_VNET_HDR and
+TSO offload); each counts as ``ceil(payload / gso_size)`` segments of ``headers + 38`` bytes plus
+the payload, 38 being Ethernet's preamble, header, FCS and inter-frame gap. A full-size TCP
+segment with timestamps carries MSS = MTU − 52 bytes, so the expected TCP goodput is
+``rate × (MTU − 52) / (MTU + 38)`` (94.1 % of the rate at MTU 1500).
+
+Control, one line each on stdin: ``stats`` (answers one JSON line on stdout), ``delay SECONDS``
+(sets the one-way delay), ``quit``. It exits by itself when stdin closes or its parent dies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import ctypes
+import fcntl
+import gc
+import json
+import math
+import os
+import random
+import resource
+import select
+import signal
+import struct
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+TUNSETIFF = 0x400454CA
+TUNSETOFFLOAD = 0x400454D0
+IFF_TUN = 0x0001
+IFF_NO_PI = 0x1000
+IFF_VNET_HDR = 0x4000
+TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN = 0x01, 0x02, 0x04, 0x08
+VNET_HDR = 10  # struct virtio_net_hdr: flags, gso_type, hdr_len, gso_size, csum_start, csum_offset
+ETHERNET_OVERHEAD = 38  # preamble 8 + header 14 + FCS 4 + inter-frame gap 12
+CLONE_NEWNET = 0x40000000
+PR_SET_TIMERSLACK = 29
+READ_SIZE = 65536 + VNET_HDR + 256
+BATCH = 64  # packets read per wake-up and direction, so one busy direction cannot starve the other
+PARENT_CHECK_S = 0.25
+SPIN_S = 0.0002  # wake this early and poll: timer wake-ups on this VM land 50-150 µs late, spinning is exact
+# spinning is rationed (a token bucket of CPU time) so a busy link cannot turn it into a core's load:
+# idle-RTT probes get exact timing, bulk transfers get timer wake-ups (their lateness never accumulates)
+SPIN_SHARE = 0.1
+SPIN_BURST_S = 0.05
+
+
+@dataclass(frozen=True)
+class EmuConfig:
+    """What the forwarder needs: where the two TUNs live and the link's properties."""
+
+    client_ns: str
+    server_ns: str
+    client_dev: str
+    server_dev: str
+    rate_bps: int
+    delay_s: float  # one way
+    queue_bytes: int
+    loss: float = 0.0
+    owner_pid: int = 0
+    seed: int | None = None
+    realtime: bool = True
+
+
+def expected_goodput_bps(rate_bps: float, mtu: int) -> float:
+    """TCP goodput of a link: rate × MSS / (MTU + 38), with MSS = MTU − 52 (IPv4, TCP timestamps)."""
+    return rate_bps * (mtu - 52) / (mtu + ETHERNET_OVERHEAD)
+
+
+def wire_bytes(pkt: bytes) -> tuple[int, int]:
+    """(bytes on the wire, segments) of one TUN read: vnet header + IP packet, maybe a GSO super-packet."""
+    ip_len = len(pkt) - VNET_HDR
+    gso_type = pkt[1] & 0x7F
+    gso_size = pkt[4] | (pkt[5] << 8)
+    if gso_type == 0 or gso_size == 0:
+        return ip_len + ETHERNET_OVERHEAD, 1
+    # hdr_len from the kernel is the skb's linear length, not the headers': parse them instead
+    version = pkt[VNET_HDR] >> 4
+    if version == 4:
+        l3 = (pkt[VNET_HDR] & 0x0F) * 4
+        proto = pkt[VNET_HDR + 9]
+    else:
+        l3 = 40
+        proto = pkt[VNET_HDR + 6]
+    l4 = (pkt[VNET_HDR + l3 + 12] >> 4) * 4 if proto == 6 else 8
+    headers = l3 + l4
+    payload = ip_len - headers
+    segments = max(1, math.ceil(payload / gso_size))
+    return payload + segments * (headers + ETHERNET_OVERHEAD), segments
+
+
+def _setns_path(path: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns {path}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def open_tun(netns: str, name: str) -> int:
+    """Create TUN device `name` inside namespace `netns` (vnet headers, TSO) and return its fd."""
+    home = os.open("/proc/self/ns/net", os.O_RDONLY)
+    try:
+        # the device is born in the namespace of whoever opens /dev/net/tun
+        _setns_path(f"/run/netns/{netns}")
+        fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        ifr = struct.pack("16sH22x", name.encode(), IFF_TUN | IFF_NO_PI | IFF_VNET_HDR)
+        fcntl.ioctl(fd, TUNSETIFF, ifr)
+        fcntl.ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN)
+    finally:
+        # go home so this process never pins a lab namespace
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.setns(home, CLONE_NEWNET)
+        os.close(home)
+    return fd
+
+
+class Direction:
+    """One way of the link: a drop-tail queue, a serialiser at the link rate, then the delay line."""
+
+    def __init__(self, name: str, rate_bps: int, delay_s: float, queue_bytes: int, loss: float, rng: random.Random):
+        self.name = name
+        self.sec_per_byte = 8.0 / rate_bps
+        self.delay_s = delay_s
+        self.queue_bytes = queue_bytes
+        self.loss = loss
+        self.rng = rng
+        self.wire_free_at = 0.0  # when the serialiser finishes what it holds
+        self.line: collections.deque[tuple[float, bytes]] = collections.deque()
+        self.packets = self.segments = self.wire = 0
+        self.dropped_queue = self.dropped_loss = self.write_errors = 0
+        self.max_queue = 0
+        self.late_sum = 0.0
+        self.late_max = 0.0
+        self.delivered = 0
+
+    def offer(self, pkt: bytes, now: float) -> None:
+        wire, segments = wire_bytes(pkt)
+        if self.loss and self.rng.random() < self.loss:
+            self.dropped_loss += 1
+            return
+        backlog = (self.wire_free_at - now) / self.sec_per_byte if self.wire_free_at > now else 0.0
+        if backlog + wire > self.queue_bytes:
+            self.dropped_queue += 1
+            return
+        queued = int(backlog + wire)
+        if queued > self.max_queue:
+            self.max_queue = queued
+        start = self.wire_free_at if self.wire_free_at > now else now
+        self.wire_free_at = start + wire * self.sec_per_byte
+        self.line.append((self.wire_free_at + self.delay_s, pkt))
+        self.packets += 1
+        self.segments += segments
+        self.wire += wire
+
+    def deliver(self, fd: int, now: float) -> None:
+        line = self.line
+        while line and line[0][0] <= now:
+            due, pkt = line.popleft()
+            try:
+                os.write(fd, pkt)
+            except OSError:
+                self.write_errors += 1
+                continue
+            late = now - due
+            self.late_sum += late
+            self.delivered += 1
+            if late > self.late_max:
+                self.late_max = late
+
+    def stats(self) -> dict:
+        return {
+            "packets": self.packets,
+            "segments": self.segments,
+            "wire_bytes": self.wire,
+            "dropped_queue": self.dropped_queue,
+            "dropped_loss": self.dropped_loss,
+            "write_errors": self.write_errors,
+            "max_queue_bytes": self.max_queue,
+            "late_mean_ms": 1000 * self.late_sum / self.delivered if self.delivered else 0.0,
+            "late_max_ms": 1000 * self.late_max,
+        }
+
+
+class Forwarder:
+    """Moves packets between the two TUN fds through one Direction each way."""
+
+    def __init__(self, cfg: EmuConfig, tun_client: int, tun_server: int) -> None:
+        self.cfg = cfg
+        self.fds = (tun_client, tun_server)
+        rng = random.Random(cfg.seed)
+        args = (cfg.rate_bps, cfg.delay_s, cfg.queue_bytes, cfg.loss, rng)
+        self.dirs = (Direction("client_to_server", *args), Direction("server_to_client", *args))
+        self.started = time.monotonic()
+        self.ctl_buf = b""
+        self.running = True
+        self.spin_s = 0.0  # CPU time spent polling for punctual delivery
+
+    def stats(self) -> dict:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        wall = time.monotonic() - self.started
+        cpu = usage.ru_utime + usage.ru_stime
+        both = [d.stats() for d in self.dirs]
+        return {
+            "packets": sum(s["packets"] for s in both),
+            "bytes": sum(s["wire_bytes"] for s in both),
+            "drops": sum(s["dropped_queue"] + s["dropped_loss"] for s in both),
+            "max_queue_bytes": max(s["max_queue_bytes"] for s in both),
+            "cpu_seconds": round(cpu, 3),
+            "wall_seconds": round(wall, 3),
+            "spin_seconds": round(self.spin_s, 3),
+            "delay_ms": 1000 * self.dirs[0].delay_s,
+            **{d.name: s for d, s in zip(self.dirs, both, strict=True)},
+        }
+
+    def control(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.running = False  # the lab closed our stdin: it is gone or done
+            return
+        self.ctl_buf += chunk
+        while b"\n" in self.ctl_buf:
+            line, self.ctl_buf = self.ctl_buf.split(b"\n", 1)
+            words = line.decode().split()
+            if not words:
+                continue
+            if words[0] == "stats":
+                _say(self.stats())
+            elif words[0] == "delay" and len(words) == 2:
+                for d in self.dirs:
+                    d.delay_s = max(0.0, float(words[1]))
+                _say({"delay_ms": 1000 * self.dirs[0].delay_s})
+            elif words[0] == "quit":
+                self.running = False
+
+    def run(self, ctl: int) -> None:
+        fds = self.fds
+        pairs = ((fds[0], self.dirs[0], fds[1]), (fds[1], self.dirs[1], fds[0]))
+        watch = [fds[0], fds[1], ctl]
+        next_parent_check = 0.0
+        monotonic = time.monotonic
+        credit, last = SPIN_BURST_S, monotonic()
+        while self.running:
+            now = monotonic()
+            wake = now + PARENT_CHECK_S
+            for d, out in ((self.dirs[0], fds[1]), (self.dirs[1], fds[0])):
+                if d.line:
+                    d.deliver(out, now)
+                    if d.line and d.line[0][0] < wake:
+                        wake = d.line[0][0]
+            if now >= next_parent_check:
+                next_parent_check = now + PARENT_CHECK_S
+                if self.cfg.owner_pid and os.getppid() != self.cfg.owner_pid:
+                    return  # orphaned: the lab died without tearing us down
+            credit = min(SPIN_BURST_S, credit + (now - last) * SPIN_SHARE)
+            last = now
+            timeout = wake - monotonic()
+            if credit > 0:
+                timeout -= SPIN_S
+            if timeout > 0:
+                ready = select.select(watch, [], [], timeout)[0]
+            else:
+                ready = select.select(watch, [], [], 0)[0]
+                self.spin_s += monotonic() - now
+                credit -= monotonic() - now
+            if not ready:
+                continue
+            now = monotonic()
+            for src, d, _ in pairs:
+                if src in ready:
+                    for _ in range(BATCH):
+                        try:
+                            pkt = os.read(src, READ_SIZE)
+                        except BlockingIOError:
+                            break
+                        d.offer(pkt, now)
+            if ctl in ready:
+                self.control(ctl)
+
+
+def _say(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _tune_process(realtime: bool) -> list[str]:
+    """Make wake-ups punctual; returns notes about what could not be done."""
+    notes = []
+    gc.disable()  # the loop makes no cycles; a collection pause would stall every packet in flight
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(1), 0, 0, 0)
+    if realtime:
+        try:
+            # a low real-time priority: ahead of the measured processes, still behind kernel threads
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+        except (OSError, AttributeError) as exc:
+            notes.append(f"no SCHED_FIFO ({exc}): expect occasional stalls under CPU load")
+    return notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workbench.lab.linkemu", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="JSON EmuConfig file, or '-' for the first line of stdin")
+    parser.add_argument("--owner", type=int, help="pid of the lab that owns this forwarder (for stale cleanup)")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the lab tears us down; Ctrl-C on its terminal is its job
+    ctl = sys.stdin.fileno()
+    try:
+        if args.config == "-":
+            raw = b""
+            while not raw.endswith(b"\n"):
+                chunk = os.read(ctl, 4096)
+                if not chunk:
+                    return 1
+                raw += chunk
+            cfg = EmuConfig(**json.loads(raw))
+        else:
+            with open(args.config) as fh:
+                cfg = EmuConfig(**json.load(fh))
+        tun_c = open_tun(cfg.client_ns, cfg.client_dev)
+        tun_s = open_tun(cfg.server_ns, cfg.server_dev)
+    except (OSError, ValueError, TypeError) as exc:
+        _say({"error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    notes = _tune_process(cfg.realtime)
+    os.set_blocking(ctl, False)
+    fwd = Forwarder(cfg, tun_c, tun_s)
+    _say({"ready": True, "pid": os.getpid(), "config": asdict(cfg), "notes": notes})
+    with contextlib.suppress(BrokenPipeError):
+        fwd.run(ctl)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
