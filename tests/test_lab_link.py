@@ -1,0 +1,218 @@
+"""The emulated lab link: namespaces up and down cleanly, RTT and goodput as asked, stale labs removed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.errors import UnavailableError, UsageError
+from workbench.lab import PRESETS, Lab, LinkSpec, check_available, cleanup_stale, expected_goodput_bps, netns
+from workbench.lab import link as lab_link
+from workbench.lab.linkemu import VNET_HDR, wire_bytes
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _lab_unavailable() -> str | None:
+    try:
+        check_available()
+    except UnavailableError as exc:
+        return exc.one_line()
+    return None
+
+
+needs_lab = pytest.mark.skipif(_lab_unavailable() is not None, reason=_lab_unavailable() or "")
+
+
+def _forwarders_of(owner: int) -> list[int]:
+    return [pid for pid, own in lab_link._forwarder_pids().items() if own == owner]
+
+
+def _assert_gone(client_ns: str, server_ns: str, owner: int) -> None:
+    assert not netns.exists(client_ns) and not netns.exists(server_ns)
+    deadline = time.monotonic() + 3
+    while _forwarders_of(owner) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _forwarders_of(owner) == []
+
+
+# -- pure logic ------------------------------------------------------------------------------------
+
+
+def test_expected_goodput_formula() -> None:
+    assert expected_goodput_bps(1_000_000_000, 1500) == pytest.approx(1e9 * 1448 / 1538)
+    assert expected_goodput_bps(100_000_000, 9000) == pytest.approx(1e8 * 8948 / 9038)
+
+
+def _vnet_tcp4(payload: int, gso_size: int) -> bytes:
+    hdr = struct.pack("<BBHHHH", 1, 1 if gso_size else 0, 0, gso_size, 0, 0)
+    ip = bytes([0x45]) + bytes(8) + bytes([6]) + bytes(10)  # IHL 5, protocol TCP
+    tcp = bytes(12) + bytes([8 << 4]) + bytes(19)  # data offset 8 words: 32 bytes with timestamps
+    return hdr + ip + tcp + bytes(payload)
+
+
+def test_wire_bytes_counts_gso_segments_with_their_headers() -> None:
+    assert len(_vnet_tcp4(0, 0)) == VNET_HDR + 52
+    assert wire_bytes(_vnet_tcp4(1448, 0)) == (1500 + 38, 1)
+    # a 10-segment super-packet costs the same wire time as 10 full frames
+    assert wire_bytes(_vnet_tcp4(14480, 1448)) == (10 * (1500 + 38), 10)
+    assert wire_bytes(_vnet_tcp4(14481, 1448)) == (10 * (1500 + 38) + 1 + 52 + 38, 11)
+
+
+def test_spec_validation_and_queue() -> None:
+    for bad in (
+        LinkSpec(rate_bps=0, rtt_ms=1),
+        LinkSpec(rate_bps=10**9, rtt_ms=-1),
+        LinkSpec(rate_bps=10**9, rtt_ms=1, mtu=100),
+        LinkSpec(rate_bps=10**9, rtt_ms=1, loss=1.5),
+    ):
+        with pytest.raises(UsageError):
+            Lab(bad)
+    assert PRESETS["wan"].queue() == 100_000_000 // 8 * 40 // 1000  # one BDP: 500 kB
+    assert PRESETS["gige"].queue() == lab_link.MIN_QUEUE  # 25 kB BDP, raised to the minimum
+    assert set(PRESETS) == {"gige", "wifi-ac", "10ge", "wan"}
+
+
+def test_unavailable_offers_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(UnavailableError) as info:
+        check_available()
+    assert "loopback" in info.value.one_line()
+    assert "\n" not in info.value.one_line()
+
+
+# -- the real lab ----------------------------------------------------------------------------------
+
+
+@pytest.mark.lab
+@needs_lab
+def test_up_and_down_leaves_nothing() -> None:
+    with Lab(PRESETS["gige"]) as lab:
+        assert netns.exists(lab.client_ns) and netns.exists(lab.server_ns)
+        assert len(_forwarders_of(os.getpid())) == 1
+        shown = lab.popen("server", ["ip", "-o", "addr", "show", "dev", "wbs0"], stdout=subprocess.PIPE, text=True)
+        assert f"inet {lab.server_addr} peer {lab.client_addr}/32" in shown.communicate(timeout=10)[0]
+        assert "mtu 1500" in netns.ip("-n", lab.client_ns, "-o", "link", "show", "dev", "wbc0")
+        info = lab.describe()
+        assert info["cc"] == netns.read_sysctl(lab.client_ns, "net.ipv4.tcp_congestion_control")
+        assert netns.read_sysctl(lab.client_ns, "net.ipv4.tcp_wmem").split()[-1] == str(lab_link.TCP_MEM_MAX)
+        names = (lab.client_ns, lab.server_ns)
+    _assert_gone(*names, os.getpid())
+    # the root namespace keeps its own buffer limits
+    assert Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[-1] != str(lab_link.TCP_MEM_MAX)
+
+
+@pytest.mark.lab
+@needs_lab
+def test_keyboard_interrupt_tears_down() -> None:
+    with pytest.raises(KeyboardInterrupt), Lab(PRESETS["gige"]) as lab:
+        names = (lab.client_ns, lab.server_ns)
+        raise KeyboardInterrupt
+    _assert_gone(*names, os.getpid())
+
+
+@pytest.mark.lab
+@needs_lab
+@pytest.mark.parametrize("preset", ["wifi-ac", "gige"])
+def test_idle_rtt_close_to_target(preset: str) -> None:
+    spec = PRESETS[preset]
+    with Lab(spec) as lab:
+        assert abs(lab.describe()["rtt_ms"] - spec.rtt_ms) <= 0.3
+        again = lab.measure_idle_rtt(20)  # a fresh measurement, not the calibration's
+        assert abs(again - spec.rtt_ms) <= 0.3, f"idle RTT {again:.3f} ms for {spec.rtt_ms} ms"
+
+
+@pytest.mark.lab
+@needs_lab
+@pytest.mark.parametrize("rate", [100_000_000, 533_000_000])
+def test_goodput_within_5_percent(rate: int) -> None:
+    with Lab(LinkSpec(rate_bps=rate, rtt_ms=2.8)) as lab:
+        got = lab.measure_goodput(seconds=2.5, warmup=1.0)
+        expected = expected_goodput_bps(rate, 1500)
+        stats = lab.forwarder_stats()
+    assert stats["packets"] > 1000 and stats["bytes"] > rate / 8
+    assert stats["cpu_seconds"] > 0
+    assert abs(got / expected - 1) <= 0.05, f"{got / 1e6:.1f} Mbit/s for {expected / 1e6:.1f} expected"
+
+
+@pytest.mark.lab
+@needs_lab
+def test_loss_and_cc_choice() -> None:
+    spec = LinkSpec(rate_bps=100_000_000, rtt_ms=1.0, loss=0.05, cc="reno")
+    with Lab(spec) as lab:
+        assert lab.describe()["cc"] == "reno"
+        lab.measure_goodput(seconds=0.5, warmup=0.0)
+        stats = lab.forwarder_stats()
+    sent = stats["client_to_server"]["packets"] + stats["client_to_server"]["dropped_loss"]
+    lost = stats["client_to_server"]["dropped_loss"]
+    assert sent > 100 and 0.01 < lost / sent < 0.12
+
+
+@pytest.mark.lab
+@needs_lab
+def test_cc_not_allowed_as_default_is_reported() -> None:
+    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
+    available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    if "cubic" not in available:
+        pytest.skip("cubic is not available in this kernel")
+    with Lab(LinkSpec(rate_bps=100_000_000, rtt_ms=1.0, cc="cubic")) as lab:
+        info = lab.describe()
+    if "cubic" in allowed:
+        assert info["cc"] == "cubic"
+    else:
+        assert info["cc"] != "cubic" and any("TCP_CONGESTION" in note for note in info["notes"])
+
+
+def _spawn_lab_owner() -> subprocess.Popen[str]:
+    code = textwrap.dedent(
+        """
+        import sys, time
+        from workbench.lab import Lab, PRESETS
+        with Lab(PRESETS["gige"]) as lab:
+            print(lab.client_ns, lab.server_ns, flush=True)
+            time.sleep(60)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+
+
+@pytest.mark.lab
+@needs_lab
+def test_sigterm_tears_down() -> None:
+    owner = _spawn_lab_owner()
+    try:
+        names = owner.stdout.readline().split()  # type: ignore[union-attr]
+        assert len(names) == 2 and all(netns.exists(n) for n in names)
+        owner.send_signal(signal.SIGTERM)
+        assert owner.wait(timeout=15) != 0
+    finally:
+        owner.kill()
+        owner.wait()
+    _assert_gone(*names, owner.pid)
+
+
+@pytest.mark.lab
+@needs_lab
+def test_stale_lab_of_killed_owner_is_removed() -> None:
+    owner = _spawn_lab_owner()
+    try:
+        names = owner.stdout.readline().split()  # type: ignore[union-attr]
+        assert len(names) == 2
+        forwarders = _forwarders_of(owner.pid)
+        assert len(forwarders) == 1
+    finally:
+        owner.kill()  # SIGKILL: no teardown runs, the namespaces stay behind
+        owner.wait()
+    assert all(netns.exists(n) for n in names)
+    removed = cleanup_stale()
+    assert any(names[0] in r for r in removed) and any(names[1] in r for r in removed)
+    _assert_gone(*names, owner.pid)
