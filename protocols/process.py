@@ -27,6 +27,7 @@ class Completed:
     returncode: int
     stdout: str
     stderr: str
+    reported: int = 0  # bytes already passed to progress()
 
 
 def _proc_rchar(pid: int) -> int | None:
@@ -43,26 +44,28 @@ def _proc_rchar(pid: int) -> int | None:
 class _Watcher:
     """Turns an outside view (file size or bytes read) into progress() deltas, never exceeding `total`."""
 
-    def __init__(self, progress: Progress, total: int) -> None:
+    def __init__(self, progress: Progress, total: int | None) -> None:
         self.progress = progress
         self.total = total
         self.reported = 0
 
     def advance_to(self, seen: int) -> None:
-        seen = min(seen, self.total)
+        if self.total is not None:
+            seen = min(seen, self.total)
         if seen > self.reported:
             self.progress(seen - self.reported)
             self.reported = seen
 
     def finish(self) -> None:
-        self.advance_to(self.total)
+        if self.total is not None:
+            self.advance_to(self.total)
 
 
 def run_native(
     argv: Sequence[str],
     *,
     progress: Progress,
-    total_bytes: int,
+    total_bytes: int | None,
     timeout: float,
     watch_file: Path | None = None,
     watch_reads: bool = False,
@@ -70,13 +73,16 @@ def run_native(
     stdin_text: str | None = None,
     stall_timeout: float | None = None,
     cwd: Path | None = None,
+    watch: Callable[[], int | None] | None = None,
 ) -> Completed:
     """Run argv to completion within `timeout` seconds, reporting progress as it goes.
 
     `watch_file`: report its growing size (downloads). `watch_reads`: report bytes the process reads
     (uploads; an over-estimate early on since it counts config reads too, clipped to total_bytes).
+    `watch`: a callable returning bytes done so far (e.g. the size of a temp dir), when neither fits.
     `stall_timeout`: kill the process when no progress is seen for that long.
-    Progress is completed to `total_bytes` only when the process exits 0.
+    Progress is completed to `total_bytes` only when the process exits 0; with total_bytes None (a
+    download of unknown size) the caller tops it up from what landed, using `Completed.reported`.
     """
     full_env = dict(os.environ)
     if env:
@@ -94,7 +100,6 @@ def run_native(
     except FileNotFoundError as exc:
         raise WorkbenchError(f"{argv[0]} is not installed", "see 'workbench doctor'") from exc
     watcher = _Watcher(progress, total_bytes)
-    baseline_reads = 0
     deadline = time.monotonic() + timeout
     last_change = time.monotonic()
     last_seen = -1
@@ -105,16 +110,14 @@ def run_native(
                 proc.stdin.close()
         while proc.poll() is None:
             now = time.monotonic()
-            seen = _observe(proc.pid, watch_file, watch_reads)
-            if watch_reads and baseline_reads == 0 and seen:
-                baseline_reads = 0  # reads of config files are small; clipped to total anyway
+            seen = watch() if watch is not None else _observe(proc.pid, watch_file, watch_reads)
             if seen is not None:
                 if seen != last_seen:
                     last_seen, last_change = seen, now
-                watcher.advance_to(seen - baseline_reads)
+                watcher.advance_to(seen)
             if now > deadline:
                 raise NetworkError(f"{argv[0]} did not finish within {timeout:.0f} s", "the link or server stalled")
-            if stall_timeout and now - last_change > stall_timeout:
+            if stall_timeout and seen is not None and now - last_change > stall_timeout:
                 raise NetworkError(f"{argv[0]} made no progress for {stall_timeout:.0f} s", "the server stopped?")
             time.sleep(POLL_SECONDS)
         stdout = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
@@ -129,7 +132,7 @@ def run_native(
                 stream.close()
     if proc.returncode == 0:
         watcher.finish()
-    return Completed(proc.returncode, stdout, stderr)
+    return Completed(proc.returncode, stdout, stderr, watcher.reported)
 
 
 def _observe(pid: int, watch_file: Path | None, watch_reads: bool) -> int | None:

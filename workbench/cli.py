@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 
@@ -148,6 +147,7 @@ def tcp(
 # ---------------------------------------------------------------- run / report
 @app.command()
 def run(
+    ctx: typer.Context,
     host: Annotated[str | None, typer.Option(help="Far host running 'workbench serve' (and 'servers up').")] = None,
     target: Annotated[Path | None, typer.Option(help="Target file written by the server (ports, paths).")] = None,
     credentials: CredOpt = None,
@@ -188,16 +188,15 @@ def run(
         files_dir=files_dir,
         compress=compress,
         verify_host_keys=not insecure_host_keys,
-        explicit=_explicit_params(),
+        explicit=_explicit_params(ctx),
     )
     from workbench.runner import execute
 
     execute(plan, db_path=db or paths.default_db(), json_out=json_out, label=label, console=out)
 
 
-def _explicit_params() -> set[str]:
+def _explicit_params(ctx: typer.Context) -> set[str]:
     """Names of the options the user typed (so a TOML config fills in only the rest)."""
-    ctx = click.get_current_context()
     return {
         name
         for name, source in ((n, ctx.get_parameter_source(n)) for n in ctx.params)
@@ -354,17 +353,11 @@ def main(argv: list[str] | None = None) -> None:
             raise
         err.print(f"[bold red]error:[/] {exc.one_line()}", soft_wrap=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         err.print("interrupted")
         sys.exit(ExitCode.INTERRUPTED)
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(ExitCode.INTERRUPTED)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(ExitCode.USAGE)
     except OSError as exc:
         if _DEBUG["on"]:
             raise
@@ -372,6 +365,9 @@ def main(argv: list[str] | None = None) -> None:
         err.print(f"[bold red]error:[/] {translated.one_line()}", soft_wrap=True)
         sys.exit(translated.exit_code)
     except Exception as exc:
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click's usage errors (typer vendors click)
+            exc.show()
+            sys.exit(ExitCode.USAGE)
         if _DEBUG["on"] or os.environ.get("WORKBENCH_DEBUG"):
             raise
         err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc} (rerun with --debug and report it)")

@@ -13,6 +13,8 @@ from rich.table import Table
 from workbench.results import Result, Run
 from workbench.store import RunSummary
 
+_SHORT = {"upload": "up", "download": "down"}
+
 
 def _mb(bps: float | None) -> str:
     return "—" if bps is None else f"{bps / 1e6:,.1f}"
@@ -88,7 +90,7 @@ def results_table(run: Run) -> Table:
         if tcp:
             table.add_row(
                 "[bold]raw TCP[/]",
-                direction[:4],
+                _SHORT[direction],
                 "mem",
                 _mb(tcp),
                 _mbit(tcp),
@@ -105,7 +107,7 @@ def results_table(run: Run) -> Table:
         style = "dim" if row.error and row.error.startswith("unavailable") else None
         table.add_row(
             row.label,
-            row.direction[:4] if row.direction in ("upload", "download") else row.direction,
+            _SHORT.get(row.direction, row.direction),
             row.file_set,
             _mb(row.median_bps),
             _mbit(row.median_bps),
@@ -210,10 +212,11 @@ def render_compare(console: Console, before: Run, after: Run) -> None:
     for direction in ("upload", "download"):
         a, b = before.baseline.for_direction(direction), after.baseline.for_direction(direction)
         if a or b:
-            table.add_row("raw TCP", direction[:4], "mem", _mb(a), _mb(b), f"{b / a:.2f}" if a and b else "—")
+            table.add_row("raw TCP", _SHORT[direction], "mem", _mb(a), _mb(b), f"{b / a:.2f}" if a and b else "—")
     for row in after.results:
         prev = old.get(key(row))
         a = prev.median_bps if prev else None
         b = row.median_bps
-        table.add_row(row.label, row.direction[:4], row.file_set, _mb(a), _mb(b), f"{b / a:.2f}" if a and b else "—")
+        ratio = f"{b / a:.2f}" if a and b else "—"
+        table.add_row(row.label, _SHORT.get(row.direction, row.direction), row.file_set, _mb(a), _mb(b), ratio)
     console.print(table)
