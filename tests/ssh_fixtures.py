@@ -1,0 +1,73 @@
+"""Fixtures that run the real sshd and rsync daemon on 127.0.0.1 with free ports, serving tmp dirs."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from protocols.base import Target
+from tests.helpers import free_port
+from workbench.credentials import Credentials, generate
+from workbench.servers.base import ManagedServer, ServerContext
+from workbench.servers.rsyncd import Rsyncd
+from workbench.servers.sshd import Sshd
+
+HOST = "127.0.0.1"
+
+
+@dataclass
+class Served:
+    """A running server, the target that reaches it, and a wrong-credentials twin."""
+
+    server: ManagedServer
+    root: Path
+    target: Target
+    bad_target: Target
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def _context(tmp_path: Path, service: str, creds: Credentials) -> ServerContext:
+    root = tmp_path / "served"
+    root.mkdir(exist_ok=True)
+    return ServerContext(
+        root=root, bind=HOST, state_dir=tmp_path / "state", credentials=creds, ports={service: free_port(HOST)}
+    )
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[Served]:
+    if reason := Sshd.unavailable_reason():
+        pytest.skip(reason)
+    ctx = _context(tmp_path, "ssh", generate())
+    server = Sshd(ctx)
+    server.start()
+    try:
+        creds = replace(ctx.credentials, ssh_key=server.client_key_path, known_hosts=server.known_hosts_path)
+        target = Target(HOST, creds, ports=dict(ctx.ports), remote_root=str(ctx.root))
+        wrong_key = tmp_path / "wrong_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong_key)], check=True)
+        bad = replace(target, credentials=replace(creds, ssh_key=wrong_key))
+        yield Served(server, ctx.root, target, bad)
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def rsyncd(tmp_path: Path) -> Iterator[Served]:
+    if reason := Rsyncd.unavailable_reason():
+        pytest.skip(reason)
+    ctx = _context(tmp_path, "rsync", generate())
+    server = Rsyncd(ctx)
+    server.start()
+    try:
+        target = Target(HOST, ctx.credentials, ports=dict(ctx.ports), share=ctx.share)
+        bad = replace(target, credentials=replace(ctx.credentials, password="wrong-" + ctx.credentials.password))
+        yield Served(server, ctx.root, target, bad)
+    finally:
+        server.stop()
