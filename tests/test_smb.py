@@ -8,6 +8,8 @@ import pytest
 
 from protocols.base import Client
 from protocols.smb import PysmbClient
+from protocols.smbclient_cli import SmbclientClient
+from protocols.smbprotocol_client import SmbprotocolClient
 from tests.contract import ClientContract, Counter
 from tests.helpers import write_random
 from tests.smb_fixtures import SmbdRunner, bad_client_for, client_factory, served_root, smbd, smbd_runner, stop_server
@@ -51,3 +53,11 @@ def test_pysmb_mkdir_is_idempotent(make_pysmb, served_root, tmp_path) -> None:
         write_random(tmp_path / "x.bin", 10)
         client.upload(tmp_path / "x.bin", "incoming/a/b/x.bin", Counter())
     assert (served_root / "incoming" / "a" / "b" / "x.bin").stat().st_size == 10
+
+
+class TestSmbprotocolContract(_SmbContract):
+    client_class = SmbprotocolClient
+
+
+class TestSmbclientContract(_SmbContract):
+    client_class = SmbclientClient

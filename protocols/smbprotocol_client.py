@@ -1,0 +1,361 @@
+"""SMB 2/3 through smbprotocol's low-level API, with large requests and several of them in flight.
+
+The library sends one request and waits for its reply unless told otherwise; here reads and writes
+are built with ``send=False`` and pipelined, up to `DEPTH` requests of up to the negotiated maximum
+each, asking the server for enough credits to keep them all outstanding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections import deque
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from protocols.base import Client, Progress
+from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
+
+DEPTH = 4  # requests kept in flight per file
+MAX_REQUEST = 8 * 1024 * 1024  # bytes per read/write, capped further by what the server negotiates
+CREDIT_UNIT = 64 * 1024  # one SMB2 credit pays for this many bytes of a read or write
+_DIALECTS = {0x0202: "2.0.2", 0x0210: "2.1", 0x0300: "3.0", 0x0302: "3.0.2", 0x0311: "3.1.1"}
+
+
+def smb_path(remote: str) -> str:
+    """A POSIX path relative to the share as SMB wants it (backslashes, no leading separator)."""
+    return remote.strip("/").replace("/", "\\")
+
+
+class SmbprotocolClient(Client):
+    protocol = "smb"
+    name = "smbprotocol"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._conn: Any = None
+        self._session: Any = None
+        self._tree: Any = None
+        self.depth = DEPTH
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        try:
+            import smbprotocol.connection  # noqa: F401
+        except ImportError:
+            return "smbprotocol not importable: pip install smbprotocol"
+        return None
+
+    @property
+    def _where(self) -> str:
+        return f"{self.target.host}:{self.target.port('smb')}"
+
+    # -- session -------------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        from smbprotocol.connection import Connection
+        from smbprotocol.session import Session
+        from smbprotocol.tree import TreeConnect
+
+        creds = self.target.credentials
+        conn = Connection(uuid.uuid4(), self.target.host, self.target.port("smb"), require_signing=True)
+        # The reader thread pings after this much silence and gives up after twice it: bounds every wait.
+        conn._receive_timeout = max(1, int(self.options.timeout))
+        self._conn = conn
+        try:
+            self._guard(conn.connect, timeout=self.options.timeout, what="connecting")
+            # Encryption off: the rows measure the transport; signing stays on because Samba insists.
+            session = Session(conn, creds.user, creds.password, require_encryption=False, auth_protocol="ntlm")
+            self._guard(session.connect, what=f"logging in as {creds.user!r}")
+            self._session = session
+            tree = TreeConnect(session, rf"\\{self.target.host}\{self.target.share}")
+            self._guard(tree.connect, what=f"opening share {self.target.share!r}")
+            self._tree = tree
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        conn, self._conn, self._session, self._tree = self._conn, None, None, None
+        if conn is None:
+            return
+        # Logging off a dead server raises; the socket and reader thread must go regardless.
+        with contextlib.suppress(Exception):
+            conn.disconnect(close=conn.transport is not None and conn.transport.connected, timeout=5)
+        with contextlib.suppress(Exception):
+            if conn.transport is not None:
+                conn.transport.close()
+
+    def details(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"requests_in_flight": self.depth, "timed_includes_setup": False}
+        conn = self._conn
+        if conn is not None and conn.dialect is not None:
+            info["dialect"] = _DIALECTS.get(conn.dialect, f"0x{conn.dialect:04x}")
+            info["request_bytes"] = self._request_size(min(conn.max_read_size, conn.max_write_size))
+            info["read_bytes"] = self._request_size(conn.max_read_size)
+            info["write_bytes"] = self._request_size(conn.max_write_size)
+            info["multi_credit"] = bool(conn.supports_multi_credit)
+        if self._session is not None:
+            info["signing"] = bool(self._session.signing_required)
+            info["encryption"] = bool(self._session.encrypt_data)
+        return info
+
+    def _request_size(self, negotiated: int) -> int:
+        size = min(MAX_REQUEST, negotiated)
+        if not self._conn or not self._conn.supports_multi_credit:
+            size = min(size, CREDIT_UNIT)  # SMB 2.0.2: one credit per request, 64 KiB each
+        return size
+
+    # -- errors ----------------------------------------------------------------------------------
+
+    def _guard(self, fn: Any, *args: Any, what: str, **kwargs: Any) -> Any:
+        """Run one smbprotocol call, translating its exceptions at this boundary."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            error = self._translate(exc, what)
+            if error is None:
+                raise
+            raise error from exc
+
+    def _translate(self, exc: Exception, what: str) -> WorkbenchError | None:
+        from smbprotocol import exceptions as ex
+
+        if isinstance(exc, WorkbenchError):
+            return exc
+        if isinstance(exc, ex.LogonFailure | ex.WrongPassword | ex.SMBAuthenticationError):
+            return AuthError(
+                f"SMB login refused by {self._where} while {what}",
+                "check the user and password (the server's credentials file)",
+            )
+        if isinstance(exc, ex.ObjectNameNotFound | ex.ObjectPathNotFound | ex.NoSuchFile):
+            return NotFoundError(f"{what}: no such file on the share", "check the remote path")
+        if isinstance(exc, ex.ObjectPathSyntaxBad | ex.ObjectNameInvalid):
+            return NotFoundError(f"{what}: the server rejects this path", "use a path inside the share, no '..'")
+        if isinstance(exc, ex.BadNetworkName):
+            return NotFoundError(f"{what}: the server has no such share", "check --share / the server's share name")
+        if isinstance(exc, ex.AccessDenied):
+            return AuthError(f"{what}: access denied by the server", "check the share's permissions and signing")
+        if isinstance(exc, ex.SMBConnectionClosed):
+            return NetworkError(f"SMB connection to {self._where} lost while {what}", "the server stopped?")
+        if isinstance(exc, ex.SMBResponseException):
+            return WorkbenchError(f"{what} failed: NT status 0x{exc.status:08X}", "see the smbd log")
+        if isinstance(exc, ex.SMBException):
+            if "timeout" in str(exc).lower():
+                return NetworkError(
+                    f"no reply from {self._where} for {self.options.timeout:.0f} s while {what}", "the server stalled"
+                )
+            return NetworkError(f"SMB failure talking to {self._where} while {what}", "see the smbd log")
+        if isinstance(exc, ValueError) and isinstance(exc.__cause__, OSError):
+            # smbprotocol wraps connect() errors in ValueError("Failed to connect to ...").
+            return from_os_error(exc.__cause__, what, self.target.host, self.target.port("smb"))
+        if isinstance(exc, OSError):
+            return from_os_error(exc, what, self.target.host, self.target.port("smb"))
+        return None
+
+    # -- files -----------------------------------------------------------------------------------
+
+    def _require_tree(self) -> Any:
+        if self._tree is None:
+            raise NetworkError("SMB session is not connected", "call connect() first")
+        return self._tree
+
+    def _open(self, remote: str, write: bool, what: str) -> Any:
+        from smbprotocol.open import (
+            CreateDisposition,
+            CreateOptions,
+            FileAttributes,
+            FilePipePrinterAccessMask,
+            ImpersonationLevel,
+            Open,
+            ShareAccess,
+        )
+
+        access = FilePipePrinterAccessMask
+        handle = Open(self._require_tree(), smb_path(remote))
+        if write:
+            mask = access.FILE_WRITE_DATA | access.FILE_READ_ATTRIBUTES | access.FILE_WRITE_ATTRIBUTES
+            disposition, share = CreateDisposition.FILE_OVERWRITE_IF, 0
+        else:
+            mask = access.FILE_READ_DATA | access.FILE_READ_ATTRIBUTES
+            disposition, share = CreateDisposition.FILE_OPEN, ShareAccess.FILE_SHARE_READ
+        self._guard(
+            handle.create,
+            ImpersonationLevel.Impersonation,
+            mask,
+            FileAttributes.FILE_ATTRIBUTE_NORMAL,
+            share,
+            disposition,
+            CreateOptions.FILE_NON_DIRECTORY_FILE | CreateOptions.FILE_SEQUENTIAL_ONLY,
+            what=what,
+        )
+        return handle
+
+    def _close_handle(self, handle: Any, what: str, failing: bool) -> None:
+        if failing:
+            with contextlib.suppress(Exception):
+                handle.close()
+        else:
+            self._guard(handle.close, what=what)
+
+    def download(self, remote: str, local: Path, progress: Progress) -> None:
+        what = f"downloading {remote}"
+        handle = self._open(remote, write=False, what=what)
+        failing = True
+        try:
+            with open(local, "wb") as fh:
+                self._guard(self._pull, handle, fh, progress, what=what)
+            failing = False
+        except OSError as exc:
+            raise from_os_error(exc, f"writing {local}") from exc
+        finally:
+            self._close_handle(handle, what, failing)
+
+    def upload(self, local: Path, remote: str, progress: Progress) -> None:
+        what = f"uploading {remote}"
+        try:
+            fh = open(local, "rb")  # noqa: SIM115 - closed below, after the remote handle opens
+        except OSError as exc:
+            raise from_os_error(exc, f"reading {local}") from exc
+        with fh:
+            handle = self._open(remote, write=True, what=what)
+            failing = True
+            try:
+                self._guard(self._push, handle, fh, progress, what=what)
+                failing = False
+            finally:
+                self._close_handle(handle, what, failing)
+
+    def mkdir(self, remote_dir: str) -> None:
+        from smbprotocol.exceptions import ObjectNameCollision
+        from smbprotocol.open import (
+            CreateDisposition,
+            CreateOptions,
+            DirectoryAccessMask,
+            FileAttributes,
+            ImpersonationLevel,
+            Open,
+            ShareAccess,
+        )
+
+        tree = self._require_tree()
+        parts = [p for p in remote_dir.strip("/").split("/") if p]
+        for depth in range(1, len(parts) + 1):
+            path = "\\".join(parts[:depth])
+            handle = Open(tree, path)
+            try:
+                handle.create(
+                    ImpersonationLevel.Impersonation,
+                    DirectoryAccessMask.FILE_LIST_DIRECTORY,
+                    FileAttributes.FILE_ATTRIBUTE_DIRECTORY,
+                    ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE,
+                    CreateDisposition.FILE_OPEN_IF,
+                    CreateOptions.FILE_DIRECTORY_FILE,
+                )
+            except ObjectNameCollision:
+                continue  # a file of that name; the upload into it will say so
+            except Exception as exc:
+                error = self._translate(exc, f"creating {path}")
+                if error is None:
+                    raise
+                raise error from exc
+            self._guard(handle.close, what=f"creating {path}")
+
+    # -- the pipeline ----------------------------------------------------------------------------
+
+    def _credits(self) -> int:
+        conn = self._conn
+        with conn.sequence_lock:
+            return conn.sequence_window["high"] - conn.sequence_window["low"]
+
+    def _charge(self, length: int) -> int:
+        if not self._conn.supports_multi_credit:
+            return 1
+        return max(1, (length - 1) // CREDIT_UNIT + 1)
+
+    def _send(self, message: Any, charge: int) -> Any:
+        """Send one read/write, asking for enough extra credits to keep `depth` such requests outstanding."""
+        conn, tree = self._conn, self._tree
+        want = charge * (self.depth + 1)
+        ask = charge + max(0, want - self._credits())
+        return conn.send(message, tree.session.session_id, tree.tree_connect_id, credit_request=min(ask, 8192))
+
+    def _top_up(self, need: int) -> None:
+        """Ask for credits with an echo when none are outstanding to bring them back."""
+        conn = self._conn
+        conn.echo(sid=self._tree.session.session_id, timeout=self.options.timeout, credit_request=need + 1)
+        if self._credits() < need:
+            raise NetworkError(
+                f"server at {self._where} granted too few SMB credits for a {need}-credit request",
+                "raise 'smb2 max credits' on the server",
+            )
+
+    def _read_reply(self, request: Any) -> bytes:
+        from smbprotocol.open import SMB2ReadResponse
+
+        response = self._conn.receive(request, timeout=self.options.timeout)
+        reply = SMB2ReadResponse()
+        reply.unpack(response["data"].get_value())
+        return reply["buffer"].get_value()
+
+    def _write_reply(self, request: Any) -> int:
+        from smbprotocol.open import SMB2WriteResponse
+
+        response = self._conn.receive(request, timeout=self.options.timeout)
+        reply = SMB2WriteResponse()
+        reply.unpack(response["data"].get_value())
+        return reply["count"].get_value()
+
+    def _pull(self, handle: Any, fh: BinaryIO, progress: Progress) -> None:
+        size = handle.end_of_file
+        chunk = self._request_size(self._conn.max_read_size)
+        pending: deque[tuple[Any, int]] = deque()
+        offset = 0
+        while offset < size or pending:
+            while offset < size and len(pending) < self.depth:
+                length = min(chunk, size - offset)
+                charge = self._charge(length)
+                if self._credits() < charge:
+                    if pending:
+                        break
+                    self._top_up(charge)
+                message, _ = handle.read(offset, length, send=False)
+                pending.append((self._send(message, charge), length))
+                offset += length
+            request, length = pending.popleft()
+            data = self._read_reply(request)
+            if len(data) != length:
+                raise WorkbenchError(
+                    f"short read: got {len(data)} of {length} bytes", "the file changed on the server during the copy"
+                )
+            fh.write(data)
+            progress(length)
+
+    def _push(self, handle: Any, fh: BinaryIO, progress: Progress) -> None:
+        chunk = self._request_size(self._conn.max_write_size)
+        pending: deque[tuple[Any, int]] = deque()
+        offset = 0
+        data = b""
+        eof = False
+        while not eof or pending:
+            while not eof and len(pending) < self.depth:
+                if not data:
+                    data = fh.read(chunk)
+                    if not data:
+                        eof = True
+                        break
+                charge = self._charge(len(data))
+                if self._credits() < charge:
+                    if pending:
+                        break
+                    self._top_up(charge)
+                message, _ = handle.write(data, offset, send=False)
+                pending.append((self._send(message, charge), len(data)))
+                offset += len(data)
+                data = b""
+            if pending:
+                request, length = pending.popleft()
+                written = self._write_reply(request)
+                if written != length:
+                    raise WorkbenchError(f"short write: server took {written} of {length} bytes", "disk full?")
+                progress(length)
