@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 from pathlib import Path
 from typing import Any
@@ -60,10 +61,14 @@ class AiohttpClient(Client):
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.options.timeout, sock_read=self.options.timeout)
 
         async def open_session() -> None:
-            auth = aiohttp.BasicAuth(self.target.credentials.user, self.target.credentials.password)
+            creds = self.target.credentials
+            token = base64.b64encode(f"{creds.user}:{creds.password}".encode()).decode()
             connector = aiohttp.TCPConnector(limit=4, force_close=False)
             self._session = aiohttp.ClientSession(
-                auth=auth, timeout=timeout, read_bufsize=READ_BUFSIZE, connector=connector
+                headers={"Authorization": f"Basic {token}"},
+                timeout=timeout,
+                read_bufsize=READ_BUFSIZE,
+                connector=connector,
             )
             # A cheap authenticated request checks reachability and credentials before any timing.
             async with self._session.get(self.base + "/ctl/info") as resp:

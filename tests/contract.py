@@ -94,7 +94,12 @@ class ClientContract:
     def test_server_stopped_mid_transfer_fails_cleanly(
         self, make_client, served_root: Path, stop_server, tmp_path: Path
     ) -> None:
-        write_random(served_root / "files" / "big.bin", 64 * 1024 * 1024)
+        # Sparse and large: the server streams it fast, yet it cannot finish before a native client's
+        # progress poll (50 ms) notices the first bytes and the server is killed.
+        big = served_root / "files" / "big.bin"
+        big.parent.mkdir(parents=True, exist_ok=True)
+        with open(big, "wb") as fh:
+            fh.truncate(1 << 30)
         stopped = threading.Event()
 
         def stop_after_first_bytes(n: int) -> None:

@@ -1,0 +1,76 @@
+"""Fixtures for HTTP/FTP/raw-TCP tests: a real `workbench serve` process on 127.0.0.1 with free ports.
+
+One server per test session (started on first use, restarted when a test kills it), serving a
+private temporary root; the credentials are generated into its private state directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from protocols.base import DEFAULT_PORTS, Client, ClientOptions, Target
+from tests.helpers import free_port
+from workbench import credentials as creds_mod
+from workbench.servers.base import ServerContext
+from workbench.servers.serve_process import ServeProcess
+
+HOST = "127.0.0.1"
+
+
+class ServeRunner:
+    def __init__(self, base: Path) -> None:
+        root = base / "root"
+        root.mkdir()
+        state = base / "state"
+        creds = creds_mod.load_or_create(state / "credentials.json")
+        ports = {**DEFAULT_PORTS, **{s: free_port(HOST) for s in ("http", "ftp", "tcp", "iperf3")}}
+        self.ctx = ServerContext(root=root, bind=HOST, state_dir=state, credentials=creds, ports=ports)
+        self.server = ServeProcess(self.ctx)
+
+    def ensure(self) -> ServeProcess:
+        if self.server.proc is None or self.server.proc.poll() is not None:
+            self.server.stop()
+            self.server.start()
+        return self.server
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def target(self, credentials: creds_mod.Credentials | None = None) -> Target:
+        return Target(
+            host=HOST,
+            credentials=credentials or self.ctx.credentials,
+            ports=dict(self.ctx.ports),
+            remote_root=str(self.ctx.root),
+        )
+
+
+@pytest.fixture(scope="session")
+def serve_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeRunner]:
+    runner = ServeRunner(tmp_path_factory.mktemp("serve"))
+    try:
+        yield runner
+    finally:
+        runner.stop()
+
+
+@pytest.fixture
+def served(serve_runner: ServeRunner) -> ServeRunner:
+    serve_runner.ensure()
+    return serve_runner
+
+
+def factory(cls: type[Client], runner: ServeRunner) -> Callable[..., Client]:
+    def make(**overrides: object) -> Client:
+        return cls(runner.target(), ClientOptions(**overrides))  # type: ignore[arg-type]
+
+    return make
+
+
+def bad(cls: type[Client], runner: ServeRunner) -> Client:
+    wrong = dataclasses.replace(runner.ctx.credentials, password="not-the-password")
+    return cls(runner.target(wrong), ClientOptions(timeout=5.0))

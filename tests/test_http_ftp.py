@@ -1,0 +1,76 @@
+"""HTTP (aiohttp, curl) and FTP (ftplib, curl) clients against the real `workbench serve` on loopback."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from protocols.base import Client
+from protocols.curl import CurlFtpClient, CurlHttpClient
+from protocols.ftp import FtplibClient
+from protocols.http import AiohttpClient
+from tests.contract import ClientContract
+from tests.serve_fixtures import ServeRunner, bad, factory, serve_runner, served  # noqa: F401
+
+
+class _ServeContract(ClientContract):
+    client_cls: type[Client]
+
+    @pytest.fixture
+    def served_root(self, served: ServeRunner) -> Path:  # noqa: F811
+        return served.ctx.root
+
+    @pytest.fixture
+    def make_client(self, served: ServeRunner) -> Callable[..., Client]:  # noqa: F811
+        return factory(self.client_cls, served)
+
+    @pytest.fixture
+    def bad_client(self, served: ServeRunner) -> Client:  # noqa: F811
+        return bad(self.client_cls, served)
+
+    @pytest.fixture
+    def stop_server(self, served: ServeRunner) -> Callable[[], None]:  # noqa: F811
+        return served.stop
+
+
+class TestAiohttpContract(_ServeContract):
+    client_cls = AiohttpClient
+
+
+class TestFtplibContract(_ServeContract):
+    client_cls = FtplibClient
+
+
+needs_curl = pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed: apt-get install curl")
+
+
+@needs_curl
+class TestCurlHttpContract(_ServeContract):
+    client_cls = CurlHttpClient
+
+
+@needs_curl
+class TestCurlFtpContract(_ServeContract):
+    client_cls = CurlFtpClient
+
+
+def test_http_refuses_paths_outside_the_root(served: ServeRunner, tmp_path: Path) -> None:  # noqa: F811
+    from workbench.errors import WorkbenchError
+
+    (served.ctx.root.parent / "secret.txt").write_text("outside")
+    with AiohttpClient(served.target()) as client:
+        for sneaky in ("../secret.txt", "files/../../secret.txt", "%2e%2e/secret.txt"):
+            with pytest.raises(WorkbenchError):
+                client.download(sneaky, tmp_path / "x", lambda n: None)
+    assert not (tmp_path / "x").exists() or (tmp_path / "x").read_bytes() != b"outside"
+
+
+def test_ftp_refuses_paths_outside_the_root(served: ServeRunner, tmp_path: Path) -> None:  # noqa: F811
+    from workbench.errors import WorkbenchError
+
+    (served.ctx.root.parent / "secret2.txt").write_text("outside")
+    with FtplibClient(served.target()) as client, pytest.raises(WorkbenchError):
+        client.download("../secret2.txt", tmp_path / "y", lambda n: None)
