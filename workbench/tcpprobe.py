@@ -49,6 +49,10 @@ GRACE_S = 3.0  # extra time a receiver waits beyond the sender's duration
 HANDSHAKE_TIMEOUT = 5.0
 _MAX_MSG = 64 * 1024
 _READY = b"K"
+_SO_RCVBUFFORCE = 33 if hasattr(socket, "SO_BINDTODEVICE") else socket.SO_RCVBUF  # Linux; Python lacks the name
+_TCP_WINDOW_CLAMP = getattr(socket, "TCP_WINDOW_CLAMP", None)
+_RECLAMP_FIRST = 64  # receives during which the clamp is re-applied every time (see _receive)
+_RECLAMP_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -181,9 +185,24 @@ def _set_poll_timeouts(sock: socket.socket, seconds: float = POLL_S) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
 
 
-def _clamp_window(sock: socket.socket, window: int) -> None:
-    # Applied on the connected socket: a clamp set before listen()/connect() is recomputed by the kernel.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, window)
+def _lock_window(sock: socket.socket, window: int) -> None:
+    """Make the receive window this socket advertises `window` bytes (kept so by `_receive`).
+
+    Autotuning rewrites the clamp whenever it grows the buffer, so the buffer is locked first (Linux
+    doubles SO_RCVBUF and grants only part of it to the window: 2x leaves room). The clamp goes on the
+    connected socket: one set before listen()/connect() is recomputed by the kernel.
+    """
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, 2 * window)
+    except OSError:
+        # Unprivileged: capped at net.core.rmem_max, which may leave large windows short.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2 * window)
+    _clamp(sock, window)
+
+
+def _clamp(sock: socket.socket, window: int) -> None:
+    if _TCP_WINDOW_CLAMP is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, _TCP_WINDOW_CLAMP, window)
 
 
 def _prefault(buf: bytearray) -> None:
@@ -202,14 +221,20 @@ def _payload(size: int = BUF_SIZE) -> bytes:
     return os.urandom(size)
 
 
-def _receive(sock: socket.socket, buf: bytearray, deadline: float, max_bytes: int) -> SideCount:
-    """Count and discard bytes until EOF, the deadline or max_bytes; raises TimeoutError on a stall."""
+def _receive(
+    sock: socket.socket, buf: bytearray, deadline: float, max_bytes: int, window: int | None = None
+) -> SideCount:
+    """Count and discard bytes until EOF, the deadline or max_bytes; raises TimeoutError on a stall.
+
+    With `window`, the clamp is re-applied as data flows: Linux resets it to the buffer-derived value
+    each time its payload/truesize ratio estimate changes, which happens mostly on the first segments.
+    """
     view = memoryview(buf)
     size = len(view)
     recv_into = sock.recv_into
     clock = time.monotonic
-    total = first_n = 0
-    first_t = last_t = 0.0
+    total = first_n = receives = 0
+    first_t = last_t = last_clamp = 0.0
     last_progress = clock()
     while total < max_bytes:
         try:
@@ -228,6 +253,10 @@ def _receive(sock: socket.socket, buf: bytearray, deadline: float, max_bytes: in
             first_t, first_n = now, n
         total += n
         last_t = last_progress = now
+        if window is not None and (receives < _RECLAMP_FIRST or now - last_clamp > _RECLAMP_S):
+            _clamp(sock, window)
+            receives += 1
+            last_clamp = now
         if now > deadline:
             break
     seconds = last_t - first_t if total else 0.0
@@ -473,11 +502,11 @@ class ProbeServer:
         data = slot[0]
         try:
             if cmd == "sink" and window is not None:
-                _clamp_window(data, window)
+                _lock_window(data, window)
             _set_poll_timeouts(data)
             data.sendall(_READY)
             if cmd == "sink":
-                count = _receive(data, _new_buffer(), time.monotonic() + duration + GRACE_S, max_bytes)
+                count = _receive(data, _new_buffer(), time.monotonic() + duration + GRACE_S, max_bytes, window)
             else:
                 count = _transmit(data, self._payload, time.monotonic() + duration, max_bytes)
                 data.shutdown(socket.SHUT_WR)
@@ -576,7 +605,7 @@ class _Session:
         try:
             self._hello(sock)
             if window is not None:
-                _clamp_window(sock, window)  # the receiving side clamps; harmless on an upload's sender
+                _lock_window(sock, window)
             sock.sendall(b"D" + bytes.fromhex(token))
             if _recv_exact(sock, 1) != _READY:
                 raise NetworkError(
@@ -648,7 +677,7 @@ def measure(
                 data.shutdown(socket.SHUT_WR)
                 _drain_to_eof(data)
             else:
-                local = _receive(data, _new_buffer(), time.monotonic() + duration + GRACE_S, limit)
+                local = _receive(data, _new_buffer(), time.monotonic() + duration + GRACE_S, limit, window)
             local = SideCount(local.bytes, local.seconds, local.timed_bytes, read_tcp_info(data))
         except OSError as exc:
             raise from_os_error(exc, f"measuring raw TCP ({direction})", host, port) from exc
@@ -713,3 +742,45 @@ def rtt(host: str, port: int, secret: str, count: int = 20) -> RttResult:
         connect_samples=tuple(connects),
         ping_samples=tuple(pings),
     )
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One window of a sweep: what was asked, what the kernel advertised, what flowed, what W/RTT predicts."""
+
+    window_bytes: int
+    effective_window_bytes: int | None
+    measured_bps: float
+    predicted_bps: float  # window / RTT, bytes/s
+    result: ProbeResult | None = field(default=None, repr=False, compare=False)
+
+
+def window_sweep(
+    host: str,
+    port: int,
+    secret: str,
+    windows: list[int],
+    rtt_ms: float,
+    duration: float,
+    direction: Direction,
+) -> list[SweepPoint]:
+    """Measure once per clamped window; the gap to window/RTT shows where the window stops being the limit."""
+    if rtt_ms <= 0:
+        raise UsageError(f"RTT {rtt_ms} ms must be above zero", "measure it first with rtt()")
+    if not windows:
+        raise UsageError("no windows to sweep", "give sizes like 64K,256K,1M")
+    if duration * len(windows) > 10 * MAX_DURATION:
+        raise UsageError("the sweep would run too long", "use fewer windows or a shorter duration")
+    points = []
+    for window in windows:
+        result = measure(host, port, secret, direction, duration=duration, window=window)
+        points.append(
+            SweepPoint(
+                window_bytes=window,
+                effective_window_bytes=result.window_bytes,
+                measured_bps=result.bps,
+                predicted_bps=window / (rtt_ms / 1e3),
+                result=result,
+            )
+        )
+    return points

@@ -1,0 +1,67 @@
+"""The iperf3 wrapper against a real iperf3 server on loopback, and its JSON parsing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import free_port
+from workbench.errors import NetworkError, UsageError, WorkbenchError
+from workbench.iperf import Iperf3Server, iperf3_available, iperf3_command, parse_iperf3_json, run_iperf3
+
+HOST = "127.0.0.1"
+needs_iperf3 = pytest.mark.skipif(iperf3_available() is not None, reason="iperf3 not installed")
+
+
+@pytest.fixture
+def iperf3_port():
+    port = free_port()
+    with Iperf3Server(HOST, port):
+        yield port
+
+
+@needs_iperf3
+@pytest.mark.parametrize("direction", ["upload", "download"])
+def test_run_against_a_real_server(iperf3_port: int, direction: str) -> None:
+    result = run_iperf3(HOST, iperf3_port, direction, 1)
+    assert result is not None
+    assert result.direction == direction
+    assert result.bps > 1e6 and result.bytes > 1e6
+    assert 0.5 < result.seconds < 2
+    assert result.bps == pytest.approx(result.bytes / result.seconds, rel=0.05)
+
+
+@needs_iperf3
+def test_one_off_server_serves_one_test_then_exits() -> None:
+    port = free_port()
+    server = Iperf3Server(HOST, port, one_off=True)
+    server.start()
+    try:
+        assert run_iperf3(HOST, port, "upload", 1, window=256 * 1024) is not None
+        assert server.proc is not None
+        server.proc.wait(timeout=10)
+    finally:
+        server.stop()
+    with pytest.raises(NetworkError, match="unable to connect"):
+        run_iperf3(HOST, port, "upload", 1)
+
+
+def test_command_rounds_duration_and_never_asks_for_forever() -> None:
+    argv = iperf3_command(HOST, 5201, "download", 0.3, window=65536)
+    assert argv[argv.index("-t") + 1] == "1"
+    assert "-R" in argv and argv[argv.index("-w") + 1] == "65536"
+    with pytest.raises(UsageError):
+        iperf3_command(HOST, 5201, "upload", 0)
+    with pytest.raises(UsageError):
+        iperf3_command(HOST, 5201, "both", 1)
+
+
+def test_parse_errors_and_busy_server() -> None:
+    with pytest.raises(NetworkError, match="busy") as busy:
+        parse_iperf3_json(json.dumps({"error": "the server is busy running a test. try again later"}), "upload")
+    assert "one test at a time" in busy.value.hint
+    with pytest.raises(WorkbenchError, match="no JSON"):
+        parse_iperf3_json("iperf3: error - boom", "upload")
+    with pytest.raises(WorkbenchError, match="lacks"):
+        parse_iperf3_json(json.dumps({"end": {}}), "upload")
