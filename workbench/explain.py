@@ -1,18 +1,67 @@
 """Explain each row: its share of the raw TCP limit, and the ceiling (link, window, requests, ssh-window,
-cpu) that bounds it, computed by workbench.ceiling from what was measured in this run."""
+cpu) that bounds it, computed by workbench.ceiling from what this run measured."""
 
 from __future__ import annotations
 
+import ipaddress
+import statistics
+
+from workbench.ceiling import binding_bound, bounds_from_details, format_bound
 from workbench.plan import Plan
-from workbench.results import Run
+from workbench.results import Result, Run
+
+
+def _cpu_fraction(row: Result, attr: str) -> float | None:
+    values = [getattr(s, attr) / s.seconds for s in row.good_samples if getattr(s, attr) is not None and s.seconds > 0]
+    return statistics.median(values) if values else None
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def explain_rows(run: Run, plan: Plan) -> list[str]:
-    """Fill pct_of_tcp, ceiling_bps, bound on every row; return run-level warnings."""
-    warnings: list[str] = []
+    """Fill pct_of_tcp, ceiling_bps, bound on every measured row; return run-level notes."""
+    notes: list[str] = []
+    base = run.baseline
+    rtt_s = base.rtt_ms / 1e3 if base.rtt_ms else None
+    link_bps = (run.link or {}).get("rate_bps")
+    cpu_rows = 0
     for row in run.results:
-        tcp = run.baseline.for_direction(row.direction)
         median = row.median_bps
-        if tcp and median:
+        if not median:
+            continue
+        tcp = base.for_direction(row.direction)
+        if tcp:
             row.pct_of_tcp = 100.0 * median / tcp
-    return warnings
+        found = bounds_from_details(
+            row.details,
+            link_bps=link_bps,
+            rtt_s=rtt_s,
+            window_bytes=base.window_bytes,
+            client_cpu=_cpu_fraction(row, "client_cpu_s"),
+            server_cpu=_cpu_fraction(row, "server_cpu_s"),
+            measured_bps=median,
+        )
+        bound = binding_bound(found)
+        if bound is not None:
+            row.ceiling_bps = bound.bps
+            row.bound = bound.label
+            row.bound_explanation = format_bound(bound)
+            cpu_rows += bound.label == "cpu"
+        row.details["bounds"] = [{"label": b.label, "bps": b.bps, "explanation": b.explanation} for b in found]
+    if _is_loopback(plan.target.host):
+        notes.append(
+            "loopback: no wire between client and server, so raw TCP is a memory-copy rate and the copies are "
+            "bound by CPU on this host (client, server and kernel share its cores); use the lab or a second host "
+            "for link-bound figures"
+        )
+    elif cpu_rows:
+        notes.append(f"{cpu_rows} row(s) were CPU-bound: a process sat near a full core, not the network")
+    stalled = [f"{r.label} {r.direction} {r.file_set}" for r in run.results if r.stall_count]
+    if stalled:
+        notes.append(f"stalls (100 ms intervals with almost no progress mid-copy) in: {', '.join(stalled)}")
+    return notes
