@@ -1,0 +1,277 @@
+"""rsync over SSH and to an rsync daemon: whole-file copies, one process per file or per file set.
+
+Flags: ``-W`` (whole file: no delta algorithm, which only costs CPU on a fresh copy), ``-I``
+(ignore times: copy even when size and mtime match, so every timed run moves the bytes). Not
+``--inplace``: rsync's default writes a temp file and renames it, which replaces a longer file
+cleanly and never leaves a half-written file under the real name when a copy fails; the rename
+is cheap. Downloads put that temp file in a private ``--temp-dir`` so its growth shows progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
+
+from protocols.base import Client, FileCopy, Progress
+from protocols.openssh_sftp import DEFAULT_CIPHER, ssh_error, ssh_login, ssh_options
+from protocols.process import Completed, last_line, run_native
+from workbench.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError
+
+MAX_BUDGET_BYTES = 1 << 40  # caps the deadline when a download's size is unknown
+MIN_RATE = 1_000_000  # bytes/s below which a whole copy is declared dead (besides --timeout)
+_NETWORK_CODES = {10, 12, 30, 35, 255}  # socket I/O, protocol stream, timeout, daemon connect timeout
+
+
+def _dir_size(path: Path, since_ns: int) -> int:
+    total = 0
+    for entry in path.rglob("*"):
+        with contextlib.suppress(OSError):
+            st = entry.stat()
+            if st.st_mtime_ns >= since_ns:
+                total += st.st_size
+    return total
+
+
+def _finished_size(paths: Sequence[Path], since_ns: int) -> int:
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            if st.st_mtime_ns >= since_ns:  # written by this run (no -t, so rsync stamps it now)
+                total += st.st_size
+    return total
+
+
+def _groups(files: Sequence[FileCopy]) -> tuple[dict[tuple[Path, str], list[str]], list[FileCopy]]:
+    """Files sharing (local dir, remote dir) and their base name go in one invocation; renames go alone."""
+    groups: dict[tuple[Path, str], list[str]] = defaultdict(list)
+    singles: list[FileCopy] = []
+    for f in files:
+        remote = PurePosixPath(f.remote)
+        if remote.name == f.local.name:
+            groups[(f.local.parent, str(remote.parent))].append(f.local.name)
+        else:
+            singles.append(f)
+    return groups, singles
+
+
+class _RsyncClient(Client):
+    protocol: ClassVar[str] = "rsync"
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return None if shutil.which("rsync") else "rsync not installed: apt-get install rsync"
+
+    # --- what differs between rsync over ssh and the daemon ---
+    def _remote(self, path: str) -> str:
+        raise NotImplementedError
+
+    def _transport_args(self) -> list[str]:
+        return []
+
+    def _env(self) -> dict[str, str]:
+        return {}
+
+    @property
+    def _where(self) -> str:
+        raise NotImplementedError
+
+    def _error(self, done: Completed, what: str) -> WorkbenchError:
+        text = (done.stderr + done.stdout).lower()
+        line = last_line(done.stderr) or last_line(done.stdout) or f"exit status {done.returncode}"
+        code = done.returncode
+        if code == 5 or "auth failed" in text:
+            return AuthError(f"{self._where} refused the rsync login", "check the user and password")
+        if "no space left" in text:
+            return DiskError(f"disk full while {what}", "free some space or choose smaller --sizes")
+        if code == 23 and ("no such file" in text or "not found" in text):
+            return NotFoundError(f"{what}: {line}", "check the path (relative to the served root)")
+        if code in _NETWORK_CODES:
+            return NetworkError(f"{what} failed: {line}", "the server stopped, refused, or the link stalled")
+        return WorkbenchError(f"{what} failed (rsync exit {code}): {line}")
+
+    # --- the Client interface ---
+    def _argv(self, *extra: str) -> list[str]:
+        argv = ["rsync", "-W", "-I", f"--timeout={max(1, round(self.options.timeout))}"]
+        if self.options.compress:
+            argv.append("-z")
+        return argv + self._transport_args() + list(extra)
+
+    def _run(self, argv: list[str], progress: Progress, total: int, what: str, **kw: Any) -> None:
+        done = run_native(
+            argv,
+            progress=progress,
+            total_bytes=total,
+            timeout=self.options.timeout * 4 + min(total, MAX_BUDGET_BYTES) / MIN_RATE,
+            env=self._env(),
+            stall_timeout=self.options.timeout * 2,  # rsync's own --timeout should speak first
+            **kw,
+        )
+        if done.returncode != 0:
+            raise self._error(done, what)
+
+    def connect(self) -> None:
+        """List only the root itself: bad credentials or host keys fail here, outside the timed copies."""
+        argv = self._argv("--list-only", "--exclude=*", self._remote("./"))
+        self._run(argv, lambda n: None, 0, "logging in over rsync")
+
+    def upload(self, local: Path, remote: str, progress: Progress) -> None:
+        size = local.stat().st_size
+        self._run(
+            self._argv(str(local), self._remote(remote)), progress, size, f"uploading {local.name}", watch_reads=True
+        )
+
+    def download(self, remote: str, local: Path, progress: Progress) -> None:
+        self._download(self._argv, [self._remote(remote), str(local)], [local], progress, 0, f"downloading {remote}")
+
+    def _download(
+        self,
+        argv_of: Any,
+        args: list[str],
+        finals: list[Path],
+        progress: Progress,
+        total: int,
+        what: str,
+        stdin_text: str | None = None,
+    ) -> None:
+        dest_dir = finals[0].parent
+        tmp = Path(tempfile.mkdtemp(prefix=".wb-rsync-", dir=dest_dir))  # same filesystem: the rename stays cheap
+        since = time.time_ns() - 1_000_000_000
+        exact = total > 0
+        sent = 0
+
+        def real(n: int) -> None:
+            # Without known sizes, report what really landed, never run_native's estimate.
+            nonlocal sent
+            now = _dir_size(tmp, since) + _finished_size(finals, since)
+            if now > sent:
+                progress(now - sent)
+                sent = now
+
+        try:
+            self._run(
+                argv_of(f"--temp-dir={tmp}", *args),
+                progress if exact else real,
+                total if exact else 1 << 40,
+                what,
+                watch=lambda: _dir_size(tmp, since) + _finished_size(finals, since),
+                stdin_text=stdin_text,
+            )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def download_many(self, files: Sequence[FileCopy], progress: Progress) -> None:
+        groups, singles = _groups(files)
+        for (local_dir, remote_dir), names in groups.items():
+            total = sum(f.size for f in files if f.local.parent == local_dir and f.local.name in names)
+            self._download(
+                self._argv,
+                ["--files-from=-", "--from0", self._remote(remote_dir + "/"), f"{local_dir}/"],
+                [local_dir / n for n in names],
+                progress,
+                total,
+                f"downloading {len(names)} files from {remote_dir}",
+                stdin_text="\0".join(names),
+            )
+        for f in singles:
+            self.download(f.remote, f.local, progress)
+
+    def upload_many(self, files: Sequence[FileCopy], progress: Progress) -> None:
+        groups, singles = _groups(files)
+        for (local_dir, remote_dir), names in groups.items():
+            total = sum(f.size for f in files if f.local.parent == local_dir and f.local.name in names)
+            argv = self._argv("--files-from=-", "--from0", f"{local_dir}/", self._remote(remote_dir + "/"))
+            self._run(
+                argv,
+                progress,
+                total,
+                f"uploading {len(names)} files to {remote_dir}",
+                watch_reads=True,
+                stdin_text="\0".join(names),
+            )
+        for f in singles:
+            self.upload(f.local, f.remote, progress)
+
+    def mkdir(self, remote_dir: str) -> None:
+        # rsync creates missing parents of the destination with --mkpath (rsync >= 3.2.3).
+        with tempfile.TemporaryDirectory() as empty:
+            os.chmod(empty, 0o755)  # new remote directories take this mode
+            argv = self._argv("-d", "--mkpath", f"{empty}/", self._remote(remote_dir.rstrip("/") + "/"))
+            self._run(argv, lambda n: None, 0, f"creating {remote_dir}")
+
+    def details(self) -> dict[str, Any]:
+        return {"timed_includes_setup": True, "whole_file": True, "compress": self.options.compress}
+
+
+class RsyncSshClient(_RsyncClient):
+    name = "ssh"
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return super().unavailable_reason() or (
+            None if shutil.which("ssh") else "ssh not installed: apt-get install openssh-client"
+        )
+
+    @property
+    def _where(self) -> str:
+        return f"{self.target.host}:{self.target.port('ssh')}"
+
+    def _remote(self, path: str) -> str:
+        # Paths are relative to the served root: the server's rrsync gate anchors them there.
+        return f"{ssh_login(self.target)}:{path}"
+
+    def _transport_args(self) -> list[str]:
+        ssh = ["ssh", "-p", str(self.target.port("ssh")), *ssh_options(self.target, self.options)]
+        return ["-e", shlex.join(ssh)]
+
+    def _error(self, done: Completed, what: str) -> WorkbenchError:
+        text = (done.stderr + done.stdout).lower()
+        if "host key verification failed" in text or "permission denied (publickey" in text:
+            return ssh_error(done, what, self._where)
+        if "connection refused" in text:
+            return NetworkError(f"connection refused by {self._where} while {what}", "is sshd running there?")
+        gate = next((ln.strip() for ln in done.stderr.splitlines() if "rrsync error" in ln), "")
+        if gate:
+            # The server's rrsync gate refused the request before rsync ran.
+            if "no such file" in gate.lower():
+                return NotFoundError(
+                    f"{what}: no such file on the server", "check the path (relative to the served root)"
+                )
+            return WorkbenchError(f"{what} refused by the server: {gate}", "paths must stay inside the served root")
+        return super()._error(done, what)
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "cipher": self.options.cipher or DEFAULT_CIPHER}
+
+
+class RsyncDaemonClient(_RsyncClient):
+    name = "daemon"
+
+    @property
+    def _where(self) -> str:
+        return f"{self.target.host}:{self.target.port('rsync')}"
+
+    def _remote(self, path: str) -> str:
+        host = f"[{self.target.host}]" if ":" in self.target.host else self.target.host
+        user = self.target.credentials.user
+        return f"rsync://{user}@{host}:{self.target.port('rsync')}/{self.target.share}/{path.lstrip('/')}"
+
+    def _transport_args(self) -> list[str]:
+        return [f"--contimeout={max(1, round(self.options.timeout))}", "--no-motd"]
+
+    def _env(self) -> dict[str, str]:
+        # The only way to hand rsync a daemon password without argv or a prompt.
+        return {"RSYNC_PASSWORD": self.target.credentials.password}
+
+    def _error(self, done: Completed, what: str) -> WorkbenchError:
+        if "connection refused" in (done.stderr + done.stdout).lower():
+            return NetworkError(f"connection refused by {self._where} while {what}", "is the rsync daemon running?")
+        return super()._error(done, what)
