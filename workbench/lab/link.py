@@ -360,6 +360,8 @@ class Lab:
         """Measure the idle RTT and trim the delay line by the forwarder's own latency, once."""
         target = self.spec.rtt_ms
         line_rtt = target  # what the delay line adds per round trip (both ways)
+        if self.spec.loss:
+            self._ask("loss 0")  # a lost SYN costs a 1 s retransmission: calibrate on a clean line
         self.measure_idle_rtt(3)  # warm up caches and the forwarder's first wake-ups
         measured = self.measure_idle_rtt()
         # a few rounds: a burst of CPU contention from a neighbour can spoil any single measurement
@@ -371,6 +373,8 @@ class Lab:
             self._ask(f"delay {line_rtt / 2000:.7f}")
             measured = self.measure_idle_rtt()
         self.idle_rtt_ms = measured
+        if self.spec.loss:
+            self._ask(f"loss {self.spec.loss}")
         if line_rtt == 0 and measured > target + 0.03:
             self.notes.append(
                 f"idle RTT {measured:.2f} ms, not {target} ms: the TUN path and forwarder alone take that long here"

@@ -11,7 +11,7 @@ segment with timestamps carries MSS = MTU − 52 bytes, so the expected TCP good
 ``rate × (MTU − 52) / (MTU + 38)`` (94.1 % of the rate at MTU 1500).
 
 Control, one line each on stdin: ``stats`` (answers one JSON line on stdout), ``delay SECONDS``
-(sets the one-way delay), ``quit``. It exits by itself when stdin closes or its parent dies.
+(sets the one-way delay), ``loss P``, ``quit``. It exits by itself when stdin closes or its parent dies.
 """
 
 from __future__ import annotations
@@ -98,6 +98,11 @@ def wire_bytes(pkt: bytes) -> tuple[int, int]:
     return payload + segments * (headers + ETHERNET_OVERHEAD), segments
 
 
+def segments_first_frame(wire: int, segments: int) -> int:
+    """Wire bytes of the first frame of a (super-)packet."""
+    return -(-wire // segments)
+
+
 def _setns_path(path: str) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     fd = os.open(path, os.O_RDONLY)
@@ -152,7 +157,9 @@ class Direction:
             self.dropped_loss += 1
             return
         backlog = (self.wire_free_at - now) / self.sec_per_byte if self.wire_free_at > now else 0.0
-        if backlog + wire > self.queue_bytes:
+        # admit a super-packet whole when its first frame fits, as a real queue would take the first
+        # frames of a burst: an all-or-nothing drop of 45 segments would punish TCP far harder than a link
+        if backlog + segments_first_frame(wire, segments) > self.queue_bytes:
             self.dropped_queue += 1
             return
         queued = int(backlog + wire)
@@ -245,6 +252,10 @@ class Forwarder:
                 for d in self.dirs:
                     d.delay_s = max(0.0, float(words[1]))
                 _say({"delay_ms": 1000 * self.dirs[0].delay_s})
+            elif words[0] == "loss" and len(words) == 2:
+                for d in self.dirs:
+                    d.loss = min(1.0, max(0.0, float(words[1])))
+                _say({"loss": self.dirs[0].loss})
             elif words[0] == "quit":
                 self.running = False
 
