@@ -294,14 +294,14 @@ def doctor() -> None:
 # ---------------------------------------------------------------- lab
 @app.command()
 def lab(
-    link: Annotated[str, typer.Option(help="Link preset: gige, wifi-ac, 10ge, wan.")] = "gige",
+    link: Annotated[str, typer.Option(help="Link preset: wifi-ac (default), gige, 10ge, wan.")] = "wifi-ac",
     rate: Annotated[str | None, typer.Option(help="Link rate, e.g. 1gbit, 533mbit (overrides the preset).")] = None,
     rtt: Annotated[str | None, typer.Option(help="Round-trip time, e.g. 2.8ms (overrides the preset).")] = None,
     loss: Annotated[float, typer.Option(help="Random loss probability per packet (0..1).")] = 0.0,
     mtu: Annotated[int, typer.Option(help="Link MTU.")] = 1500,
     cc: Annotated[str | None, typer.Option(help="TCP congestion control in the lab (bbr, cubic).")] = None,
     protocols: Annotated[str, typer.Option(help="Protocols or protocol/client pairs, or 'all'.")] = "all",
-    sizes: Annotated[str, typer.Option(help="File sizes to copy.")] = "16M,256M",
+    sizes: Annotated[str, typer.Option(help="File sizes to copy.")] = "16M,128M",
     small: Annotated[list[str] | None, typer.Option(help="Many-small-files sets, COUNTxSIZE.")] = None,
     profile: Annotated[str, typer.Option(help="random, zero or text.")] = "random",
     directions: Annotated[str, typer.Option(help="upload,download")] = "upload,download",

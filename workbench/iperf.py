@@ -104,10 +104,12 @@ def parse_iperf3_json(
 class Iperf3Server:
     """`iperf3 -s -B ADDR -p PORT` in its own process group; `one_off` serves a single test then exits."""
 
-    def __init__(self, bind: str, port: int, one_off: bool = False) -> None:
+    def __init__(self, bind: str, port: int, one_off: bool = False, own_group: bool = True) -> None:
         self.bind = bind
         self.port = port
         self.one_off = one_off
+        # `serve` keeps iperf3 in its own process group so that stopping serve's group stops iperf3 too.
+        self.own_group = own_group
         self.proc: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
@@ -124,7 +126,7 @@ class Iperf3Server:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            start_new_session=True,
+            start_new_session=self.own_group,
         )
         try:
             self._wait_ready(timeout)
@@ -153,8 +155,14 @@ class Iperf3Server:
 
     def stop(self) -> None:
         if self.proc is not None:
-            stop_group(self.proc.pid)
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            if self.own_group:
+                stop_group(self.proc.pid)
+            else:
+                self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
                 self.proc.wait(timeout=5)
             if self.proc.stderr:
                 self.proc.stderr.close()

@@ -87,7 +87,7 @@ async def _serve(
             from workbench.iperf import Iperf3Server, iperf3_available
 
             if iperf3_available() is None:
-                iperf = Iperf3Server(cfg.bind, wanted["iperf3"])
+                iperf = Iperf3Server(cfg.bind, wanted["iperf3"], own_group=False)
                 with contextlib.suppress(Exception):  # iperf3 is only a cross-check
                     iperf.start()
                     ports["iperf3"] = wanted["iperf3"]

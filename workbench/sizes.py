@@ -75,3 +75,29 @@ def format_size(n: int) -> str:
 def format_rate(bps: float) -> str:
     """Bytes per second as decimal MB/s (10^6), the unit every table uses."""
     return f"{bps / 1e6:.1f} MB/s"
+
+
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:bit|bps|b)?(?:/s)?\s*$", re.IGNORECASE)
+_RATE_UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s)?\s*$", re.IGNORECASE)
+
+
+def parse_rate(text: str) -> int:
+    """Parse a link rate like '1gbit', '533mbit', '100M' into bits per second (decimal units, as links are named)."""
+    match = _RATE_RE.match(text)
+    if not match:
+        raise UsageError(f"malformed rate {text!r}", "use e.g. 1gbit, 533mbit or 100mbit")
+    value = float(match.group(1)) * _RATE_UNITS[match.group(2).lower()]
+    if value < 1000:
+        raise UsageError(f"rate {text!r} is below 1 kbit/s", "use e.g. 100mbit")
+    return int(value)
+
+
+def parse_duration_ms(text: str) -> float:
+    """Parse '2.8ms', '40' (ms), '1s' or '500us' into milliseconds."""
+    match = _TIME_RE.match(text)
+    if not match:
+        raise UsageError(f"malformed time {text!r}", "use e.g. 2.8ms, 40ms or 0.2ms")
+    value = float(match.group(1))
+    unit = (match.group(2) or "ms").lower()
+    return value * {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}[unit]

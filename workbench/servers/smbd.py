@@ -52,8 +52,10 @@ class Smbd(ManagedServer):
         glob = {
             **{k: str(v) for k, v in folders.items()},
             "smb ports": str(self.ctx.ports["smb"]),
-            "interfaces": self.ctx.bind,
-            "bind interfaces only": "yes",
+            # Samba finds no usable interface on the lab's point-to-point TUN link and panics, so inside
+            # the lab's own namespace (reachable only over that link) it listens on all addresses.
+            "interfaces": self.ctx.bind if not self.ctx.netns else "",
+            "bind interfaces only": "yes" if not self.ctx.netns else "no",
             "disable netbios": "yes",
             "passdb backend": f"tdbsam:{folders['private dir'] / 'passdb.tdb'}",
             "load printers": "no",
