@@ -191,12 +191,13 @@ def _spawn_lab_owner() -> subprocess.Popen[str]:
 
 @pytest.mark.lab
 @needs_lab
-def test_sigterm_tears_down() -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_tears_down(sig: signal.Signals) -> None:
     owner = _spawn_lab_owner()
     try:
         names = owner.stdout.readline().split()  # type: ignore[union-attr]
         assert len(names) == 2 and all(netns.exists(n) for n in names)
-        owner.send_signal(signal.SIGTERM)
+        owner.send_signal(sig)
         assert owner.wait(timeout=15) != 0
     finally:
         owner.kill()

@@ -129,7 +129,11 @@ def cleanup_stale() -> list[str]:
 
 
 class Lab:
-    """Context manager: builds the two namespaces and the link, measures it, tears everything down."""
+    """Context manager: builds the two namespaces and the link, measures it, tears everything down.
+
+    Teardown runs on exit, on exceptions and Ctrl-C, and on SIGTERM when entered from the main thread
+    (SIGTERM becomes SystemExit(143) there). A lab whose owner was SIGKILLed is removed by the next one.
+    """
 
     _serial = 0
 
@@ -176,7 +180,7 @@ class Lab:
         def on_term(signum: int, frame: Any) -> None:
             raise SystemExit(128 + signum)
 
-        self._old_sigterm = signal.signal(signal.SIGTERM, on_term)
+        self._old_sigterm = signal.signal(signal.SIGTERM, on_term) or signal.SIG_DFL
 
     def _build(self) -> None:
         self._up = True
@@ -193,7 +197,7 @@ class Lab:
         self._calibrate()
         if self.spec.rate_bps > 2_000_000_000:
             self.notes.append(
-                "the userspace forwarder may not reach this rate here (about 5 Gbit/s on 2 cores): "
+                "the userspace forwarder may not reach this rate here (4-5 Gbit/s on 2 idle cores): "
                 "measure_goodput() tells what the link delivers"
             )
 
@@ -280,6 +284,21 @@ class Lab:
         return f"emulator said: {lines[-1]}" if lines else ""
 
     def _teardown(self) -> None:
+        # hold Ctrl-C and SIGTERM until everything is gone; they are delivered (and raise) right after
+        held = {signal.SIGINT, signal.SIGTERM}
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            self._release()
+        finally:
+            if self._old_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._old_sigterm)
+                self._old_sigterm = None
+            if main:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+    def _release(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
             with contextlib.suppress(OSError):
@@ -301,9 +320,6 @@ class Lab:
         if self._log is not None:
             self._log.close()
             self._log = None
-        if self._old_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._old_sigterm)
-            self._old_sigterm = None
 
     # -- use --------------------------------------------------------------------------------------
 
