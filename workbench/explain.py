@@ -28,7 +28,9 @@ def explain_rows(run: Run, plan: Plan) -> list[str]:
     notes: list[str] = []
     base = run.baseline
     rtt_s = base.rtt_ms / 1e3 if base.rtt_ms else None
-    link_bps = (run.link or {}).get("rate_bps")
+    # The link bound is the TCP goodput the link can carry (rate less framing and headers), not its raw rate.
+    link = run.link or {}
+    link_bps = link.get("expected_goodput_bps") or link.get("rate_bps")
     cpu_rows = 0
     for row in run.results:
         median = row.median_bps

@@ -137,11 +137,7 @@ def _tcp_note(run: Run, direction: str) -> str:
 
 def render_run(console: Console, run: Run) -> None:
     if run.link:
-        link = run.link
-        console.print(
-            f"lab link: {link.get('rate_bps', 0) / 1e6:,.0f} Mbit/s, RTT {link.get('rtt_ms', 0):.2f} ms measured idle, "
-            f"MTU {link.get('mtu')}" + (f" — {link['notes']}" if link.get("notes") else "")
-        )
+        console.print(_link_line(run.link))
     if run.baseline.error:
         console.print(f"[yellow]raw TCP baseline failed:[/] {run.baseline.error}")
     console.print(results_table(run))
@@ -149,6 +145,21 @@ def render_run(console: Console, run: Run) -> None:
         render_sweep(console, run.window_sweep)
     for warning in run.warnings:
         console.print(f"[yellow]note:[/] {warning}")
+
+
+def _link_line(link: dict[str, Any]) -> str:
+    bits = link.get("rate_bits_per_s") or (link.get("rate_bps") or 0) * 8
+    text = f"lab link ({link.get('preset', 'custom')}): {bits / 1e6:,.0f} Mbit/s"
+    if link.get("rtt_ms") is not None:
+        text += f", RTT {link['rtt_ms']:.2f} ms measured idle"
+    text += f", MTU {link.get('mtu')}"
+    if link.get("goodput_bps"):
+        text += f"; TCP goodput measured {link['goodput_bps'] * 8 / 1e6:,.0f} Mbit/s"
+        if link.get("expected_goodput_bps"):
+            text += f" (expected {link['expected_goodput_bps'] * 8 / 1e6:,.0f})"
+    if link.get("notes"):
+        text += f" — {link['notes']}"
+    return text
 
 
 def render_sweep(console: Console, points: list[dict[str, Any]]) -> None:
