@@ -188,8 +188,9 @@ class MountClient(Client):
                 dst = open(local, "wb", buffering=0)  # noqa: SIM115 - closed below, errors translated apart
             except OSError as exc:
                 raise from_os_error(exc, f"writing {local}") from exc
+            expected = os.fstat(src.fileno()).st_size
             with dst:
-                _pump(
+                copied = _pump(
                     src,
                     dst,
                     progress,
@@ -198,6 +199,13 @@ class MountClient(Client):
                     lambda exc: from_os_error(exc, f"writing {local}"),
                 )
             _drop_cache(src.fileno())
+            if copied < expected:
+                # FUSE takes a short read for end of file: when sshfs loses its server mid-read the
+                # copy can "finish" early without any error, so compare with the size seen at open
+                raise NetworkError(
+                    f"the {self.label} mount of {self.target.host} ended {remote} after {copied} of {expected} bytes",
+                    "the server stopped or the link dropped",
+                )
         finally:
             with contextlib.suppress(OSError):
                 src.close()
@@ -232,20 +240,22 @@ class MountClient(Client):
         return WorkbenchError(f"{what} {remote} through the {where} failed: {exc.strerror or exc}")
 
 
-def _pump(src: io.FileIO, dst: io.FileIO, progress: Progress, block_size: int, read_error, write_error) -> None:
+def _pump(src: io.FileIO, dst: io.FileIO, progress: Progress, block_size: int, read_error, write_error) -> int:
     """Copy src to dst in block_size pieces, reporting each piece once written; OSErrors go through the mappers."""
     buf = memoryview(bytearray(max(block_size, 64 * 1024)))
+    total = 0
     while True:
         try:
             n = src.readinto(buf) or 0
         except OSError as exc:
             raise read_error(exc) from exc
         if n == 0:
-            return
+            return total
         try:
             _write_all(dst, buf[:n])
         except OSError as exc:
             raise write_error(exc) from exc
+        total += n
         progress(n)
 
 

@@ -8,9 +8,12 @@ dead server turns reads into EIO/ENOTCONN within about `timeout` seconds instead
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +57,11 @@ class SshfsClient(MountClient):
     def cipher(self) -> str:
         return self.options.cipher or DEFAULT_CIPHER
 
-    def mount_argv(self, mountpoint: Path) -> list[str]:
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._log_dir: Path | None = None
+
+    def mount_argv(self, mountpoint: Path, ssh_log: Path | None = None) -> list[str]:
         """The sshfs command line (no secrets: the key and known_hosts are files)."""
         creds = self.target.credentials
         host = f"[{self.target.host}]" if ":" in self.target.host else self.target.host
@@ -84,6 +91,9 @@ class SshfsClient(MountClient):
             # read with its old size (FUSE stops reading at the cached size)
             "dir_cache=no",
         ]
+        if ssh_log is not None:
+            # sshfs discards ssh's stderr; -E keeps its reason ("Permission denied") for the error message
+            fuse.append(f"ssh_command={_escape(f'ssh -E {ssh_log}')}")
         opts = [f"{k}={_escape(v)}" for k, v in ssh.items()] + fuse
         return [
             which("sshfs") or "sshfs",
@@ -101,7 +111,17 @@ class SshfsClient(MountClient):
         key = self.target.credentials.ssh_key
         if key is not None and not Path(key).exists():
             raise AuthError(f"{self.label}: SSH key {key} not found", "start the server with 'workbench serve'")
-        return self.runner.run(self.mount_argv(mountpoint), timeout=self.mount_timeout)
+        self._log_dir = Path(tempfile.mkdtemp(prefix="workbench-sshfs-log-"))
+        log = self._log_dir / "ssh.log"
+        outcome = self.runner.run(self.mount_argv(mountpoint, log), timeout=self.mount_timeout)
+        if not outcome.ok and log.exists():
+            outcome = dataclasses.replace(outcome, output=log.read_text(errors="replace") + outcome.output)
+        return outcome
+
+    def _cleanup(self) -> None:
+        if self._log_dir is not None:
+            shutil.rmtree(self._log_dir, ignore_errors=True)
+            self._log_dir = None
 
     def _failure(self, outcome: Outcome) -> WorkbenchError:
         return classify(self.label, outcome, self.mount_timeout, _SSHFS_FAILURES)

@@ -1,0 +1,420 @@
+"""The mount family: sshfs for real against the project's sshd on loopback; CIFS and mount_smbfs command lines.
+
+The sshfs client passes the shared ClientContract. CIFS is not in this kernel and mount_smbfs is
+macOS only, so their command lines and credential handling are checked with a recording runner
+(a fake for pure logic) and their "unavailable" messages are checked as they are here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from protocols.base import ClientOptions, Target
+from protocols.mount import CifsClient, CommandRunner, Outcome, SmbfsClient, SshfsClient
+from protocols.mounts import smb as smb_mount
+from protocols.mounts import sshfs as sshfs_mount
+from tests.contract import ClientContract, Counter
+from tests.helpers import free_port, write_random
+from workbench.credentials import Credentials, generate
+from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
+from workbench.servers.base import ServerContext
+from workbench.servers.sshd import Sshd
+
+HOST = "127.0.0.1"
+PASSWORD = "s3cret,with=odd chars"
+
+
+# --- sshfs against a real sshd --------------------------------------------------------------------
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below pid: sshd's per-connection children start their own sessions (setsid),
+    so stopping sshd's process group leaves them serving an open mount."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+class SshdRunner:
+    """Owns one Sshd on loopback; `ensure()` restarts it after a test stopped it."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.ctx = ServerContext(
+            root=base / "root",
+            bind=HOST,
+            state_dir=base / "state",
+            credentials=generate(),
+            ports={"ssh": free_port(HOST)},
+        )
+        self.ctx.root.mkdir(parents=True, exist_ok=True)
+        self.server = Sshd(self.ctx)
+
+    def ensure(self) -> Sshd:
+        if self.server.proc is None or self.server.proc.poll() is not None:
+            self.server.stop()
+            self.server.start()
+        return self.server
+
+    def stop(self) -> None:
+        """Stop sshd and the sessions it serves, as a crashed or powered-off server would."""
+        if self.server.proc is None:
+            return
+        sessions = _descendants(self.server.proc.pid)
+        self.server.stop()
+        for pid in sessions:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def credentials(self, key: Path | None = None, known_hosts: Path | None = None) -> Credentials:
+        return Credentials(
+            self.ctx.credentials.user,
+            self.ctx.credentials.password,
+            ssh_key=key or self.server.client_key_path,
+            known_hosts=known_hosts or self.server.known_hosts_path,
+        )
+
+    def target(self, credentials: Credentials | None = None, **changes: object) -> Target:
+        target = Target(
+            host=HOST,
+            credentials=credentials or self.credentials(),
+            ports={"ssh": self.ctx.ports["ssh"]},
+            remote_root=str(self.ctx.root),
+        )
+        return dataclasses.replace(target, **changes)
+
+    def client(self, credentials: Credentials | None = None, **options: object) -> SshfsClient:
+        return SshfsClient(self.target(credentials), ClientOptions(**options))
+
+
+@pytest.fixture(scope="module")
+def sshd_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdRunner]:
+    if reason := SshfsClient.unavailable_reason() or Sshd.unavailable_reason():
+        pytest.skip(reason)
+    runner = SshdRunner(tmp_path_factory.mktemp("sshd"))
+    try:
+        yield runner
+    finally:
+        runner.stop()
+        shutil.rmtree(runner.base, ignore_errors=True)
+
+
+@pytest.fixture
+def sshd(sshd_runner: SshdRunner) -> Sshd:
+    return sshd_runner.ensure()
+
+
+@pytest.fixture
+def other_key(tmp_path: Path) -> Path:
+    """A key the server does not know (empty passphrase, so nothing secret on argv)."""
+    key = tmp_path / "other_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
+    return key
+
+
+class TestSshfsContract(ClientContract):
+    @pytest.fixture
+    def served_root(self, sshd: Sshd) -> Path:
+        return sshd.ctx.root
+
+    @pytest.fixture
+    def make_client(self, sshd: Sshd, sshd_runner: SshdRunner) -> Callable[..., SshfsClient]:
+        return sshd_runner.client
+
+    @pytest.fixture
+    def bad_client(self, sshd: Sshd, sshd_runner: SshdRunner, other_key: Path) -> SshfsClient:
+        return sshd_runner.client(sshd_runner.credentials(key=other_key))
+
+    @pytest.fixture
+    def stop_server(self, sshd_runner: SshdRunner) -> Callable[[], None]:
+        return sshd_runner.stop
+
+
+def _mounts_below(prefix: str) -> list[str]:
+    return [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if prefix in line]
+
+
+def test_sshfs_mounts_privately_and_leaves_nothing_behind(sshd, sshd_runner: SshdRunner) -> None:
+    client = sshd_runner.client()
+    client.connect()
+    mountpoint = client.mountpoint
+    try:
+        assert mountpoint is not None
+        assert str(mountpoint) in _mounts_below("fuse.sshfs")
+        info = client.details()
+        assert info["cipher"] == "aes128-gcm@openssh.com" and "sshfs" in info["page_cache"]
+    finally:
+        client.close()
+        client.close()  # twice is fine
+    assert str(mountpoint) not in _mounts_below("fuse.sshfs")
+    assert not mountpoint.exists()
+
+
+def test_sshfs_mount_point_is_0700_while_mounted(sshd, sshd_runner: SshdRunner) -> None:
+    seen: list[int] = []
+
+    class Watching(CommandRunner):
+        def run(self, argv, *, timeout, stdin_text=None):
+            if argv[0].endswith("sshfs"):
+                seen.append(stat.S_IMODE(os.stat(argv[2]).st_mode))
+            return super().run(argv, timeout=timeout, stdin_text=stdin_text)
+
+    with SshfsClient(sshd_runner.target(), runner=Watching()):
+        pass
+    assert seen == [0o700]
+
+
+def _ssh_client_pid(port: int) -> int:
+    """The ssh process sshfs started for the mount (sshfs daemonizes; ssh's argv carries the port)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[0] == b"ssh" and f"-oPort={port}".encode() in argv:
+                return int(entry)
+    raise AssertionError("no ssh process for the sshfs mount")
+
+
+def _bytes_read(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar")
+
+
+def test_sshfs_repeated_downloads_cross_the_network(sshd, sshd_runner: SshdRunner, tmp_path: Path) -> None:
+    size = 8 * 1024 * 1024
+    write_random(sshd.ctx.root / "files" / "cache.bin", size)
+    with sshd_runner.client() as client:
+        ssh = _ssh_client_pid(sshd_runner.ctx.ports["ssh"])
+        for _ in range(2):  # the second read would come from the page cache if it were kept
+            before = _bytes_read(ssh)
+            client.download("files/cache.bin", tmp_path / "cache.bin", Counter())
+            assert _bytes_read(ssh) - before >= size
+
+
+def test_sshfs_server_stopped_mid_upload_fails_cleanly(sshd, sshd_runner: SshdRunner, tmp_path: Path) -> None:
+    write_random(tmp_path / "up.bin", 32 * 1024 * 1024)
+    client = sshd_runner.client(timeout=5.0)
+    client.connect()
+    mountpoint = str(client.mountpoint)
+    try:
+        with pytest.raises(NetworkError):
+            client.upload(tmp_path / "up.bin", "up.bin", lambda n: sshd_runner.stop())
+    finally:
+        client.close()
+    assert mountpoint not in _mounts_below("fuse.sshfs") and not os.path.exists(mountpoint)
+
+
+def test_sshfs_hung_server_fails_within_the_timeout(sshd, sshd_runner: SshdRunner, tmp_path: Path) -> None:
+    write_random(sshd.ctx.root / "files" / "hang.bin", 32 * 1024 * 1024)
+    sessions: list[int] = []
+
+    def freeze_once(n: int) -> None:
+        if not sessions:  # the server stops answering but keeps the TCP connection open
+            sessions.extend(_descendants(sshd.proc.pid))
+            for pid in sessions:
+                os.kill(pid, signal.SIGSTOP)
+
+    client = sshd_runner.client(timeout=3.0)
+    client.connect()
+    started = time.monotonic()
+    try:
+        with pytest.raises(NetworkError):
+            client.download("files/hang.bin", tmp_path / "hang.bin", freeze_once)
+        elapsed = time.monotonic() - started
+    finally:
+        for pid in sessions:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGCONT)
+        client.close()
+    assert sessions
+    assert elapsed < 3.0 * 3  # ServerAlive probes give up after about `timeout` seconds
+
+
+def test_sshfs_unknown_host_key_is_an_auth_error(sshd, sshd_runner: SshdRunner, tmp_path: Path) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    client = sshd_runner.client(sshd_runner.credentials(known_hosts=empty))
+    with pytest.raises(AuthError, match="Host key verification failed"):
+        client.connect()
+    assert client.mountpoint is None
+
+
+def test_sshfs_missing_root_is_not_found(sshd, sshd_runner: SshdRunner) -> None:
+    client = SshfsClient(sshd_runner.target(remote_root=str(sshd.ctx.root / "nowhere")))
+    with pytest.raises(NotFoundError):
+        client.connect()
+
+
+def test_sshfs_closed_port_is_a_network_error(sshd_runner: SshdRunner) -> None:
+    client = SshfsClient(sshd_runner.target(ports={"ssh": free_port(HOST)}))
+    with pytest.raises(NetworkError, match="refused"):
+        client.connect()
+    assert client.mountpoint is None
+
+
+def test_sshfs_argv_carries_no_secret_and_verifies_host_keys(tmp_path: Path) -> None:
+    creds = Credentials("jo", PASSWORD, ssh_key=tmp_path / "k,ey", known_hosts=tmp_path / "kh")
+    client = SshfsClient(Target("::1", creds, ports={"ssh": 2022}, remote_root="/srv/root"), ClientOptions(timeout=9))
+    argv = client.mount_argv(tmp_path / "mnt")
+    assert argv[1:7] == ["jo@[::1]:/srv/root", str(tmp_path / "mnt"), "-p", "2022", "-F", "/dev/null"]
+    opts = argv[-1]
+    for wanted in ("StrictHostKeyChecking=yes", "BatchMode=yes", "IdentitiesOnly=yes", "ServerAliveInterval=3"):
+        assert wanted in opts.split(",")
+    assert f"IdentityFile={tmp_path}/k\\,ey" in opts  # commas escaped for FUSE's option parser
+    assert "reconnect" not in opts
+    assert all(PASSWORD not in word for word in argv)
+    loose = SshfsClient(Target("h", creds), ClientOptions(verify_host_keys=False)).mount_argv(tmp_path)
+    assert "StrictHostKeyChecking=no" in loose[-1] and "UserKnownHostsFile=/dev/null" in loose[-1]
+
+
+def test_sshfs_unavailable_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sshfs_mount, "which", lambda *names: None)
+    assert SshfsClient.unavailable_reason() == "sshfs not installed: apt-get install sshfs"
+
+
+# --- CIFS and mount_smbfs: command lines and credentials (recording runner) -----------------------
+
+
+class Recorder(CommandRunner):
+    """Stands for a host with CIFS: records commands and what the credentials file held at mount time."""
+
+    def __init__(self, mount: Outcome = Outcome(0)) -> None:  # noqa: B008 - Outcome is frozen
+        self.mount_outcome = mount
+        self.calls: list[list[str]] = []
+        self.answers: list[str] = []
+        self.credentials_seen: list[tuple[str, int, int]] = []
+        self.mounted: set[Path] = set()
+
+    def unavailable(self, client_cls) -> str | None:
+        return None
+
+    def is_mounted(self, path: Path) -> bool:
+        return path in self.mounted
+
+    def run(self, argv, *, timeout: float, stdin_text: str | None = None) -> Outcome:
+        self.calls.append(list(argv))
+        if argv[0] == "mount":
+            opts = dict(o.split("=", 1) for o in argv[-1].split(",") if "=" in o)
+            creds = Path(opts["credentials"])
+            mode, dir_mode = stat.S_IMODE(creds.stat().st_mode), stat.S_IMODE(creds.parent.stat().st_mode)
+            self.credentials_seen.append((creds.read_text(), mode, dir_mode))
+            if self.mount_outcome.ok:
+                self.mounted.add(Path(argv[4]))
+            return self.mount_outcome
+        self.mounted.discard(Path(argv[-1]))
+        return Outcome(0)
+
+    def run_with_prompt(self, argv, *, timeout: float, answer: str) -> Outcome:
+        self.calls.append(list(argv))
+        self.answers.append(answer)
+        self.mounted.add(Path(argv[-1]))
+        return Outcome(0)
+
+
+def _smb_target(user: str = "jo") -> Target:
+    return Target(HOST, Credentials(user, PASSWORD), ports={"smb": 4445}, share="work bench")
+
+
+def test_cifs_password_goes_only_through_a_private_credentials_file() -> None:
+    runner = Recorder()
+    with CifsClient(_smb_target(), runner=runner) as client:
+        mountpoint = client.mountpoint
+        argv = runner.calls[0]
+        assert argv[:5] == ["mount", "-t", "cifs", "//127.0.0.1/work bench", str(mountpoint)]
+        opts = argv[-1].split(",")
+        assert {"cache=none", "soft", "port=4445", "ip=127.0.0.1"} <= set(opts)
+        creds_path = Path(next(o for o in opts if o.startswith("credentials="))[len("credentials=") :])
+        assert not creds_path.exists() and not creds_path.parent.exists()  # deleted once mounted
+    assert all(PASSWORD not in word for word in argv) and "password=" not in argv[-1]
+    assert runner.credentials_seen == [(f"username=jo\npassword={PASSWORD}\n", 0o600, 0o700)]
+    assert runner.calls[-1] == ["umount", str(mountpoint)]
+    assert not mountpoint.exists()
+
+
+@pytest.mark.parametrize(
+    ("output", "error"),
+    [
+        ("mount error(13): Permission denied", AuthError),
+        ("mount error(111): could not connect to 127.0.0.1", NetworkError),
+        ("mount error(2): No such file or directory", NotFoundError),
+        ("mount error(19): No such device", UnavailableError),
+    ],
+)
+def test_cifs_mount_errors_are_translated_and_clean_up(output: str, error: type) -> None:
+    runner = Recorder(Outcome(32, output + "\nRefer to the mount.cifs(8) manual page"))
+    client = CifsClient(_smb_target(), runner=runner)
+    with pytest.raises(error) as err:
+        client.connect()
+    assert output in err.value.one_line()
+    creds = Path(next(o for o in runner.calls[0][-1].split(",") if o.startswith("credentials="))[12:])
+    assert not creds.exists() and client.mountpoint is None
+
+
+@pytest.mark.skipif(CifsClient.unavailable_reason() is None, reason="this machine can mount CIFS")
+def test_cifs_unavailable_here_is_one_line() -> None:
+    reason = CifsClient.unavailable_reason()
+    assert reason and "\n" not in reason
+    with pytest.raises(UnavailableError):
+        CifsClient(_smb_target()).connect()
+
+
+def test_cifs_without_kernel_support_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(smb_mount, "_kernel_has_cifs", lambda: False)
+    reason = CifsClient.unavailable_reason()
+    assert reason and ("no CIFS support" in reason or "Linux only" in reason)
+
+
+def test_smbfs_url_encodes_and_types_the_password() -> None:
+    runner = Recorder()
+    with SmbfsClient(_smb_target("jo@corp:x"), runner=runner) as client:
+        mountpoint = client.mountpoint
+    assert runner.calls[0] == [
+        "mount_smbfs",
+        "-o",
+        "nobrowse,soft,nodatacache",
+        "//jo%40corp%3Ax@127.0.0.1:4445/work%20bench",
+        str(mountpoint),
+    ]
+    assert runner.answers == [PASSWORD]
+    assert runner.calls[-1] == ["umount", str(mountpoint)]
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="checks the message given on other systems")
+def test_smbfs_unavailable_off_macos() -> None:
+    assert SmbfsClient.unavailable_reason() == "mount_smbfs is macOS only (on Linux use smb/cifs)"
+
+
+def test_close_after_failed_connect_is_safe() -> None:
+    client = CifsClient(_smb_target(), runner=Recorder(Outcome(None)))
+    with pytest.raises(WorkbenchError):
+        client.connect()
+    client.close()
+    client.close()
