@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -162,17 +163,24 @@ def test_loss_and_cc_choice() -> None:
 
 @pytest.mark.lab
 @needs_lab
-def test_cc_not_allowed_as_default_is_reported() -> None:
-    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
+def test_cubic_is_used_on_the_lab_link_even_when_not_allowed_as_a_default() -> None:
     available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
     if "cubic" not in available:
         pytest.skip("cubic is not available in this kernel")
     with Lab(LinkSpec(rate_bps=100_000_000, rtt_ms=1.0, cc="cubic")) as lab:
-        info = lab.describe()
-    if "cubic" in allowed:
-        assert info["cc"] == "cubic"
-    else:
-        assert info["cc"] != "cubic" and any("TCP_CONGESTION" in note for note in info["notes"])
+        assert "cubic" in lab.describe()["cc"]
+        with lab.in_server():
+            listener = socket.socket()
+        with listener:
+            listener.bind((lab.server_addr, 0))
+            listener.listen(1)
+            with lab.in_client():
+                client = socket.create_connection((lab.server_addr, listener.getsockname()[1]), timeout=5)
+            server, _ = listener.accept()
+            with client, server:
+                for sock in (client, server):
+                    algo = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0")
+                    assert algo == b"cubic"
 
 
 def _spawn_lab_owner() -> subprocess.Popen[str]:
