@@ -1,0 +1,204 @@
+"""Unit tests for pure logic: sizes, statistics, results documents, the table model, config, credentials."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from fixtures import generate
+from fixtures.manifest import hash_file
+from workbench import credentials as creds_mod
+from workbench.config import load_toml
+from workbench.confine import confine
+from workbench.errors import AuthError, NotFoundError, UsageError
+from workbench.results import Baseline, Result, Run, Sample
+from workbench.sizes import format_size, parse_duration_ms, parse_rate, parse_size, parse_sizes, parse_small_set
+from workbench.stats import find_stalls, summarize
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("4K", 4096), ("10M", 10 << 20), ("2G", 2 << 30), ("1.5K", 1536), ("512", 512), ("16MiB", 16 << 20)],
+)
+def test_parse_size(text: str, expected: int) -> None:
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "12Q", "-4K", "K", "0", "0.3", "1e3"])
+def test_parse_size_rejects_garbage_with_a_hint(text: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_size(text)
+    assert "e.g." in info.value.hint
+
+
+def test_size_lists_sets_rates_and_times() -> None:
+    assert parse_sizes("4K,10M,2G") == [4096, 10 << 20, 2 << 30]
+    small = parse_small_set("1000x16K")
+    assert (small.count, small.size, small.name, small.total) == (1000, 16384, "1000x16K", 1000 * 16384)
+    assert format_size(16 << 20) == "16M" and format_size(1536) == "1.5K"
+    assert parse_rate("533mbit") == 533_000_000 and parse_rate("1gbit") == 1_000_000_000
+    assert parse_duration_ms("2.8ms") == pytest.approx(2.8) and parse_duration_ms("1s") == 1000
+    with pytest.raises(UsageError):
+        parse_small_set("x16K")
+    with pytest.raises(UsageError):
+        parse_rate("fast")
+
+
+def test_summary_statistics() -> None:
+    s = summarize([100.0, 200.0, 300.0])
+    assert s is not None
+    assert (s.n, s.median, s.mean, s.minimum, s.maximum) == (3, 200.0, 200.0, 100.0, 300.0)
+    assert s.stdev == pytest.approx(100.0)
+    one = summarize([5.0])
+    assert one is not None and one.stdev is None  # one value has no spread
+    assert summarize([]) is None
+
+
+def test_stalls_are_mid_copy_near_zero_intervals() -> None:
+    assert find_stalls([10, 100, 100, 0, 100, 100, 3]) == [3]
+    assert find_stalls([0, 100, 100, 100, 100, 0]) == []  # ramp-up and the final partial slot are not stalls
+    assert find_stalls([100, 100]) == []
+
+
+def _row() -> Result:
+    samples = [
+        Sample(bytes=100_000_000, seconds=2.0, verified=True, intervals=(5, 50, 0, 50, 5)),
+        Sample(bytes=100_000_000, seconds=1.0, verified=True),
+        Sample(bytes=100_000_000, seconds=4.0, verified=True),
+    ]
+    return Result("http", "aiohttp", "download", "16M", 100_000_000, 1, samples=samples)
+
+
+def test_result_recomputes_from_raw_samples() -> None:
+    row = _row()
+    assert row.median_bps == pytest.approx(50e6)
+    doc = row.to_json()
+    assert doc["median_bps"] == pytest.approx(50e6)
+    assert [s["bytes"] / s["seconds"] for s in doc["samples"]] == [50e6, 100e6, 25e6]
+    assert doc["verified"] is True and doc["error"] is None and doc["stalls"] == 1
+    again = Result.from_json(json.loads(json.dumps(doc)))
+    assert again.median_bps == row.median_bps and again.samples[0].intervals == (5, 50, 0, 50, 5)
+
+
+def test_failed_copy_marks_the_row_and_keeps_good_samples() -> None:
+    row = _row()
+    row.samples.append(Sample(bytes=10, seconds=0.1, error="connection lost"))
+    row.error = "connection lost"
+    assert row.median_bps == pytest.approx(50e6)  # the failed sample is kept but not counted
+    assert row.to_json()["error"] == "connection lost"
+
+
+def test_run_document_has_the_versioned_shape() -> None:
+    run = Run(
+        id=7, meta={"started_utc": "2026-11-21T00:00:00Z"}, baseline=Baseline(up_bps=1e8, down_bps=2e8, rtt_ms=2.8)
+    )
+    run.results.append(_row())
+    doc = json.loads(json.dumps(run.to_json()))
+    assert isinstance(doc["schema"], int)
+    assert doc["run"]["id"] == 7
+    assert {"up_bps", "down_bps", "rtt_ms"} <= set(doc["baseline"])
+    first = doc["results"][0]
+    for key in (
+        "protocol",
+        "client",
+        "direction",
+        "file_set",
+        "bytes",
+        "samples",
+        "median_bps",
+        "pct_of_tcp",
+        "verified",
+        "error",
+        "ceiling_bps",
+        "bound",
+    ):
+        assert key in first
+    assert Run.from_json(doc).results[0].median_bps == pytest.approx(50e6)
+
+
+def test_table_model_shows_failed_and_unavailable_rows() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from workbench.report import render_run
+
+    run = Run(id=1, meta={}, baseline=Baseline(up_bps=1e8, down_bps=1e8))
+    good = _row()
+    good.pct_of_tcp = 50.0
+    good.bound, good.ceiling_bps = "requests", 23.4e6
+    bad = Result("smb", "pysmb", "upload", "16M", 1, 1, error="connection refused by 10.0.0.2:4445")
+    gone = Result("afp", "mount_afp", "upload", "-", 0, 0, error="unavailable: mount_afp is macOS only")
+    run.results += [good, bad, gone]
+    out = StringIO()
+    render_run(Console(file=out, width=250), run)
+    text = out.getvalue()
+    assert "http/aiohttp" in text and "50.0" in text and "requests 23" in text
+    assert "connection refused" in text and "failed" in text
+    assert "unavailable: mount_afp is macOS only" in text
+
+
+def test_toml_config_errors_are_clean(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("protocols = [unclosed")
+    with pytest.raises(UsageError, match="malformed config"):
+        load_toml(bad)
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text('colour = "blue"\n')
+    with pytest.raises(UsageError, match="unknown key"):
+        load_toml(unknown)
+    with pytest.raises(NotFoundError):
+        load_toml(tmp_path / "missing.toml")
+    good = tmp_path / "good.toml"
+    good.write_text('host = "127.0.0.1"\nrepeat = 5\n[ports]\nhttp = 9000\n')
+    assert load_toml(good) == {"host": "127.0.0.1", "repeat": 5, "ports": {"http": 9000}}
+
+
+def test_credentials_file_is_private_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "state" / "credentials.json"
+    first = creds_mod.load_or_create(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert creds_mod.load_or_create(path) == first
+    assert first.password not in repr(first)  # never printed by accident
+    monkeypatch.setenv(creds_mod.ENV_PASSWORD, "from-env")
+    assert creds_mod.resolve(None, path).password == "from-env"
+    monkeypatch.delenv(creds_mod.ENV_PASSWORD)
+    with pytest.raises(AuthError):
+        creds_mod.resolve(None, tmp_path / "nothing.json")
+
+
+def test_confine_refuses_escapes(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "files").mkdir(parents=True)
+    os.symlink("/etc", root / "files" / "link")
+    assert confine(root, "files/a.bin") == (root / "files" / "a.bin").resolve()
+    for sneaky in ("../x", "files/../../x", "files/link/passwd", "a\x00b"):
+        with pytest.raises(UsageError):
+            confine(root, sneaky)
+
+
+def test_files_make_is_deterministic_and_keeps_valid_files(tmp_path: Path) -> None:
+    a = generate.make(tmp_path / "a", sizes=[100_000], small_sets=[parse_small_set("5x1K")], seed=3)
+    b = generate.make(tmp_path / "b", sizes=[100_000], small_sets=[parse_small_set("5x1K")], seed=3)
+    assert a.manifest.entries() == b.manifest.entries()  # same seed, same bytes, on every host
+    entry = a.manifest.entries()["file-97.7K.bin"]
+    assert hash_file(tmp_path / "a" / entry.name) == entry.xxh3_128
+    again = generate.make(tmp_path / "a", sizes=[100_000], small_sets=[parse_small_set("5x1K")], seed=3)
+    assert again.written_bytes == 0 and again.kept_bytes == a.written_bytes
+    (tmp_path / "a" / entry.name).write_bytes(b"corrupt")
+    healed = generate.make(tmp_path / "a", sizes=[100_000], small_sets=[parse_small_set("5x1K")], seed=3)
+    assert healed.written_bytes == 100_000
+
+
+def test_profiles_compress_as_documented(tmp_path: Path) -> None:
+    import zlib
+
+    for profile, low, high in (("random", 0.99, 1.01), ("text", 2.5, 4.0), ("zero", 100, 1e9)):
+        report = generate.make(tmp_path / profile, sizes=[1 << 20], profile=profile)
+        data = (tmp_path / profile / report.manifest.sets[0].files[0].name).read_bytes()
+        ratio = len(data) / len(zlib.compress(data, 6))
+        assert low <= ratio <= high, (profile, ratio)
