@@ -166,6 +166,7 @@ def test_sshfs_mounts_privately_and_leaves_nothing_behind(sshd, sshd_runner: Ssh
         assert str(mountpoint) in _mounts_below("fuse.sshfs")
         info = client.details()
         assert info["cipher"] == "aes128-gcm@openssh.com" and "sshfs" in info["page_cache"]
+        assert info["timed_includes_setup"] is False and info["request_bytes"] == 32 * 1024
     finally:
         client.close()
         client.close()  # twice is fine

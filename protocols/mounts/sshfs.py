@@ -134,7 +134,9 @@ class SshfsClient(MountClient):
         return [[fusermount, "-u", str(mountpoint)], [fusermount, "-u", "-z", str(mountpoint)]]
 
     def details(self) -> dict[str, Any]:
-        return super().details() | {"cipher": self.cipher}
+        # measured with sshfs_debug (sshfs 3.7.3, Linux 6.x, 1 MiB reads): the kernel splits reads into
+        # 32 KiB SFTP READs and readahead keeps about 8 in flight; writes are 32 KiB with dozens in flight
+        return super().details() | {"cipher": self.cipher, "request_bytes": 32 * 1024, "requests_in_flight": 8}
 
 
 def _escape(value: str) -> str:
