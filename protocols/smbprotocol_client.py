@@ -3,13 +3,25 @@
 The library sends one request and waits for its reply unless told otherwise; here reads and writes
 are built with ``send=False`` and pipelined, up to `DEPTH` requests of up to the negotiated maximum
 each, asking the server for enough credits to keep them all outstanding.
+
+The library copies every 8 MiB message five to eight times (structure packing, signature slicing,
+socket buffers). `_FastPath` keeps its session, credits and reader thread but moves the payload of
+READ replies and WRITE requests without copies: scatter/gather sends, incremental signatures,
+``recv_into`` one buffer. Anything it does not cover (encryption, DFS, an unexpected library
+version) falls back to the library's own code.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
+import select
+import socket
+import struct
 import uuid
 from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,6 +48,7 @@ class SmbprotocolClient(Client):
         self._conn: Any = None
         self._session: Any = None
         self._tree: Any = None
+        self._fast: _FastPath | None = None
         self.depth = DEPTH
 
     @classmethod
@@ -71,12 +84,13 @@ class SmbprotocolClient(Client):
             tree = TreeConnect(session, rf"\\{self.target.host}\{self.target.share}")
             self._guard(tree.connect, what=f"opening share {self.target.share!r}")
             self._tree = tree
+            self._fast = _FastPath.attach(conn, session, tree)
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
-        conn, self._conn, self._session, self._tree = self._conn, None, None, None
+        conn, self._conn, self._session, self._tree, self._fast = self._conn, None, None, None, None
         if conn is None:
             return
         # Logging off a dead server raises; the socket and reader thread must go regardless.
@@ -95,6 +109,7 @@ class SmbprotocolClient(Client):
             info["read_bytes"] = self._request_size(conn.max_read_size)
             info["write_bytes"] = self._request_size(conn.max_write_size)
             info["multi_credit"] = bool(conn.supports_multi_credit)
+            info["zero_copy"] = self._fast is not None
         if self._session is not None:
             info["signing"] = bool(self._session.signing_required)
             info["encryption"] = bool(self._session.encrypt_data)
@@ -273,12 +288,14 @@ class SmbprotocolClient(Client):
             return 1
         return max(1, (length - 1) // CREDIT_UNIT + 1)
 
-    def _send(self, message: Any, charge: int) -> Any:
-        """Send one read/write, asking for enough extra credits to keep `depth` such requests outstanding."""
-        conn, tree = self._conn, self._tree
+    def _ask(self, charge: int) -> int:
+        """Credits to request with a read/write: enough to keep `depth` such requests outstanding."""
         want = charge * (self.depth + 1)
-        ask = charge + max(0, want - self._credits())
-        return conn.send(message, tree.session.session_id, tree.tree_connect_id, credit_request=min(ask, 8192))
+        return min(charge + max(0, want - self._credits()), 8192)
+
+    def _send(self, message: Any, charge: int) -> Any:
+        conn, tree = self._conn, self._tree
+        return conn.send(message, tree.session.session_id, tree.tree_connect_id, credit_request=self._ask(charge))
 
     def _top_up(self, need: int) -> None:
         """Ask for credits with an echo when none are outstanding to bring them back."""
@@ -290,13 +307,9 @@ class SmbprotocolClient(Client):
                 "raise 'smb2 max credits' on the server",
             )
 
-    def _read_reply(self, request: Any) -> bytes:
-        from smbprotocol.open import SMB2ReadResponse
-
+    def _read_reply(self, request: Any) -> memoryview:
         response = self._conn.receive(request, timeout=self.options.timeout)
-        reply = SMB2ReadResponse()
-        reply.unpack(response["data"].get_value())
-        return reply["buffer"].get_value()
+        return read_payload(response["data"].get_value())
 
     def _write_reply(self, request: Any) -> int:
         from smbprotocol.open import SMB2WriteResponse
@@ -333,29 +346,222 @@ class SmbprotocolClient(Client):
 
     def _push(self, handle: Any, fh: BinaryIO, progress: Progress) -> None:
         chunk = self._request_size(self._conn.max_write_size)
+        # One reusable buffer: each request leaves the process before the next read refills it.
+        buffer = bytearray(chunk)
+        view = memoryview(buffer)
         pending: deque[tuple[Any, int]] = deque()
         offset = 0
-        data = b""
+        length = 0
         eof = False
         while not eof or pending:
             while not eof and len(pending) < self.depth:
-                if not data:
-                    data = fh.read(chunk)
-                    if not data:
+                if not length:
+                    length = fh.readinto(buffer)
+                    if not length:
                         eof = True
                         break
-                charge = self._charge(len(data))
+                charge = self._charge(length)
                 if self._credits() < charge:
                     if pending:
                         break
                     self._top_up(charge)
-                message, _ = handle.write(data, offset, send=False)
-                pending.append((self._send(message, charge), len(data)))
-                offset += len(data)
-                data = b""
+                pending.append((self._send_write(handle, offset, view[:length], charge), length))
+                offset += length
+                length = 0
             if pending:
-                request, length = pending.popleft()
+                request, sent = pending.popleft()
                 written = self._write_reply(request)
-                if written != length:
-                    raise WorkbenchError(f"short write: server took {written} of {length} bytes", "disk full?")
-                progress(length)
+                if written != sent:
+                    raise WorkbenchError(f"short write: server took {written} of {sent} bytes", "disk full?")
+                progress(sent)
+
+    def _send_write(self, handle: Any, offset: int, data: memoryview, charge: int) -> Any:
+        if self._fast is not None:
+            return self._fast.send_write(handle.file_id, offset, data, charge, self._ask(charge))
+        message, _ = handle.write(bytes(data), offset, send=False)
+        return self._send(message, charge)
+
+
+# -- zero-copy READ/WRITE on top of the library's session ---------------------------------------
+
+Buffer = bytes | bytearray | memoryview
+_WRITE_FIXED = struct.Struct("<HHIQ16sIIHHI")  # SMB2 WRITE request body before its data (48 bytes)
+_SIGNED = 0x00000008  # SMB2_FLAGS_SIGNED
+_HMAC_SHA256, _AES_CMAC, _AES_GMAC = 0, 1, 2
+_SMB2_WRITE = 0x0009
+
+
+def _signer(conn: Any, key: bytes) -> Callable[[Sequence[Buffer], int, bool], bytes]:
+    """The session's signing function over a message given in pieces (no concatenation)."""
+    from cryptography.hazmat.primitives import cmac
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    if conn.dialect >= 0x0311 and conn.signing_algorithm_id is not None:
+        algorithm = conn.signing_algorithm_id
+    elif conn.dialect >= 0x0300:
+        algorithm = _AES_CMAC
+    else:
+        algorithm = _HMAC_SHA256
+
+    def sign(parts: Sequence[Buffer], message_id: int, response: bool) -> bytes:
+        if algorithm == _AES_GMAC:
+            nonce = message_id.to_bytes(8, "little") + (1 if response else 0).to_bytes(4, "little")
+            gmac = Cipher(algorithms.AES(key), modes.GCM(nonce)).encryptor()
+            for part in parts:
+                gmac.authenticate_additional_data(part)
+            gmac.finalize()
+            return gmac.tag
+        if algorithm == _AES_CMAC:
+            mac = cmac.CMAC(algorithms.AES(key))
+            for part in parts:
+                mac.update(part)
+            return mac.finalize()
+        digest = hmac.new(key, digestmod=hashlib.sha256)
+        for part in parts:
+            digest.update(part)
+        return digest.digest()[:16]
+
+    return sign
+
+
+def _sendmsg_all(sock: socket.socket, parts: list[Buffer]) -> None:
+    views = [memoryview(p).cast("B") for p in parts if len(p)]
+    while views:
+        sent = sock.sendmsg(views)
+        while views and sent >= len(views[0]):
+            sent -= len(views[0])
+            views.pop(0)
+        if views and sent:
+            views[0] = views[0][sent:]
+
+
+class _FastPath:
+    """Signed SMB2 READ replies and WRITE requests moved without copying their payload."""
+
+    def __init__(self, conn: Any, session: Any, tree: Any) -> None:
+        self.conn = conn
+        self.session = session
+        self.tree = tree
+        self.signing = bool(session.signing_required and session.signing_key)
+        self.sign = _signer(conn, session.signing_key) if self.signing else None
+        self._inbox = bytearray()  # reused by the reader thread: fresh 8 MiB buffers cost page faults each time
+
+    @classmethod
+    def attach(cls, conn: Any, session: Any, tree: Any) -> _FastPath | None:
+        """Install the fast receive path on a connected session; None where only the library's path is safe."""
+        try:
+            if session.encrypt_data or tree.encrypt_data or tree.is_dfs_share:
+                return None
+            transport = conn.transport
+            needed = (transport._sock, transport._sock_lock, transport._close_lock, conn.sequence_window)
+            if any(n is None for n in needed) or not hasattr(conn, "outstanding_requests"):
+                return None
+            fast = cls(conn, session, tree)
+        except AttributeError:
+            return None
+        # Both run on the library's reader thread, which looks them up on the instance each message.
+        transport.recv = fast._recv
+        conn.verify_signature = fast._verify
+        return fast
+
+    # -- reader thread -------------------------------------------------------------------------
+
+    def _recv(self, timeout: float) -> bytes:
+        """Transport.recv with one buffer per message filled by recv_into (the library copies each chunk)."""
+        size, timeout = self._recv_exact(4, timeout)
+        if size is None:
+            return b""
+        body, _ = self._recv_exact(struct.unpack(">L", size)[0], timeout)
+        return body if body is not None else b""
+
+    def _recv_exact(self, length: int, timeout: float) -> tuple[bytes | None, float]:
+        transport = self.conn.transport
+        if len(self._inbox) < length:
+            self._inbox = bytearray(length)
+        view = memoryview(self._inbox)[:length]
+        offset = 0
+        while offset < length:
+            with transport._close_lock:
+                if not transport.connected:
+                    return None, timeout
+                ready = select.select([transport._sock], [], [], max(timeout, 1))[0]
+                if not ready:
+                    raise TimeoutError(f"recv idle ({offset}/{length} bytes)")
+                try:
+                    got = transport._sock.recv_into(view[offset:])
+                except (ConnectionResetError, ConnectionAbortedError):
+                    got = 0
+            if got == 0:
+                transport.close()
+                return None, timeout
+            offset += got
+        return bytes(view), timeout
+
+    def _verify(self, header: Any, session_id: int, force: bool = False) -> None:
+        """Connection.verify_signature without re-packing the whole message."""
+        conn = self.conn
+        message_id = header["message_id"].get_value()
+        flags = header["flags"]
+        if not force and (
+            message_id == 0xFFFFFFFFFFFFFFFF
+            or not flags.has_flag(_SIGNED)
+            or header["status"].get_value() == 0x00000103  # STATUS_PENDING
+            or header["command"].get_value() == 0x0001  # SESSION_SETUP
+        ):
+            return
+        session = conn.session_table.get(session_id)
+        if session is not self.session or self.sign is None:
+            type(conn).verify_signature(conn, header, session_id, force)
+            return
+        head = b"".join(f.pack() for name, f in header.fields.items() if name != "data")
+        expected = self.sign([head[:48], bytes(16), header["data"].get_value()], message_id, True)
+        if not hmac.compare_digest(expected, header["signature"].get_value()):
+            from smbprotocol.exceptions import SMBException
+
+            raise SMBException("Server message signature could not be verified")
+
+    # -- caller thread -------------------------------------------------------------------------
+
+    def send_write(self, file_id: bytes, offset: int, data: Buffer, charge: int, credit_request: int) -> Any:
+        """Send one WRITE; returns the library Request its reply will be delivered to."""
+        from smbprotocol.connection import Request
+        from smbprotocol.exceptions import SMBException
+        from smbprotocol.header import SMB2HeaderRequest
+        from smbprotocol.open import SMB2WriteRequest
+
+        conn = self.conn
+        with conn.sequence_lock:
+            low, high = conn.sequence_window["low"], conn.sequence_window["high"]
+            if charge > high - low:
+                raise SMBException(f"Request requires {charge} credits but only {high - low} credits are available")
+            conn.sequence_window["low"] += charge
+        header = SMB2HeaderRequest()
+        header["credit_charge"] = charge
+        header["command"] = _SMB2_WRITE
+        header["credit_request"] = credit_request
+        header["message_id"] = low
+        header["session_id"] = self.session.session_id
+        header["tree_id"] = self.tree.tree_connect_id
+        header["data"] = b""
+        if self.signing:
+            header["flags"].set_flag(_SIGNED)
+        head = header.pack()
+        body = _WRITE_FIXED.pack(49, 0x70, len(data), offset, file_id, 0, 0, 0, 0, 0)
+        if self.sign is not None:
+            signature = self.sign([head, body, data], low, False)
+            head = head[:48] + signature
+            header["signature"] = signature
+        request = Request(header, SMB2WriteRequest, conn, session_id=self.session.session_id)
+        conn.outstanding_requests[low] = request
+        conn._check_worker_running()
+        frame = struct.pack(">L", len(head) + len(body) + len(data))
+        with conn.transport._sock_lock:
+            _sendmsg_all(conn.transport._sock, [frame, head, body, data])
+        return request
+
+
+def read_payload(raw: bytes) -> memoryview:
+    """The data of an SMB2 READ reply body, without copying it out."""
+    data_offset = raw[2] - 64  # offsets count from the start of the SMB2 header
+    data_length = int.from_bytes(raw[4:8], "little")
+    return memoryview(raw)[data_offset : data_offset + data_length]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Callable
 
 import pytest
 
+from protocols import smbprotocol_client
 from protocols.base import Client
 from protocols.smb import PysmbClient
 from protocols.smbclient_cli import SmbclientClient
@@ -13,6 +16,7 @@ from protocols.smbprotocol_client import SmbprotocolClient
 from tests.contract import ClientContract, Counter
 from tests.helpers import write_random
 from tests.smb_fixtures import SmbdRunner, bad_client_for, client_factory, served_root, smbd, smbd_runner, stop_server
+from workbench.errors import UsageError
 
 __all__ = ["served_root", "smbd", "smbd_runner", "stop_server"]  # fixtures, imported for pytest
 
@@ -61,3 +65,79 @@ class TestSmbprotocolContract(_SmbContract):
 
 class TestSmbclientContract(_SmbContract):
     client_class = SmbclientClient
+
+
+@pytest.fixture
+def make_smbprotocol(smbd, smbd_runner: SmbdRunner) -> Callable[..., Client]:
+    return client_factory(SmbprotocolClient, smbd_runner)
+
+
+def test_smbprotocol_details_show_large_signed_pipelined_requests(make_smbprotocol) -> None:
+    with make_smbprotocol() as client:
+        info = client.details()
+    assert info["dialect"] == "3.1.1"
+    assert info["request_bytes"] == 8 * 1024 * 1024
+    assert info["requests_in_flight"] == smbprotocol_client.DEPTH
+    assert info["signing"] is True
+    assert info["encryption"] is False
+    assert info["zero_copy"] is True
+
+
+@pytest.mark.parametrize("zero_copy", [True, False], ids=["zero-copy", "library-path"])
+@pytest.mark.parametrize(("request_bytes", "depth"), [(1 << 20, 4), (8 << 20, 2)])
+def test_smbprotocol_pipelines_many_requests_both_ways(
+    make_smbprotocol, served_root, tmp_path, monkeypatch, request_bytes: int, depth: int, zero_copy: bool
+) -> None:
+    monkeypatch.setattr(smbprotocol_client, "MAX_REQUEST", request_bytes)
+    if not zero_copy:
+        monkeypatch.setattr(smbprotocol_client._FastPath, "attach", classmethod(lambda cls, *a: None))
+    size = 20 * 1024 * 1024 + 12345  # several requests, the last one short
+    data = write_random(tmp_path / "up.bin", size)
+    up, down = Counter(), Counter()
+    with make_smbprotocol() as client:
+        client.depth = depth
+        assert client.details()["zero_copy"] is zero_copy
+        client.mkdir("incoming/pipe")
+        client.upload(tmp_path / "up.bin", "incoming/pipe/f.bin", up)
+        client.download("incoming/pipe/f.bin", tmp_path / "down.bin", down)
+    assert (served_root / "incoming" / "pipe" / "f.bin").read_bytes() == data
+    assert (tmp_path / "down.bin").read_bytes() == data
+    assert up.total == down.total == size
+
+
+@pytest.mark.parametrize(("dialect", "algorithm"), [(0x0311, 2), (0x0311, 1), (0x0300, None), (0x0210, None)])
+def test_piecewise_signature_matches_the_library(dialect: int, algorithm: int | None) -> None:
+    from smbprotocol.connection import Connection
+
+    conn = Connection(uuid.uuid4(), "127.0.0.1", 445)
+    conn.dialect, conn.signing_algorithm_id = dialect, algorithm
+    key = os.urandom(16)
+    message = os.urandom(64 + 5000)
+    zeroed = message[:48] + bytes(16) + message[64:]
+    for response in (False, True):
+        expected = conn._generate_signature(zeroed, key, 77, response, 0x0009)
+        pieces = [zeroed[:48], zeroed[48:64], memoryview(zeroed)[64:100], zeroed[100:]]
+        assert smbprotocol_client._signer(conn, key)(pieces, 77, response) == expected
+
+
+def test_smbclient_rejects_paths_its_command_parser_would_split(make_smbclient, tmp_path) -> None:
+    with make_smbclient() as client, pytest.raises(UsageError):
+        client.download('files/a";rm x', tmp_path / "x", Counter())
+
+
+@pytest.fixture
+def make_smbclient(smbd, smbd_runner: SmbdRunner) -> Callable[..., Client]:
+    return client_factory(SmbclientClient, smbd_runner)
+
+
+def test_smbclient_keeps_the_password_off_argv(make_smbclient, smbd_runner: SmbdRunner) -> None:
+    client = make_smbclient()
+    client.connect()
+    try:
+        argv = " ".join(client._argv())
+        auth = client._auth_file
+        assert smbd_runner.ctx.credentials.password not in argv
+        assert auth.stat().st_mode & 0o077 == 0
+    finally:
+        client.close()
+    assert not auth.exists()
