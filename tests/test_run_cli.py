@@ -1,0 +1,157 @@
+"""`workbench` end to end on loopback against a real `serve` process: a run, its JSON and database, the
+report, the comparison, and every bad input as one line with a non-zero exit and no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import free_port
+from tests.serve_fixtures import ServeRunner, serve_runner, served  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def workbench(
+    *args: str, home: Path, env: dict[str, str] | None = None, timeout: float = 240
+) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "WORKBENCH_HOME": str(home), "COLUMNS": "220", **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), full_env.get("PYTHONPATH")) if x)
+    if "WORKBENCH_PASSWORD" not in (env or {}):
+        full_env.pop("WORKBENCH_PASSWORD", None)  # a developer's own setting must not leak into the test
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
+
+
+def _target_args(runner: ServeRunner) -> list[str]:
+    return [
+        "--target",
+        str(runner.ctx.state_dir / "target.json"),
+        "--credentials",
+        str(runner.ctx.state_dir / "credentials.json"),
+    ]
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: Path) -> None:  # noqa: F811
+    doc_path = tmp_path / "run.json"
+    proc = workbench(
+        "run",
+        *_target_args(served),
+        "--protocols",
+        "http/aiohttp,ftp/ftplib,smb/pysmb",
+        "--sizes",
+        "1M,4M",
+        "--small",
+        "20x4K",
+        "--repeat",
+        "2",
+        "--tcp-duration",
+        "1",
+        "--files",
+        str(tmp_path / "files"),
+        "--json",
+        str(doc_path),
+        home=tmp_path / "home",
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(doc_path.read_text())
+    assert doc["schema"] == 1
+    assert doc["baseline"]["up_bps"] > 0 and doc["baseline"]["down_bps"] > 0 and doc["baseline"]["rtt_ms"] > 0
+    assert doc["run"]["client"]["tcp"]["tcp_rmem"] and doc["run"]["started_utc"].endswith("Z")
+    rows = {(r["client"], r["direction"], r["file_set"]): r for r in doc["results"]}
+    for client in ("aiohttp", "ftplib"):
+        for direction in ("upload", "download"):
+            for file_set in ("1M", "4M", "20x4K"):
+                row = rows[(client, direction, file_set)]
+                assert row["error"] is None and row["verified"] is True
+                assert len(row["samples"]) == 2 and row["pct_of_tcp"] > 0
+                median = sorted(s["bytes"] / s["seconds"] for s in row["samples"])
+                assert row["median_bps"] == pytest.approx(sum(median) / 2)
+    # nothing serves SMB here: that client's rows fail with the reason, and the run went on
+    smb = [r for r in doc["results"] if r["client"] == "pysmb"]
+    assert smb and all(r["error"] and ("refused" in r["error"] or "unavailable" in r["error"]) for r in smb)
+    assert "http/aiohttp" in proc.stdout and "raw TCP" in proc.stdout
+
+    report = workbench("report", str(doc["run"]["id"]), home=tmp_path / "home")
+    assert report.returncode == 0 and "ftp/ftplib" in report.stdout
+    history = workbench("history", home=tmp_path / "home")
+    assert history.returncode == 0 and str(doc["run"]["id"]) in history.stdout
+    compare = workbench("compare", str(doc["run"]["id"]), str(doc["run"]["id"]), home=tmp_path / "home")
+    assert compare.returncode == 0 and "1.00" in compare.stdout
+
+
+def test_wrong_password_is_one_line(served: ServeRunner, tmp_path: Path) -> None:  # noqa: F811
+    creds = json.loads((served.ctx.state_dir / "credentials.json").read_text())
+    creds["password"] = "wrong"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(creds))
+    proc = workbench(
+        "run", "--target", str(served.ctx.state_dir / "target.json"), "--credentials", str(bad), home=tmp_path
+    )
+    assert_clean_error(proc, 4, "refused the credentials")
+
+
+def test_unreachable_host_is_one_line(tmp_path: Path) -> None:
+    creds = tmp_path / "c.json"
+    creds.write_text(json.dumps({"user": "u", "password": "p"}))
+    proc = workbench("run", "--host", "127.0.0.1", "--credentials", str(creds), home=tmp_path, timeout=60)
+    assert_clean_error(proc, 3, "refused", "workbench serve")
+    port = free_port()
+    proc = workbench("tcp", "127.0.0.1", "--port", str(port), "--credentials", str(creds), home=tmp_path, timeout=60)
+    assert_clean_error(proc, 3, "refused")
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["files", "make", "{tmp}/f", "--sizes", "12Q"], 2, "malformed size '12Q'"),
+        (["files", "make", "{tmp}/f", "--small", "lots"], 2, "malformed small-file set"),
+        (["files", "make", "{tmp}/f", "--profile", "spicy", "--sizes", "1K"], 2, "unknown data profile"),
+        (
+            ["run", "--host", "127.0.0.1", "--protocols", "gopher", "--credentials", "{tmp}/c.json"],
+            2,
+            "unknown protocol",
+        ),
+        (["serve", "--root", "{tmp}/does-not-exist", "--state-dir", "{tmp}/s"], 5, "does not exist"),
+        (["run", "--config", "{tmp}/missing.toml", "--credentials", "{tmp}/c.json"], 5, "not found"),
+        (["report", "999", "--db", "{tmp}/runs.sqlite"], 5, "no run 999"),
+        (["lab", "--link", "moon"], 2, "unknown link preset"),
+        (["lab", "--rate", "fast"], 2, "malformed rate"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path: Path, args: list[str], code: int, needle: str) -> None:
+    (tmp_path / "c.json").write_text(json.dumps({"user": "u", "password": "p"}))
+    proc = workbench(*[a.format(tmp=tmp_path) for a in args], home=tmp_path, timeout=60)
+    assert_clean_error(proc, code, needle)
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    proc = workbench("--debug", "files", "make", str(tmp_path / "f"), "--sizes", "12Q", home=tmp_path)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_disk_full_is_one_line(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], check=True)
+    try:
+        proc = workbench("files", "make", str(small / "f"), "--sizes", "4M", home=tmp_path)
+        assert_clean_error(proc, 6, "disk full")
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
