@@ -1,0 +1,89 @@
+"""`workbench lab` end to end: real servers in the server namespace, every available client measured
+over the emulated link, then nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from protocols import registry
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _lab_reason() -> str | None:
+    try:
+        from workbench.lab import check_available
+
+        check_available()
+    except Exception as exc:  # any reason the lab cannot run here is a reason to skip
+        return str(exc)
+    return None
+
+
+@pytest.mark.lab
+@pytest.mark.skipif(_lab_reason() is not None, reason=f"lab unavailable: {_lab_reason()}")
+def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
+    doc_path = tmp_path / "lab.json"
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
+    env.pop("WORKBENCH_PASSWORD", None)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "lab",
+            "--link",
+            "wifi-ac",
+            "--protocols",
+            "all",
+            "--sizes",
+            "2M",
+            "--small",
+            "10x8K",
+            "--repeat",
+            "1",
+            "--warmup",
+            "0",
+            "--tcp-duration",
+            "1",
+            "--window-sweep",
+            "64K,256K",
+            "--json",
+            str(doc_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(doc_path.read_text())
+    link = doc["link"]
+    assert link["mtu"] == 1500 and abs(link["rtt_ms"] - 2.8) <= 0.3
+    assert link["rate_bps"] == pytest.approx(533e6 / 8)
+    assert 0.5 < doc["baseline"]["down_bps"] / link["expected_goodput_bps"] < 1.05
+    assert [p["window_bytes"] for p in doc["window_sweep"]] == [65536, 262144]
+    assert all(p["measured_bps"] > 0 and p["predicted_bps"] > 0 for p in doc["window_sweep"])
+
+    available = [e.label for e in registry.KNOWN_CLIENTS if not isinstance(registry.load(e), str)]
+    measured = {f"{r['protocol']}/{r['client']}" for r in doc["results"] if r["error"] is None and r["verified"]}
+    failed = {f"{r['protocol']}/{r['client']}": r["error"] for r in doc["results"] if r["error"]}
+    for label in available:
+        assert label in measured, f"{label}: {failed.get(label)}"
+    for row in doc["results"]:
+        if row["error"] is None:
+            assert row["bound"] in ("link", "window", "requests", "ssh-window", "cpu")
+            assert row["ceiling_bps"] > 0
+    pysmb = [r for r in doc["results"] if r["client"] == "pysmb" and r["error"] is None]
+    if pysmb:
+        assert all(r["bound"] in ("requests", "cpu") for r in pysmb if r["file_set"] == "2M")
+
+    leftovers = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "wb-lab-" not in leftovers
