@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import Callable
 
@@ -141,3 +142,24 @@ def test_smbclient_keeps_the_password_off_argv(make_smbclient, smbd_runner: Smbd
     finally:
         client.close()
     assert not auth.exists()
+
+
+def _smbstatus_rows(smbd) -> list[str]:
+    done = subprocess.run(["smbstatus", "-s", str(smbd.conf_path), "-p"], capture_output=True, text=True, timeout=30)
+    return [ln for ln in done.stdout.splitlines() if "127.0.0.1" in ln]
+
+
+@pytest.mark.parametrize(
+    ("cls", "protocol", "signing"), [(PysmbClient, "SMB2_02", "-"), (SmbprotocolClient, "SMB3_11", "GMAC")]
+)
+def test_details_agree_with_what_the_server_negotiated(smbd, smbd_runner: SmbdRunner, cls, protocol, signing) -> None:
+    before = set(_smbstatus_rows(smbd))
+    with client_factory(cls, smbd_runner)() as client:
+        info = client.details()
+        rows = [r for r in _smbstatus_rows(smbd) if r not in before]
+    assert len(rows) == 1, rows
+    columns = rows[0].split()
+    assert protocol in columns
+    assert signing in columns[-1]
+    assert info["signing"] is (signing != "-")
+    assert info["dialect"] == {"SMB2_02": "2.0.2", "SMB3_11": "3.1.1"}[protocol]
