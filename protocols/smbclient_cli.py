@@ -115,6 +115,8 @@ class SmbclientClient(Client):
             "-d",
             "0",  # only errors: a line per file would fill the output pipe on large sets
             "-q",
+            "-t",
+            str(max(1, round(self.options.timeout))),  # per-operation timeout: a stalled server fails the batch
         ]
 
     def _run(
