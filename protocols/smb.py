@@ -18,6 +18,7 @@ STATUS_OBJECT_PATH_NOT_FOUND = 0xC000003A
 STATUS_ACCESS_DENIED = 0xC0000022
 STATUS_OBJECT_NAME_INVALID = 0xC0000033
 STATUS_OBJECT_PATH_SYNTAX_BAD = 0xC000003B
+STATUS_BAD_NETWORK_NAME = 0xC00000CC
 _NOT_FOUND = {STATUS_OBJECT_NAME_NOT_FOUND, STATUS_OBJECT_PATH_NOT_FOUND}
 _DIALECTS = {0x0202: "2.0.2", 0x0210: "2.1", 0x0300: "3.0", 0x0302: "3.0.2", 0x0311: "3.1.1"}
 
@@ -127,6 +128,8 @@ class PysmbClient(Client):
             status = _status(exc)
             if status in _NOT_FOUND:
                 return NotFoundError(f"{what}: no such file on the share", "check the remote path")
+            if status == STATUS_BAD_NETWORK_NAME:
+                return NotFoundError(f"{what}: the server has no share {self.target.share!r}", "check the share name")
             if status in (STATUS_OBJECT_NAME_INVALID, STATUS_OBJECT_PATH_SYNTAX_BAD):
                 return NotFoundError(f"{what}: the server rejects this path", "use a path inside the share, no '..'")
             if status == STATUS_ACCESS_DENIED:

@@ -27,7 +27,6 @@ _NOT_FOUND = {
     "NT_STATUS_OBJECT_NAME_NOT_FOUND",
     "NT_STATUS_OBJECT_PATH_NOT_FOUND",
     "NT_STATUS_NO_SUCH_FILE",
-    "NT_STATUS_BAD_NETWORK_NAME",
 }
 _NETWORK = {
     "NT_STATUS_CONNECTION_REFUSED",
@@ -160,6 +159,8 @@ class SmbclientClient(Client):
         first = problems[0] if problems else f"smbclient exited with status {done.returncode}"
         if any(s in _AUTH for s in statuses):
             return AuthError(f"SMB login refused by {self._where} while {what}: {first}", "check the user and password")
+        if "NT_STATUS_BAD_NETWORK_NAME" in statuses:
+            return NotFoundError(f"{what}: the server has no share {self.target.share!r}", "check the share name")
         if any(s in _NOT_FOUND for s in statuses):
             return NotFoundError(f"{what}: {first}", "check the remote path")
         if any(s in _NETWORK for s in statuses) or not problems:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import uuid
@@ -10,14 +11,14 @@ from collections.abc import Callable
 import pytest
 
 from protocols import smbprotocol_client
-from protocols.base import Client
+from protocols.base import Client, ClientOptions
 from protocols.smb import PysmbClient
 from protocols.smbclient_cli import SmbclientClient
 from protocols.smbprotocol_client import SmbprotocolClient
 from tests.contract import ClientContract, Counter
-from tests.helpers import write_random
+from tests.helpers import free_port, write_random
 from tests.smb_fixtures import SmbdRunner, bad_client_for, client_factory, served_root, smbd, smbd_runner, stop_server
-from workbench.errors import UsageError
+from workbench.errors import NetworkError, NotFoundError, UsageError
 
 __all__ = ["served_root", "smbd", "smbd_runner", "stop_server"]  # fixtures, imported for pytest
 
@@ -163,3 +164,26 @@ def test_details_agree_with_what_the_server_negotiated(smbd, smbd_runner: SmbdRu
     assert signing in columns[-1]
     assert info["signing"] is (signing != "-")
     assert info["dialect"] == {"SMB2_02": "2.0.2", "SMB3_11": "3.1.1"}[protocol]
+
+
+ALL_CLIENTS = [PysmbClient, SmbprotocolClient, SmbclientClient]
+
+
+@pytest.mark.parametrize("cls", ALL_CLIENTS, ids=lambda c: c.name)
+def test_nothing_listening_is_a_network_error(cls: type[Client], smbd_runner: SmbdRunner) -> None:
+    target = dataclasses.replace(smbd_runner.target(), ports={"smb": free_port()})
+    client = cls(target, ClientOptions(timeout=5.0))
+    with pytest.raises(NetworkError):
+        client.connect()
+    client.close()
+
+
+@pytest.mark.parametrize("cls", ALL_CLIENTS, ids=lambda c: c.name)
+def test_unknown_share_is_not_found(cls: type[Client], smbd, smbd_runner: SmbdRunner, tmp_path) -> None:
+    target = dataclasses.replace(smbd_runner.target(), share="no-such-share")
+    client = cls(target, ClientOptions(timeout=5.0))
+    with pytest.raises(NotFoundError) as info:
+        client.connect()
+        client.download("files/x.bin", tmp_path / "x.bin", Counter())
+    client.close()
+    assert "share" in info.value.one_line()
