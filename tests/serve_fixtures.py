@@ -6,7 +6,10 @@ private temporary root; the credentials are generated into its private state dir
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -39,6 +42,14 @@ class ServeRunner:
 
     def stop(self) -> None:
         self.server.stop()
+
+    def kill(self) -> None:
+        """Die abruptly, like a crashed server or a pulled cable (SIGTERM would finish in-flight copies)."""
+        if self.server.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.server.proc.pid, signal.SIGKILL)
+            self.server.proc.wait()
+            self.server.proc = None
 
     def target(self, credentials: creds_mod.Credentials | None = None) -> Target:
         return Target(

@@ -33,7 +33,7 @@ class _ServeContract(ClientContract):
 
     @pytest.fixture
     def stop_server(self, served: ServeRunner) -> Callable[[], None]:  # noqa: F811
-        return served.stop
+        return served.kill
 
 
 class TestAiohttpContract(_ServeContract):

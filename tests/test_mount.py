@@ -29,7 +29,7 @@ from tests.contract import ClientContract, Counter
 from tests.helpers import free_port, write_random
 from workbench.credentials import Credentials, generate
 from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
-from workbench.servers.base import ServerContext
+from workbench.servers.base import ServerContext, descendants
 from workbench.servers.sshd import Sshd
 
 HOST = "127.0.0.1"
@@ -37,25 +37,6 @@ PASSWORD = "s3cret,with=odd chars"
 
 
 # --- sshfs against a real sshd --------------------------------------------------------------------
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below pid: sshd's per-connection children start their own sessions (setsid),
-    so stopping sshd's process group leaves them serving an open mount."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 class SshdRunner:
@@ -83,7 +64,7 @@ class SshdRunner:
         """Stop sshd and the sessions it serves, as a crashed or powered-off server would."""
         if self.server.proc is None:
             return
-        sessions = _descendants(self.server.proc.pid)
+        sessions = descendants(self.server.proc.pid)
         self.server.stop()
         for pid in sessions:
             with contextlib.suppress(ProcessLookupError):
@@ -238,7 +219,7 @@ def test_sshfs_hung_server_fails_within_the_timeout(sshd, sshd_runner: SshdRunne
 
     def freeze_once(n: int) -> None:
         if not sessions:  # the server stops answering but keeps the TCP connection open
-            sessions.extend(_descendants(sshd.proc.pid))
+            sessions.extend(descendants(sshd.proc.pid))
             for pid in sessions:
                 os.kill(pid, signal.SIGSTOP)
 

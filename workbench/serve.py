@@ -58,7 +58,8 @@ async def _serve(
     stack = contextlib.ExitStack()
     try:
         app = make_app(cfg.root, creds, _server_pgids(cfg.state_dir))
-        runner = web.AppRunner(app, access_log=None)
+        # Stop promptly on SIGTERM (`servers down`): in-flight copies get 2 s, not aiohttp's default 60.
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
         site = web.TCPSite(runner, cfg.bind, wanted["http"], reuse_address=True)
         try:

@@ -130,24 +130,68 @@ def port_open(host: str, port: int, netns: str | None = None) -> bool:
         return False
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below pid (children first found, then theirs)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal(pgid: int, pids: list[int], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _alive(pgid: int, pids: list[int]) -> bool:
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        pass
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            continue
+    return False
+
+
 def stop_group(pid: int, grace: float = 5.0) -> None:
-    """SIGTERM a process group, then SIGKILL whatever is left after `grace` seconds."""
+    """SIGTERM a server's process group and every descendant, then SIGKILL whatever is left after `grace` s.
+
+    Descendants count because per-connection children may start sessions of their own (sshd's do
+    setsid): stopping only the group would leave them serving an open connection.
+    """
     try:
         pgid = os.getpgid(pid)
     except ProcessLookupError:
         return
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+    below = descendants(pid)
+    _signal(pgid, below, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        if not _alive(pgid, [pid, *below]):
             return
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
         time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
+    _signal(pgid, below, signal.SIGKILL)
