@@ -155,3 +155,53 @@ def test_disk_full_is_one_line(tmp_path: Path) -> None:
         assert_clean_error(proc, 6, "disk full")
     finally:
         subprocess.run(["umount", str(small)], check=True)
+
+
+def test_tcp_command_reports_both_directions_and_a_window_sweep(served: ServeRunner, tmp_path: Path) -> None:  # noqa: F811
+    port = str(served.ctx.ports["tcp"])
+    creds = str(served.ctx.state_dir / "credentials.json")
+    proc = workbench(
+        "tcp",
+        "127.0.0.1",
+        "--port",
+        port,
+        "--credentials",
+        creds,
+        "--duration",
+        "1",
+        "--iperf3-port",
+        str(served.ctx.ports["iperf3"]),
+        "--window-sweep",
+        "256K,1M",
+        "--json",
+        home=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["rtt_ms"] > 0
+    for direction in ("upload", "download"):
+        assert doc["directions"][direction]["probe_bps"] > 0
+    assert [p["window_bytes"] for p in doc["window_sweep"]] == [256 << 10, 1 << 20]
+    assert all(p["effective_window_bytes"] for p in doc["window_sweep"])
+
+
+def test_servers_up_status_down_leaves_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    state = tmp_path / "state"
+    up = workbench("servers", "up", "--root", str(root), "--state-dir", str(state), "--only", "serve", home=tmp_path)
+    assert up.returncode == 0, up.stderr
+    pid = int(json.loads((state / "servers.json").read_text())["servers"][0]["pid"])
+    assert stat_mode(state / "credentials.json") == 0o600
+    status = workbench("servers", "status", "--state-dir", str(state), home=tmp_path)
+    assert "running" in status.stdout
+    again = workbench("servers", "up", "--root", str(root), "--state-dir", str(state), "--only", "serve", home=tmp_path)
+    assert_clean_error(again, 2, "already running")
+    down = workbench("servers", "down", "--state-dir", str(state), home=tmp_path)
+    assert down.returncode == 0 and "stopped" in down.stdout
+    assert not Path(f"/proc/{pid}").exists()
+    assert "no servers" in workbench("servers", "status", "--state-dir", str(state), home=tmp_path).stdout
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
