@@ -444,7 +444,6 @@ class _FastPath:
         self.tree = tree
         self.signing = bool(session.signing_required and session.signing_key)
         self.sign = _signer(conn, session.signing_key) if self.signing else None
-        self._inbox = bytearray()  # reused by the reader thread: fresh 8 MiB buffers cost page faults each time
 
     @classmethod
     def attach(cls, conn: Any, session: Any, tree: Any) -> _FastPath | None:
@@ -467,7 +466,7 @@ class _FastPath:
     # -- reader thread -------------------------------------------------------------------------
 
     def _recv(self, timeout: float) -> bytes:
-        """Transport.recv with one buffer per message filled by recv_into (the library copies each chunk)."""
+        """Transport.recv receiving each message straight into one bytes object (the library copies it twice)."""
         size, timeout = self._recv_exact(4, timeout)
         if size is None:
             return b""
@@ -476,26 +475,26 @@ class _FastPath:
 
     def _recv_exact(self, length: int, timeout: float) -> tuple[bytes | None, float]:
         transport = self.conn.transport
-        if len(self._inbox) < length:
-            self._inbox = bytearray(length)
-        view = memoryview(self._inbox)[:length]
-        offset = 0
-        while offset < length:
+        parts: list[bytes] = []
+        missing = length
+        while missing:
             with transport._close_lock:
                 if not transport.connected:
                     return None, timeout
                 ready = select.select([transport._sock], [], [], max(timeout, 1))[0]
                 if not ready:
-                    raise TimeoutError(f"recv idle ({offset}/{length} bytes)")
+                    raise TimeoutError(f"recv idle ({length - missing}/{length} bytes)")
                 try:
-                    got = transport._sock.recv_into(view[offset:])
+                    # MSG_WAITALL: one syscall fills one bytes object; close() shuts the socket down to end it.
+                    chunk = transport._sock.recv(missing, socket.MSG_WAITALL)
                 except (ConnectionResetError, ConnectionAbortedError):
-                    got = 0
-            if got == 0:
+                    chunk = b""
+            if not chunk:
                 transport.close()
                 return None, timeout
-            offset += got
-        return bytes(view), timeout
+            parts.append(chunk)
+            missing -= len(chunk)
+        return (parts[0] if len(parts) == 1 else b"".join(parts)), timeout
 
     def _verify(self, header: Any, session_id: int, force: bool = False) -> None:
         """Connection.verify_signature without re-packing the whole message."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import subprocess
+import time
 import uuid
 from collections.abc import Callable
 
@@ -187,3 +189,28 @@ def test_unknown_share_is_not_found(cls: type[Client], smbd, smbd_runner: SmbdRu
         client.download("files/x.bin", tmp_path / "x.bin", Counter())
     client.close()
     assert "share" in info.value.one_line()
+
+
+@pytest.mark.parametrize("cls", ALL_CLIENTS, ids=lambda c: c.name)
+def test_a_stalled_server_fails_within_the_timeout(
+    cls: type[Client], smbd, smbd_runner: SmbdRunner, served_root, tmp_path
+) -> None:
+    write_random(served_root / "files" / "stall.bin", 48 * 1024 * 1024)
+    pgid = os.getpgid(smbd.proc.pid)
+    frozen = []
+
+    def freeze_once(n: int) -> None:
+        if not frozen:
+            frozen.append(time.monotonic())
+            os.killpg(pgid, signal.SIGSTOP)  # alive but silent: only a timeout can end the copy
+
+    client = cls(smbd_runner.target(), ClientOptions(timeout=2.0))
+    client.connect()
+    try:
+        with pytest.raises(NetworkError):
+            client.download("files/stall.bin", tmp_path / "stall.bin", freeze_once)
+        assert frozen, "the copy finished before the server could be frozen"
+        assert time.monotonic() - frozen[0] < 30
+    finally:
+        os.killpg(pgid, signal.SIGCONT)
+        client.close()
