@@ -6,6 +6,7 @@ import contextlib
 import errno
 import socket
 import stat
+from collections import deque
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -14,16 +15,19 @@ from workbench.errors import AuthError, NetworkError, NotFoundError, UsageError,
 
 try:
     import paramiko
+    from paramiko.sftp import CMD_READ, CMD_STATUS, int64
 except ImportError:  # the registry reports it as unavailable
     paramiko = None  # type: ignore[assignment]
 
-REQUEST_BYTES = 32768  # paramiko's SFTPFile.MAX_REQUEST_SIZE: each read/write request carries this much
-# Measured on loopback (64 MiB): depth 16 ~ 190 MB/s, 64 ~ 215, 128+ no better; unbounded queues
-# every request of the file at once (memory and latency grow with file size).
-PREFETCH_REQUESTS = 64
-# 4 MiB beats paramiko's 2 MiB default slightly; >= 16 MiB made downloads 6x slower (FACTS.md).
-WINDOW_BYTES = 4 * 1024 * 1024
-PACKET_BYTES = 32768 + 1024  # one full SFTP request plus headers per SSH packet
+# Sanity runs on loopback (64 MiB, 2 busy cores, MB/s medians of 3; noisy): paramiko's own prefetch
+# bounded to 64 x 32 KiB ~ 11 down, unbounded ~ 66; this module's pipelined reader with 64 x 32 KiB
+# ~ 52, 32 x 64 KiB ~ 85, 16 x 128 KiB ~ 76-134, 32 x 128 KiB ~ 134. Fewer, larger requests cut
+# paramiko's per-message Python cost. sftp-server accepts messages up to 256 KiB, so 128 KiB is safe.
+REQUEST_BYTES = 128 * 1024
+PREFETCH_REQUESTS = 32  # 4 MiB in flight
+# Above the bytes in flight so the window never throttles; >= 16 MiB made downloads 6x slower (FACTS.md).
+WINDOW_BYTES = 8 * 1024 * 1024
+PACKET_BYTES = 32768 + 1024  # larger SSH packets (132 KiB) measured no better
 PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes128-ctr")  # AES-NI beats chacha20 here
 
 
@@ -133,14 +137,8 @@ class ParamikoClient(Client):
     def download(self, remote: str, local: Path, progress: Progress) -> None:
         sftp = self._client()
         try:
-            with sftp.open(remote, "rb") as src:
-                size = src.stat().st_size
-                src.prefetch(size, max_concurrent_requests=PREFETCH_REQUESTS)
-                with open(local, "wb") as dst:
-                    block = max(self.options.block_size, REQUEST_BYTES)
-                    while chunk := src.read(block):
-                        dst.write(chunk)
-                        progress(len(chunk))
+            with sftp.open(remote, "rb") as src, open(local, "wb") as dst:
+                _pipelined_read(sftp, src, src.stat().st_size or 0, dst, progress)
         except WorkbenchError:
             raise
         except (OSError, paramiko.SSHException, EOFError) as exc:
@@ -156,6 +154,7 @@ class ParamikoClient(Client):
             with src, sftp.open(remote, "wb") as dst:
                 # Pipelined: write requests go out without waiting for each status reply.
                 dst.set_pipelined(True)
+                dst.MAX_REQUEST_SIZE = REQUEST_BYTES  # per write request; sftp-server takes up to 256 KiB
                 block = max(self.options.block_size, REQUEST_BYTES)
                 while chunk := src.read(block):
                     dst.write(chunk)
@@ -200,3 +199,51 @@ class ParamikoClient(Client):
             "cipher": self._cipher,
             "timed_includes_setup": False,
         }
+
+
+class _Replies:
+    """Collects SFTP replies by request number (paramiko hands out-of-turn replies to their file object)."""
+
+    def __init__(self) -> None:
+        self.by_num: dict[int, tuple[int, paramiko.Message]] = {}
+
+    def _async_response(self, kind: int, msg: paramiko.Message, num: int) -> None:
+        self.by_num[num] = (kind, msg)
+
+
+def _pipelined_read(sftp: paramiko.SFTPClient, src: paramiko.SFTPFile, size: int, dst: Any, progress: Progress) -> None:
+    """Read `size` bytes keeping PREFETCH_REQUESTS reads in flight, in this thread.
+
+    paramiko's own prefetch bounds its queue by polling every 10 ms from a second thread, which
+    caps a bounded queue at depth * 32 KiB per 10 ms; here each reply immediately frees a slot.
+    Uses paramiko's request plumbing (_async_request/_read_response), stable since paramiko 1.x.
+    """
+    replies = _Replies()
+    pending: deque[tuple[int, int, int]] = deque()
+    offset = 0
+    while offset < size or pending:
+        while offset < size and len(pending) < PREFETCH_REQUESTS:
+            length = min(REQUEST_BYTES, size - offset)
+            num = sftp._async_request(replies, CMD_READ, src.handle, int64(offset), length)
+            pending.append((num, offset, length))
+            offset += length
+        num, start, length = pending.popleft()
+        while num not in replies.by_num:
+            sftp._read_response()
+        kind, msg = replies.by_num.pop(num)
+        if kind == CMD_STATUS:
+            sftp._convert_status(msg)  # raises the server's error; EOF here means the file shrank
+            raise EOFError(f"file ended at {start} of {size} bytes")
+        data = msg.get_string()
+        if len(data) < length:  # a short read: fetch the rest before moving on
+            data += _read_exact(sftp, src, start + len(data), length - len(data))
+        dst.write(data)
+        progress(len(data))
+
+
+def _read_exact(sftp: paramiko.SFTPClient, src: paramiko.SFTPFile, offset: int, length: int) -> bytes:
+    src.seek(offset)
+    data = src.read(length)
+    if len(data) < length:
+        raise EOFError(f"file ended at {offset + len(data)} bytes")
+    return data
