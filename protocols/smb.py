@@ -6,6 +6,8 @@ reply, so its ceiling is request_bytes x 1 / RTT; details() reports both numbers
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -26,6 +28,46 @@ _DIALECTS = {0x0202: "2.0.2", 0x0210: "2.1", 0x0300: "3.0", 0x0302: "3.0.2", 0x0
 def smb_path(remote: str) -> str:
     """A POSIX path relative to the share as SMB wants it (backslashes, no leading separator)."""
     return remote.strip("/").replace("/", "\\")
+
+
+def _proc_net_address(host: str, port: int) -> str:
+    """host:port as /proc/net/tcp{,6} writes it (each 32-bit word of the address in host byte order)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    packed = socket.inet_pton(family, host)
+    words = [packed[i : i + 4][::-1].hex().upper() for i in range(0, len(packed), 4)]
+    return f"{''.join(words)}:{port:04X}"
+
+
+def local_peer_pids(sock: socket.socket | None) -> list[int]:
+    """PIDs of local processes holding the far end of a TCP connection (the smbd child serving it)."""
+    if sock is None:
+        return []
+    try:
+        near, far = sock.getsockname()[:2], sock.getpeername()[:2]
+    except OSError:
+        return []
+    want_local, want_remote = _proc_net_address(*far), _proc_net_address(*near)
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                rows = [line.split() for line in fh][1:]
+        except OSError:
+            continue
+        inodes.update(r[9] for r in rows if len(r) > 9 and r[1] == want_local and r[2] == want_remote)
+    if not inodes:
+        return []  # the server is on another host or in another network namespace
+    targets = {f"socket:[{inode}]" for inode in inodes}
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if any(os.readlink(f"/proc/{entry}/fd/{fd}") in targets for fd in os.listdir(f"/proc/{entry}/fd")):
+                pids.append(int(entry))
+        except OSError:
+            continue
+    return sorted(pids)
 
 
 class _ProgressWriter:
@@ -203,6 +245,9 @@ class PysmbClient(Client):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def server_pids(self) -> list[int]:
+        return local_peer_pids(self._conn.sock if self._conn is not None else None)
 
     def details(self) -> dict[str, Any]:
         info: dict[str, Any] = {"requests_in_flight": 1, "timed_includes_setup": False}

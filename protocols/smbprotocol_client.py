@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from protocols.base import Client, Progress
+from protocols.smb import local_peer_pids
 from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 DEPTH = 4  # requests kept in flight per file
@@ -99,6 +100,10 @@ class SmbprotocolClient(Client):
         with contextlib.suppress(Exception):
             if conn.transport is not None:
                 conn.transport.close()
+
+    def server_pids(self) -> list[int]:
+        transport = self._conn.transport if self._conn is not None else None
+        return local_peer_pids(getattr(transport, "_sock", None))
 
     def details(self) -> dict[str, Any]:
         info: dict[str, Any] = {"requests_in_flight": self.depth, "timed_includes_setup": False}

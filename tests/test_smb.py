@@ -214,3 +214,12 @@ def test_a_stalled_server_fails_within_the_timeout(
     finally:
         os.killpg(pgid, signal.SIGCONT)
         client.close()
+
+
+@pytest.mark.parametrize("cls", [PysmbClient, SmbprotocolClient], ids=lambda c: c.name)
+def test_server_pids_name_the_smbd_child_serving_the_session(cls: type[Client], smbd, smbd_runner) -> None:
+    with client_factory(cls, smbd_runner)() as client:
+        pids = client.server_pids()
+    assert len(pids) == 1
+    assert os.getpgid(pids[0]) == os.getpgid(smbd.proc.pid)
+    assert pids[0] != smbd.proc.pid  # the per-connection child, not the listener
