@@ -99,3 +99,14 @@ def test_openssh_missing_file_in_a_set_is_not_found(sshd: Served, tmp_path: Path
 
     with OpenSSHSftpClient(sshd.target) as client, pytest.raises(NotFoundError):
         client.download_many([FileCopy(tmp_path / "a.bin", "files/none.bin", 10)], Counter())
+
+
+def test_paramiko_can_skip_host_key_verification_when_asked(sshd: Served, tmp_path: Path) -> None:
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    target = replace(sshd.target, credentials=replace(sshd.target.credentials, known_hosts=empty))
+    with pytest.raises(AuthError):
+        ParamikoClient(target).connect()
+    with ParamikoClient(target, ClientOptions(verify_host_keys=False)) as client:
+        client.mkdir("incoming/unverified")
+    assert (sshd.root / "incoming" / "unverified").is_dir()

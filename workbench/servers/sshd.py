@@ -100,9 +100,11 @@ class Sshd(ManagedServer):
 
     def _write_known_hosts(self) -> None:
         kind, blob = self.host_key_path.with_suffix(".pub").read_text().split()[:2]
-        bind, port = self.ctx.bind, self.ctx.ports["ssh"]
-        host = f"[{bind}]:{port}" if port != 22 else f"{bind},[{bind}]:22"
-        self.known_hosts_path.write_text(f"{host} {kind} {blob}\n")
+        port = self.ctx.ports["ssh"]
+        # A wildcard bind is reached through some other address: cover the loopback names at least.
+        hosts = ["127.0.0.1", "localhost", "::1"] if self.ctx.bind in ("", "0.0.0.0", "::") else [self.ctx.bind]
+        names = [f"[{h}]:{port}" for h in hosts] + (hosts if port == 22 else [])
+        self.known_hosts_path.write_text(f"{','.join(names)} {kind} {blob}\n")
 
     def _write_gate(self) -> None:
         gate = {
@@ -114,7 +116,7 @@ class Sshd(ManagedServer):
 
     def _config(self) -> str:
         gate_cmd = (
-            f"PYTHONPATH={shlex.quote(str(_PROJECT_ROOT))} exec {shlex.quote(sys.executable)} -s"
+            f"PYTHONPATH={shlex.quote(str(_PROJECT_ROOT))} exec {shlex.quote(sys.executable)} -S"
             f" -m workbench.servers.sshd {shlex.quote(str(self.gate_path))}"
         )
         lines = [
