@@ -13,13 +13,11 @@ the root are impossible for both.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,14 +88,6 @@ class Sshd(ManagedServer):
     def command(self) -> list[str]:
         return [str(self.binary), "-D", "-e", "-f", str(self.config_path)]
 
-    def stop(self) -> None:
-        # Each connection's sshd calls setsid(), leaving the group SIGTERM reaches: end them too.
-        sessions = _descendants(self.proc.pid) if self.proc is not None else []
-        super().stop()
-        for pid in sessions:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
     def _write_known_hosts(self) -> None:
         kind, blob = self.host_key_path.with_suffix(".pub").read_text().split()[:2]
         port = self.ctx.ports["ssh"]
@@ -152,26 +142,6 @@ class Sshd(ManagedServer):
             f"ForceCommand {gate_cmd}",
         ]
         return "\n".join(lines) + "\n"
-
-
-def _descendants(pid: int) -> list[int]:
-    """All live descendants of pid, from /proc (children first found, grandchildren after)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def _keygen(path: Path) -> None:
