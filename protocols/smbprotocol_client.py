@@ -25,11 +25,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from protocols.base import Client, Progress
+from protocols.base import Client, FileCopy, Progress
 from protocols.smb import local_peer_pids
 from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 DEPTH = 4  # requests kept in flight per file
+FILES_IN_FLIGHT = 8  # small files of a set copied at once, each as one CREATE+READ/WRITE+CLOSE compound
 MAX_REQUEST = 8 * 1024 * 1024  # bytes per read/write, capped further by what the server negotiates
 CREDIT_UNIT = 64 * 1024  # one SMB2 credit pays for this many bytes of a read or write
 _DIALECTS = {0x0202: "2.0.2", 0x0210: "2.1", 0x0300: "3.0", 0x0302: "3.0.2", 0x0311: "3.1.1"}
@@ -280,6 +281,153 @@ class SmbprotocolClient(Client):
                     raise
                 raise error from exc
             self._guard(handle.close, what=f"creating {path}")
+
+    # -- sets of small files: one compound per file, several files in flight ---------------------
+
+    def download_many(self, files: Sequence[FileCopy], progress: Progress) -> None:
+        self._many(files, progress, upload=False)
+
+    def upload_many(self, files: Sequence[FileCopy], progress: Progress) -> None:
+        self._many(files, progress, upload=True)
+
+    def _many(self, files: Sequence[FileCopy], progress: Progress, upload: bool) -> None:
+        """Small files go as related compounds (one round trip each, FILES_IN_FLIGHT at once); big ones alone."""
+        self._require_tree()
+        small_limit = self._request_size(self._conn.max_write_size if upload else self._conn.max_read_size)
+        in_flight: deque[tuple[FileCopy, list[Any], int]] = deque()
+        retry: list[FileCopy] = []
+
+        def finish_oldest() -> None:
+            item, requests, size = in_flight.popleft()
+            what = f"{'uploading' if upload else 'downloading'} {item.remote}"
+            if not self._guard(self._finish_compound, item, requests, size, upload, progress, what=what):
+                retry.append(item)  # bigger than its manifest said: copy it the long way
+
+        try:
+            for item in files:
+                size = _size(item.local) if upload else item.size
+                if size >= small_limit:
+                    while in_flight:
+                        finish_oldest()
+                    if upload:
+                        self.upload(item.local, item.remote, progress)
+                    else:
+                        self.download(item.remote, item.local, progress)
+                    continue
+                if len(in_flight) >= FILES_IN_FLIGHT:
+                    finish_oldest()
+                what = f"{'uploading' if upload else 'downloading'} {item.remote}"
+                requests, size = self._guard(self._send_compound, item, size, upload, what=what)
+                in_flight.append((item, requests, size))
+            while in_flight:
+                finish_oldest()
+        except BaseException:
+            self._abandon(in_flight)
+            raise
+        for item in retry:
+            self.download(item.remote, item.local, progress)
+
+    def _abandon(self, in_flight: deque[tuple[FileCopy, list[Any], int]]) -> None:
+        """Collect the replies of compounds no longer wanted so the session stays usable (none left pending)."""
+        from smbprotocol.exceptions import SMBResponseException
+
+        for _, requests, _ in in_flight:
+            for request in requests:
+                try:
+                    self._conn.receive(request, timeout=self.options.timeout)
+                except SMBResponseException:
+                    continue
+                except Exception:
+                    return  # the connection itself failed: nothing more will arrive
+        in_flight.clear()
+
+    def _send_compound(self, item: FileCopy, size: int, upload: bool) -> tuple[list[Any], int]:
+        """CREATE + READ/WRITE + CLOSE of one small file, sent as one related compound; returns its requests."""
+        from smbprotocol.open import (
+            CreateDisposition,
+            CreateOptions,
+            FileAttributes,
+            FilePipePrinterAccessMask,
+            ImpersonationLevel,
+            Open,
+            ShareAccess,
+            SMB2CloseRequest,
+            SMB2ReadRequest,
+            SMB2WriteRequest,
+        )
+
+        access = FilePipePrinterAccessMask
+        related = b"\xff" * 16  # "the file the previous request of this compound opened"
+        handle = Open(self._tree, smb_path(item.remote))
+        if upload:
+            mask = access.FILE_WRITE_DATA | access.FILE_READ_ATTRIBUTES | access.FILE_WRITE_ATTRIBUTES
+            disposition, share = CreateDisposition.FILE_OVERWRITE_IF, 0
+            body = SMB2WriteRequest()
+            body["buffer"] = _read_all(item.local)
+            size = len(body["buffer"].get_value())
+        else:
+            mask = access.FILE_READ_DATA | access.FILE_READ_ATTRIBUTES
+            disposition, share = CreateDisposition.FILE_OPEN, ShareAccess.FILE_SHARE_READ
+            body = SMB2ReadRequest()
+            body["length"] = size + 1  # one byte more than expected shows a file that grew
+            body["padding"] = b"\x50"
+        body["file_id"] = related
+        create, _ = handle.create(
+            ImpersonationLevel.Impersonation,
+            mask,
+            FileAttributes.FILE_ATTRIBUTE_NORMAL,
+            share,
+            disposition,
+            CreateOptions.FILE_NON_DIRECTORY_FILE | CreateOptions.FILE_SEQUENTIAL_ONLY,
+            send=False,
+        )
+        close = SMB2CloseRequest()
+        close["file_id"] = related
+        messages = [create, body, close]
+        need = sum(self._charge(len(m)) for m in messages)
+        if self._credits() < need:
+            self._top_up(need)
+        tree = self._tree
+        requests = self._conn.send_compound(messages, tree.session.session_id, tree.tree_connect_id, related=True)
+        return requests, size
+
+    def _finish_compound(
+        self, item: FileCopy, requests: list[Any], size: int, upload: bool, progress: Progress
+    ) -> bool:
+        """Collect one compound's three replies; False when a download turned out larger than one read."""
+        from smbprotocol.exceptions import EndOfFile
+
+        errors: list[Exception] = []
+        replies: list[Any] = []
+        for request in requests:  # every reply is collected, even after a failure, so none is left pending
+            try:
+                replies.append(self._conn.receive(request, timeout=self.options.timeout))
+            except EndOfFile:
+                replies.append(None)  # reading an empty file
+            except Exception as exc:
+                errors.append(exc)
+                replies.append(None)
+        if errors:
+            raise errors[0]
+        from smbprotocol.open import SMB2CreateResponse, SMB2WriteResponse
+
+        created = SMB2CreateResponse()
+        created.unpack(replies[0]["data"].get_value())
+        if upload:
+            written = SMB2WriteResponse()
+            written.unpack(replies[1]["data"].get_value())
+            count = written["count"].get_value()
+            if count != size:
+                raise WorkbenchError(f"short write: server took {count} of {size} bytes", "disk full?")
+            progress(count)
+            return True
+        data = read_payload(replies[1]["data"].get_value()) if replies[1] is not None else memoryview(b"")
+        if len(data) != created["end_of_file"].get_value():
+            return False
+        with open(item.local, "wb") as fh:
+            fh.write(data)
+        progress(len(data))
+        return True
 
     # -- the pipeline ----------------------------------------------------------------------------
 
@@ -562,6 +710,20 @@ class _FastPath:
         with conn.transport._sock_lock:
             _sendmsg_all(conn.transport._sock, [frame, head, body, data])
         return request
+
+
+def _read_all(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise from_os_error(exc, f"reading {path}") from exc
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError as exc:
+        raise from_os_error(exc, f"reading {path}") from exc
 
 
 def read_payload(raw: bytes) -> memoryview:

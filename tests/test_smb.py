@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from protocols import smbprotocol_client
-from protocols.base import Client, ClientOptions
+from protocols.base import Client, ClientOptions, FileCopy
 from protocols.smb import PysmbClient
 from protocols.smbclient_cli import SmbclientClient
 from protocols.smbprotocol_client import SmbprotocolClient
@@ -223,3 +223,48 @@ def test_server_pids_name_the_smbd_child_serving_the_session(cls: type[Client], 
     assert len(pids) == 1
     assert os.getpgid(pids[0]) == os.getpgid(smbd.proc.pid)
     assert pids[0] != smbd.proc.pid  # the per-connection child, not the listener
+
+
+def test_smbprotocol_sets_mix_compounds_and_long_copies(make_smbprotocol, served_root, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(smbprotocol_client, "MAX_REQUEST", 64 * 1024)  # files from 64 KiB on go the long way
+    sizes = [0, 1, 4096, 64 * 1024 - 1, 64 * 1024, 200_000]
+    originals = {
+        f"m{i}.bin": write_random(served_root / "files" / "mixed" / f"m{i}.bin", n) for i, n in enumerate(sizes)
+    }
+    (tmp_path / "down").mkdir()
+    down = [FileCopy(tmp_path / "down" / n, f"files/mixed/{n}", len(d)) for n, d in originals.items()]
+    up = [FileCopy(tmp_path / "down" / n, f"incoming/mixed/{n}", len(d)) for n, d in originals.items()]
+    counter = Counter()
+    with make_smbprotocol() as client:
+        client.download_many(down, counter)
+        client.mkdir("incoming/mixed")
+        client.upload_many(up, counter)
+    for name, data in originals.items():
+        assert (tmp_path / "down" / name).read_bytes() == data
+        assert (served_root / "incoming" / "mixed" / name).read_bytes() == data
+    assert counter.total == 2 * sum(sizes)
+
+
+def test_smbprotocol_set_copes_with_a_file_larger_than_declared(make_smbprotocol, served_root, tmp_path) -> None:
+    data = write_random(served_root / "files" / "grown.bin", 50_000)
+    counter = Counter()
+    with make_smbprotocol() as client:
+        client.download_many([FileCopy(tmp_path / "grown.bin", "files/grown.bin", 1000)], counter)
+    assert (tmp_path / "grown.bin").read_bytes() == data
+
+
+def test_smbprotocol_set_with_a_missing_file_fails_and_the_session_survives(
+    make_smbprotocol, served_root, tmp_path
+) -> None:
+    data = write_random(served_root / "files" / "here.bin", 5000)
+    files = [
+        FileCopy(tmp_path / "a.bin", "files/here.bin", 5000),
+        FileCopy(tmp_path / "b.bin", "files/not-here.bin", 5000),
+        FileCopy(tmp_path / "c.bin", "files/here.bin", 5000),
+    ]
+    with make_smbprotocol() as client:
+        with pytest.raises(NotFoundError):
+            client.download_many(files, Counter())
+        client.download("files/here.bin", tmp_path / "again.bin", Counter())
+        assert client._conn.outstanding_requests == {}
+    assert (tmp_path / "again.bin").read_bytes() == data
