@@ -29,7 +29,8 @@ from tests.contract import ClientContract, Counter
 from tests.helpers import free_port, write_random
 from workbench.credentials import Credentials, generate
 from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
-from workbench.servers.base import ServerContext, descendants
+from workbench.procs import descendants
+from workbench.servers.base import ServerContext
 from workbench.servers.sshd import Sshd
 
 HOST = "127.0.0.1"

@@ -29,6 +29,7 @@ from typing import Any
 from workbench.errors import UnavailableError, UsageError, WorkbenchError
 from workbench.lab import netns
 from workbench.lab.linkemu import EmuConfig, expected_goodput_bps
+from workbench.procs import pid_alive
 
 LOOPBACK_HINT = "run 'workbench run' against 'workbench serve' on loopback instead"
 CLIENT_ADDR = "10.77.0.1"
@@ -116,13 +117,13 @@ def cleanup_stale() -> list[str]:
     """Remove labs whose owning process is gone (namespaces, forwarders, their TUNs); return what went."""
     removed = []
     for pid, owner in _forwarder_pids().items():
-        if not netns.pid_alive(owner):
+        if not pid_alive(owner):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             removed.append(f"forwarder pid {pid}")
     for name in netns.lab_namespaces():
         owner = netns.owner_of(name)
-        if owner is not None and not netns.pid_alive(owner):
+        if owner is not None and not pid_alive(owner):
             netns.delete(name)  # its TUN device and every process inside go with it
             removed.append(f"namespace {name}")
     return removed

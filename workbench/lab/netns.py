@@ -113,20 +113,6 @@ def owner_of(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie is dead for our purpose: its lab can no longer be torn down by it
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
-
-
 def write_sysctl(name: str, key: str, value: str) -> None:
     """Set a per-namespace sysctl inside namespace `name` (never the root namespace's)."""
     path = Path("/proc/sys") / key.replace(".", "/")

@@ -22,6 +22,7 @@ from typing import ClassVar
 
 from workbench.credentials import Credentials
 from workbench.errors import NetworkError, NotFoundError
+from workbench.procs import descendants
 
 
 @dataclass(frozen=True)
@@ -128,27 +129,6 @@ def port_open(host: str, port: int, netns: str | None = None) -> bool:
             return True
     except OSError:
         return False
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below pid (children first found, then theirs)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def _signal(pgid: int, pids: list[int], sig: int) -> None:

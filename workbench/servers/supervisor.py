@@ -16,6 +16,7 @@ from protocols.base import DEFAULT_PORTS
 from workbench import credentials as creds_mod
 from workbench import target as target_mod
 from workbench.errors import NotFoundError, UsageError, WorkbenchError
+from workbench.procs import pid_alive
 from workbench.servers.base import ManagedServer, ServerContext, stop_group
 
 SERVERS_FILE = "servers.json"
@@ -48,16 +49,6 @@ class ServersState:
         return out
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_state(state_dir: Path) -> ServersState | None:
     try:
         data = json.loads((state_dir / SERVERS_FILE).read_text())
@@ -85,7 +76,7 @@ def up(
     if not root.is_dir():
         raise NotFoundError(f"root directory {root} does not exist", "create it or pass another --root")
     existing = read_state(state_dir)
-    if existing and any(_alive(s["pid"]) for s in existing.servers if s.get("pid")):
+    if existing and any(pid_alive(s["pid"]) for s in existing.servers if s.get("pid")):
         raise UsageError(f"servers from {state_dir} are already running", "run 'workbench servers down' first")
     classes = server_classes()
     names = {c.name for c in classes}
@@ -164,7 +155,7 @@ def status(state_dir: Path) -> list[str]:
         if s.get("unavailable"):
             lines.append(f"{s['name']:8} unavailable: {s['unavailable']}")
             continue
-        alive = "running" if _alive(int(s["pid"])) else "DEAD"
+        alive = "running" if pid_alive(int(s["pid"])) else "DEAD"
         ports = ", ".join(f"{k} {v}" for k, v in s.get("ports", {}).items())
         lines.append(f"{s['name']:8} {alive:7} pid {s['pid']:>7}  {state.bind}: {ports}")
     return lines
