@@ -6,9 +6,9 @@ each, asking the server for enough credits to keep them all outstanding.
 
 The library copies every 8 MiB message five to eight times (structure packing, signature slicing,
 socket buffers). `_FastPath` keeps its session, credits and reader thread but moves the payload of
-READ replies and WRITE requests without copies: scatter/gather sends, incremental signatures,
-``recv_into`` one buffer. Anything it does not cover (encryption, DFS, an unexpected library
-version) falls back to the library's own code.
+READ replies and WRITE requests with few copies: scatter/gather sends, incremental signatures, one
+MSG_WAITALL recv per message. Anything it does not cover (encryption, DFS, an unexpected library
+version) falls back to the library's own code. Sets of small files go as related compounds.
 """
 
 from __future__ import annotations
