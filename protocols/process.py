@@ -11,10 +11,13 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from protocols.base import Progress
 from workbench.errors import NetworkError, WorkbenchError
@@ -87,52 +90,79 @@ def run_native(
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    try:
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=full_env,
-            cwd=cwd,
-            start_new_session=True,
-        )
-    except FileNotFoundError as exc:
-        raise WorkbenchError(f"{argv[0]} is not installed", "see 'workbench doctor'") from exc
-    watcher = _Watcher(progress, total_bytes)
-    deadline = time.monotonic() + timeout
-    last_change = time.monotonic()
-    last_seen = -1
-    try:
-        if stdin_text is not None and proc.stdin is not None:
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.write(stdin_text.encode())
-                proc.stdin.close()
-        while proc.poll() is None:
-            now = time.monotonic()
-            seen = watch() if watch is not None else _observe(proc.pid, watch_file, watch_reads)
-            if seen is not None:
-                if seen != last_seen:
-                    last_seen, last_change = seen, now
-                watcher.advance_to(seen)
-            if now > deadline:
-                raise NetworkError(f"{argv[0]} did not finish within {timeout:.0f} s", "the link or server stalled")
-            if stall_timeout and seen is not None and now - last_change > stall_timeout:
-                raise NetworkError(f"{argv[0]} made no progress for {stall_timeout:.0f} s", "the server stopped?")
-            time.sleep(POLL_SECONDS)
-        stdout = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-        stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream:
-                stream.close()
+    # Output goes to temporary files, not pipes: a chatty client can never block on a full pipe, and
+    # proc.wait(timeout) below notices the exit at once instead of at the next poll.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise WorkbenchError(f"{argv[0]} is not installed", "see 'workbench doctor'") from exc
+        watcher = _Watcher(progress, total_bytes)
+        try:
+            _supervise(proc, argv[0], watcher, stdin_text, timeout, stall_timeout, watch, watch_file, watch_reads)
+        finally:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, 9)
+                proc.wait()
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
     if proc.returncode == 0:
         watcher.finish()
     return Completed(proc.returncode, stdout, stderr, watcher.reported)
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    name: str,
+    watcher: _Watcher,
+    stdin_text: str | None,
+    timeout: float,
+    stall_timeout: float | None,
+    watch: Callable[[], int | None] | None,
+    watch_file: Path | None,
+    watch_reads: bool,
+) -> None:
+    """Feed stdin, then report progress every POLL_SECONDS until exit; raise on time-out or stall."""
+    deadline = time.monotonic() + timeout
+    last_change = time.monotonic()
+    last_seen = -1
+    if stdin_text is not None and proc.stdin is not None:
+        # From a thread: a long command list (smbclient sets) is consumed as the copy goes, and a
+        # blocking write here would suspend progress reports and the time limits meanwhile.
+        threading.Thread(target=_feed, args=(proc.stdin, stdin_text.encode()), daemon=True).start()
+    while True:
+        try:
+            proc.wait(timeout=POLL_SECONDS)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        seen = watch() if watch is not None else _observe(proc.pid, watch_file, watch_reads)
+        if seen is not None:
+            if seen != last_seen:
+                last_seen, last_change = seen, now
+            watcher.advance_to(seen)
+        if now > deadline:
+            raise NetworkError(f"{name} did not finish within {timeout:.0f} s", "the link or server stalled")
+        if stall_timeout and seen is not None and now - last_change > stall_timeout:
+            raise NetworkError(f"{name} made no progress for {stall_timeout:.0f} s", "the server stopped?")
+
+
+def _feed(stream: IO[bytes], data: bytes) -> None:
+    with contextlib.suppress(BrokenPipeError, OSError, ValueError):
+        stream.write(data)
+        stream.close()
 
 
 def _observe(pid: int, watch_file: Path | None, watch_reads: bool) -> int | None:

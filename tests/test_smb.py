@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from protocols import smbprotocol_client
+from protocols import smb_fastpath, smbprotocol_client
 from protocols.base import Client, ClientOptions, FileCopy
 from protocols.smb import PysmbClient
 from protocols.smbclient_cli import SmbclientClient
@@ -94,7 +94,7 @@ def test_smbprotocol_pipelines_many_requests_both_ways(
 ) -> None:
     monkeypatch.setattr(smbprotocol_client, "MAX_REQUEST", request_bytes)
     if not zero_copy:
-        monkeypatch.setattr(smbprotocol_client._FastPath, "attach", classmethod(lambda cls, *a: None))
+        monkeypatch.setattr(smb_fastpath.FastPath, "attach", classmethod(lambda cls, *a: None))
     size = 20 * 1024 * 1024 + 12345  # several requests, the last one short
     data = write_random(tmp_path / "up.bin", size)
     up, down = Counter(), Counter()
@@ -121,7 +121,7 @@ def test_piecewise_signature_matches_the_library(dialect: int, algorithm: int | 
     for response in (False, True):
         expected = conn._generate_signature(zeroed, key, 77, response, 0x0009)
         pieces = [zeroed[:48], zeroed[48:64], memoryview(zeroed)[64:100], zeroed[100:]]
-        assert smbprotocol_client._signer(conn, key)(pieces, 77, response) == expected
+        assert smb_fastpath._signer(conn, key)(pieces, 77, response) == expected
 
 
 def test_smbclient_rejects_paths_its_command_parser_would_split(make_smbclient, tmp_path) -> None:

@@ -45,7 +45,7 @@ def _note(row: Result) -> str:
     if row.error:
         notes.append(row.error)
     if row.stall_count:
-        notes.append(f"{row.stall_count} stall(s)")
+        notes.append(f"{row.stall_count} stall(s), {row.stall_seconds:.1f} s")
     if row.details.get("timed_includes_setup"):
         notes.append("incl. session setup")
     req = row.details.get("request_bytes")

@@ -32,7 +32,8 @@ class Sample:
         return self.bytes / self.seconds if self.seconds > 0 else 0.0
 
     @property
-    def stalls(self) -> list[int]:
+    def stalls(self) -> list[tuple[int, int]]:
+        """(first interval, length) of each stall."""
         return find_stalls(self.intervals)
 
 
@@ -89,6 +90,10 @@ class Result:
     def stall_count(self) -> int:
         return sum(len(s.stalls) for s in self.good_samples)
 
+    @property
+    def stall_seconds(self) -> float:
+        return sum(length for s in self.good_samples for _, length in s.stalls) * INTERVAL_S
+
     def to_json(self) -> dict[str, Any]:
         summary = self.summary
         return {
@@ -99,7 +104,10 @@ class Result:
             "bytes": self.bytes,
             "files": self.files,
             "warmup": self.warmup,
-            "samples": [{**asdict(s), "intervals": list(s.intervals), "stalls": s.stalls} for s in self.samples],
+            "samples": [
+                {**asdict(s), "intervals": list(s.intervals), "stalls": [list(run) for run in s.stalls]}
+                for s in self.samples
+            ],
             "median_bps": summary.median if summary else None,
             "mean_bps": summary.mean if summary else None,
             "stdev_bps": summary.stdev if summary else None,
@@ -111,6 +119,7 @@ class Result:
             "bound": self.bound,
             "bound_explanation": self.bound_explanation,
             "stalls": self.stall_count,
+            "stall_seconds": round(self.stall_seconds, 3),
             "verified": self.verified,
             "error": self.error,
             "details": self.details,

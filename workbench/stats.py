@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,16 +39,36 @@ def summarize(values: Sequence[float]) -> Summary | None:
     )
 
 
-def find_stalls(intervals: Sequence[int], typical_fraction: float = 0.05) -> list[int]:
-    """Indexes of intervals in the middle of a copy that moved almost nothing.
+def find_stalls(intervals: Sequence[int], near_zero: float = 0.05, min_run: int = 3) -> list[tuple[int, int]]:
+    """Stalls in a copy sampled every 100 ms, as (first interval, number of intervals) runs.
 
-    An interval is a stall when it moved less than `typical_fraction` of the median interval; the first
-    and last intervals are ignored (ramp-up and the final partial interval are not stalls).
+    A stall is a run of intervals, in the middle of a copy, that each moved less than `near_zero` of
+    the median busy interval, lasting at least `min_run` intervals and at least three times the
+    client's usual gap between progress reports. That last rule matters: a client that moves 8 MiB
+    requests or reports through its process's reads shows short quiet gaps that are its rhythm, not a
+    stall. The first and last intervals (ramp-up, final partial slot) never count.
     """
-    inner = list(intervals[1:-1])
-    if len(inner) < 3:
+    if len(intervals) < 5:
         return []
-    typical = statistics.median(inner)
-    if typical <= 0:
+    busy = [moved for moved in intervals if moved > 0]
+    if not busy:
         return []
-    return [i + 1 for i, moved in enumerate(inner) if moved < typical * typical_fraction]
+    typical = statistics.median(busy)
+    quiet = [moved < typical * near_zero for moved in intervals]
+    busy_at = [i for i, q in enumerate(quiet) if not q]
+    gaps = [b - a for a, b in itertools.pairwise(busy_at)]
+    usual_gap = statistics.median(gaps) if gaps else 1
+    needed = max(min_run, math.ceil(3 * usual_gap))
+    runs: list[tuple[int, int]] = []
+    i = 1
+    while i < len(intervals) - 1:
+        if quiet[i]:
+            j = i
+            while j < len(intervals) - 1 and quiet[j]:
+                j += 1
+            if j - i >= needed and j < len(intervals) - 1:  # a quiet tail is the end of the copy
+                runs.append((i, j - i))
+            i = j
+        else:
+            i += 1
+    return runs
