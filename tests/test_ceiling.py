@@ -96,6 +96,14 @@ def test_binding_bound_is_the_lowest_ceiling() -> None:
     assert binding_bound(found).label == "link"
 
 
+def test_a_cpu_well_below_a_core_never_binds() -> None:
+    found = bounds(link_bps=125e6, client_cpu=0.4, measured_bps=40e6)
+    # extrapolated cpu ceiling 100 MB/s is below the link, but a 40 % busy core is not what held it back
+    assert by_label(found)["cpu"].bps < by_label(found)["link"].bps
+    assert binding_bound(found).label == "link"
+    assert binding_bound(bounds(client_cpu=0.4, measured_bps=40e6)) is None
+
+
 def test_saturated_cpu_wins_over_a_lower_ceiling() -> None:
     found = bounds(link_bps=50e6, client_cpu=0.93, measured_bps=48e6)
     assert by_label(found)["cpu"].bps > by_label(found)["link"].bps

@@ -63,6 +63,7 @@ def test_stalls_are_mid_copy_quiet_runs_longer_than_the_clients_rhythm() -> None
     assert find_stalls([*steady, 0, 0, 0, 0, *steady]) == [(10, 4)]
     assert find_stalls([*steady, 0, *steady]) == []  # one quiet slot is noise
     assert find_stalls([0, 0, 0, *steady, 0, 0, 0]) == []  # ramp-up and the quiet tail are not stalls
+    assert find_stalls([0, 0, 0, 0, 0, *steady]) == []  # nor is session set-up before the first bytes
     # a client reporting every third slot (large requests) is not stalling between its reports
     rhythm = [300, 0, 0] * 8
     assert find_stalls(rhythm) == []

@@ -118,13 +118,16 @@ def _cpu_bound(client_cpu: float | None, server_cpu: float | None, measured_bps:
 
 
 def binding_bound(found: Sequence[Bound]) -> Bound | None:
-    """The bound that explains a measured rate: a saturated CPU first, else the lowest ceiling."""
-    if not found:
-        return None
+    """The bound that explains a measured rate: a saturated CPU first, else the lowest other ceiling.
+
+    A CPU that was not near a full core is no explanation (its extrapolated ceiling stays in the list
+    for information but never binds): the copy was waiting on something else.
+    """
     saturated = [b for b in found if b.saturated]
     if saturated:
         return min(saturated, key=lambda b: b.bps)
-    return min(found, key=lambda b: b.bps)
+    others = [b for b in found if b.label != "cpu"]
+    return min(others, key=lambda b: b.bps) if others else None
 
 
 def format_bound(bound: Bound) -> str:

@@ -46,7 +46,7 @@ def find_stalls(intervals: Sequence[int], near_zero: float = 0.05, min_run: int 
     the median busy interval, lasting at least `min_run` intervals and at least three times the
     client's usual gap between progress reports. That last rule matters: a client that moves 8 MiB
     requests or reports through its process's reads shows short quiet gaps that are its rhythm, not a
-    stall. The first and last intervals (ramp-up, final partial slot) never count.
+    stall. Nothing before the first bytes (session set-up) and no quiet tail counts.
     """
     if len(intervals) < 5:
         return []
@@ -60,7 +60,7 @@ def find_stalls(intervals: Sequence[int], near_zero: float = 0.05, min_run: int 
     usual_gap = statistics.median(gaps) if gaps else 1
     needed = max(min_run, math.ceil(3 * usual_gap))
     runs: list[tuple[int, int]] = []
-    i = 1
+    i = max(1, busy_at[0]) if busy_at else 1  # before the first bytes is session set-up, not a stall
     while i < len(intervals) - 1:
         if quiet[i]:
             j = i
