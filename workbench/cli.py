@@ -172,6 +172,9 @@ def run(
     """Copy test files over each protocol, both ways, several times; compare with the raw TCP limit."""
     from workbench.config import build_plan
 
+    if insecure_host_keys:
+        err.print("[yellow]warning:[/] SSH host keys will not be verified (--insecure-host-keys)")
+
     plan = build_plan(
         config=config,
         host=host,
