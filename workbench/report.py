@@ -54,6 +54,8 @@ def _note(row: Result) -> str:
         notes.append(f"{req // 1024} KiB × {inflight} in flight")
     if row.details.get("cipher"):
         notes.append(str(row.details["cipher"]))
+    if row.details.get("mount") and row.details.get("page_cache"):
+        notes.append(f"page cache: {row.details['page_cache']}")  # how a download was kept off the local cache
     if row.details.get("dialect"):
         notes.append(f"SMB {row.details['dialect']}")
     return "; ".join(notes)
