@@ -68,6 +68,7 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
     link = doc["link"]
     assert link["mtu"] == 1500 and abs(link["rtt_ms"] - 2.8) <= 0.3
     assert link["rate_bps"] == pytest.approx(533e6 / 8)
+    assert 0 < link["emulator"]["cpu_fraction"] < 2 and link["emulator"]["drops"] >= 0
     assert 0.5 < doc["baseline"]["down_bps"] / link["expected_goodput_bps"] < 1.05
     assert [p["window_bytes"] for p in doc["window_sweep"]] == [65536, 262144]
     assert all(p["measured_bps"] > 0 and p["predicted_bps"] > 0 for p in doc["window_sweep"])

@@ -149,6 +149,11 @@ def _run_inside(
             extra: dict[str, Any] = {}
             if req.window_sweep:
                 extra["window_sweep"] = _sweep(plan, req.window_sweep, link, console, sweep_point_json)
+            before = lab.forwarder_stats()
+
+            def emulator_notes(run: Any) -> list[str]:
+                return _emulator_report(run, before, lab.forwarder_stats())
+
             execute(
                 plan,
                 db_path=db_path,
@@ -156,10 +161,30 @@ def _run_inside(
                 label=label or f"lab {req.preset}",
                 console=console,
                 extra=extra,
+                on_finish=emulator_notes,
             )
     finally:
         for line in supervisor.down(state):
             console.print(f"  {line}")
+
+
+EMULATOR_BUSY = 0.8  # of one core: above this the link emulator may have shaped results, not just the link
+
+
+def _emulator_report(run: Any, before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Record what the link emulator did during the run, and say when it was near a full core."""
+    wall = max(1e-9, after["wall_seconds"] - before["wall_seconds"])
+    busy = (after["cpu_seconds"] - before["cpu_seconds"]) / wall
+    drops = after.get("drops", 0) - before.get("drops", 0)
+    if run.link is not None:
+        run.link["emulator"] = {"cpu_fraction": round(busy, 3), "drops": drops, "seconds": round(wall, 1)}
+    notes = []
+    if busy > EMULATOR_BUSY:
+        notes.append(
+            f"the link emulator used {busy:.0%} of a core on average: rows near the link rate may be bound by "
+            "this machine's CPU rather than by the emulated link"
+        )
+    return notes
 
 
 def _sweep(plan: Any, spec: str, link: dict[str, Any], console: Console, to_json: Any) -> list[dict[str, Any]]:

@@ -159,6 +159,9 @@ def _link_line(link: dict[str, Any]) -> str:
         text += f"; TCP goodput measured {link['goodput_bps'] * 8 / 1e6:,.0f} Mbit/s"
         if link.get("expected_goodput_bps"):
             text += f" (expected {link['expected_goodput_bps'] * 8 / 1e6:,.0f})"
+    emulator = link.get("emulator") or {}
+    if emulator.get("cpu_fraction") is not None:
+        text += f"; emulator {emulator['cpu_fraction']:.0%} of a core, {emulator.get('drops', 0)} queue/loss drops"
     if link.get("notes"):
         text += f" — {link['notes']}"
     return text

@@ -14,7 +14,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -303,8 +303,12 @@ def execute(
     label: str | None,
     console: Console,
     extra: dict[str, Any] | None = None,
+    on_finish: Callable[[Run], list[str]] | None = None,
 ) -> Run:
-    """Run the plan, save every row as it finishes, render the summary table, write the JSON document."""
+    """Run the plan, save every row as it finishes, render the summary table, write the JSON document.
+
+    `on_finish(run)` may amend the run (the lab adds what its emulator did) and returns notes to add.
+    """
     from workbench.baseline import measure_baseline
     from workbench.explain import explain_rows
     from workbench.report import render_run
@@ -333,6 +337,10 @@ def execute(
                 store.save_result(run_id, i, row)
         finally:
             run.meta["finished_utc"] = _utc_now()
+            if on_finish is not None:
+                with contextlib.suppress(Exception):  # a note about the run must never lose the run
+                    run.warnings.extend(on_finish(run))
+                store.save_extra(run_id, link=run.link)
             store.finish_run(run_id, run.meta["finished_utc"], run.warnings, run.meta)
             if json_out is not None:
                 json_out.write_text(json.dumps(run.to_json(), indent=1))
