@@ -88,3 +88,52 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
 
     leftovers = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "wb-lab-" not in leftovers
+
+
+@pytest.mark.lab
+@pytest.mark.skipif(_lab_reason() is not None, reason=f"lab unavailable: {_lab_reason()}")
+def test_ctrl_c_mid_run_tears_everything_down(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "lab",
+            "--link",
+            "wan",
+            "--protocols",
+            "http",
+            "--sizes",
+            "64M",
+            "--repeat",
+            "3",
+            "--tcp-duration",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    seen = ""
+    deadline = time.monotonic() + 120
+    while "measuring the raw TCP limit" not in seen and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += line
+    assert "measuring the raw TCP limit" in seen, seen
+    time.sleep(3)  # into the copies (64 MiB over 100 Mbit/s takes ~6 s each)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, seen + rest
+    assert "Traceback" not in rest
+    assert "wb-lab-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    leftovers = subprocess.run(["pgrep", "-f", "workbench-lab-"], capture_output=True, text=True).stdout
+    assert not leftovers.strip(), leftovers

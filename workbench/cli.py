@@ -350,7 +350,12 @@ def lab(
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI, mapping every failure to one line and an exit code."""
     try:
-        app(args=argv, standalone_mode=False, prog_name="workbench")
+        # Outside standalone mode typer returns an exit code instead of exiting (Ctrl-C becomes 130).
+        code = app(args=argv, standalone_mode=False, prog_name="workbench")
+        if isinstance(code, int) and code:
+            if code == ExitCode.INTERRUPTED:
+                err.print("interrupted")
+            sys.exit(code)
     except WorkbenchError as exc:
         if _DEBUG["on"]:
             raise
