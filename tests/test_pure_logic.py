@@ -172,6 +172,8 @@ def test_credentials_file_is_private_and_reused(tmp_path: Path, monkeypatch: pyt
     assert first.password not in repr(first)  # never printed by accident
     monkeypatch.setenv(creds_mod.ENV_PASSWORD, "from-env")
     assert creds_mod.resolve(None, path).password == "from-env"
+    assert creds_mod.for_server(tmp_path / "unused.json").password == "from-env"
+    assert not (tmp_path / "unused.json").exists()  # a password from the environment is not written down
     monkeypatch.delenv(creds_mod.ENV_PASSWORD)
     with pytest.raises(AuthError):
         creds_mod.resolve(None, tmp_path / "nothing.json")

@@ -101,7 +101,10 @@ def serve(
     def ready(ports: dict[str, int]) -> None:
         listed = ", ".join(f"{k} {v}" for k, v in ports.items())
         out.print(f"serving {root} on {bind}: {listed}")
-        out.print(f"credentials: {credentials or state / 'credentials.json'} (mode 0600; copy it to the client)")
+        if os.environ.get("WORKBENCH_PASSWORD"):
+            out.print("credentials: from $WORKBENCH_USER / $WORKBENCH_PASSWORD")
+        else:
+            out.print(f"credentials: {credentials or state / 'credentials.json'} (mode 0600; copy it to the client)")
         sys.stdout.flush()
 
     run_serve(cfg, ready)

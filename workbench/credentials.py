@@ -106,3 +106,11 @@ def resolve(path: Path | None, default_path: Path) -> Credentials:
         "no credentials found",
         f"pass --credentials FILE, set {ENV_PASSWORD}, or copy the server's {default_path.name}",
     )
+
+
+def for_server(path: Path) -> Credentials:
+    """The server side: $WORKBENCH_PASSWORD (and $WORKBENCH_USER) when set, else the file, created once."""
+    password = os.environ.get(ENV_PASSWORD)
+    if password:
+        return Credentials(user=os.environ.get(ENV_USER) or DEFAULT_USER, password=password)
+    return load_or_create(path)

@@ -52,7 +52,7 @@ async def _serve(
     (cfg.root / FILES_DIR).mkdir(exist_ok=True)
     (cfg.root / INCOMING_DIR).mkdir(exist_ok=True)
     creds_path = cfg.credentials_file or cfg.state_dir / "credentials.json"
-    creds = creds_mod.load_or_create(creds_path)
+    creds = creds_mod.for_server(creds_path)
     wanted = {**DEFAULT_PORTS, **(cfg.ports or {})}
     ports: dict[str, int] = {}
     stack = contextlib.ExitStack()
