@@ -308,7 +308,9 @@ def lab(
     cc: Annotated[str | None, typer.Option(help="TCP congestion control in the lab (bbr, cubic).")] = None,
     protocols: Annotated[str, typer.Option(help="Protocols or protocol/client pairs, or 'all'.")] = "all",
     sizes: Annotated[str, typer.Option(help="File sizes to copy.")] = "16M,128M",
-    small: Annotated[list[str] | None, typer.Option(help="Many-small-files sets, COUNTxSIZE.")] = None,
+    small: Annotated[
+        list[str] | None, typer.Option(help="Many-small-files sets, COUNTxSIZE (default 200x64K; 'none' for none).")
+    ] = None,
     profile: Annotated[str, typer.Option(help="random, zero or text.")] = "random",
     directions: Annotated[str, typer.Option(help="upload,download")] = "upload,download",
     repeat: Annotated[int, typer.Option(help="Timed copies per row.")] = 3,
@@ -333,7 +335,7 @@ def lab(
             cc=cc,
             protocols=protocols,
             sizes=sizes,
-            small=tuple(small or ()),
+            small=_lab_small_sets(small),
             profile=profile,
             directions=directions,
             repeat=repeat,
@@ -347,6 +349,15 @@ def lab(
         label=label,
         console=out,
     )
+
+
+def _lab_small_sets(small: list[str] | None) -> tuple[str, ...]:
+    """The lab copies a small-file set by default: files/s is half of the story users ask about."""
+    from workbench.labrun import DEFAULT_SMALL
+
+    if small is None:
+        return DEFAULT_SMALL
+    return tuple(s for s in small if s.lower() != "none")
 
 
 # ---------------------------------------------------------------- entry point
