@@ -309,7 +309,7 @@ def lab(
     protocols: Annotated[str, typer.Option(help="Protocols or protocol/client pairs, or 'all'.")] = "all",
     sizes: Annotated[str, typer.Option(help="File sizes to copy.")] = "16M,128M",
     small: Annotated[
-        list[str] | None, typer.Option(help="Many-small-files sets, COUNTxSIZE (default 200x64K; 'none' for none).")
+        list[str] | None, typer.Option(help="Many-small-files sets, COUNTxSIZE (default 100x64K; 'none' for none).")
     ] = None,
     profile: Annotated[str, typer.Option(help="random, zero or text.")] = "random",
     directions: Annotated[str, typer.Option(help="upload,download")] = "upload,download",

@@ -23,7 +23,7 @@ from workbench import paths
 from workbench.errors import UsageError, WorkbenchError
 
 DEFAULT_PRESET = "wifi-ac"
-DEFAULT_SMALL = ("200x64K",)
+DEFAULT_SMALL = ("100x64K",)
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,13 @@ def _ceiling(row: Result) -> str:
     return f"{row.bound} {row.ceiling_bps / 1e6:,.0f}"
 
 
-def _note(row: Result) -> str:
+def _note(row: Result, rtt_ms: float | None = None) -> str:
     notes: list[str] = []
     if row.error:
         notes.append(row.error)
+    if row.files_per_s and rtt_ms:
+        # Small files are bound by round trips per file, not bytes: the number users can act on.
+        notes.append(f"≈{1000 / row.files_per_s / rtt_ms:.0f} RTT per file")
     if row.stall_count:
         notes.append(f"{row.stall_count} stall(s), {row.stall_seconds:.1f} s")
     if row.details.get("timed_includes_setup"):
@@ -55,7 +58,7 @@ def _note(row: Result) -> str:
     if row.details.get("cipher"):
         notes.append(str(row.details["cipher"]))
     if row.details.get("mount") and row.details.get("page_cache"):
-        notes.append(f"page cache: {row.details['page_cache']}")  # how a download was kept off the local cache
+        notes.append("local page cache bypassed")  # how: details.page_cache in the JSON
     if row.details.get("dialect"):
         notes.append(f"SMB {row.details['dialect']}")
     return "; ".join(notes)
@@ -118,7 +121,7 @@ def results_table(run: Run) -> Table:
             _ceiling(row),
             fps,
             _verified(row),
-            _note(row),
+            _note(row, base.rtt_ms),
             style=style,
         )
     return table
