@@ -120,7 +120,8 @@ class Client(ABC):
         """What shapes this client's speed, for the row's metadata and the ceilings.
 
         Well-known keys: 'request_bytes' and 'requests_in_flight' (request-bound protocols),
-        'ssh_window_bytes', 'cipher', 'dialect', 'timed_includes_setup' (bool), 'page_cache'.
+        'ssh_window_bytes', 'cipher', 'dialect', 'timed_includes_setup' (bool), 'page_cache',
+        'files_in_flight' (small files of a set copied at once; default 1, None when a set is streamed).
         """
         return {}
 

@@ -208,7 +208,13 @@ class _RsyncClient(Client):
             self._run(argv, lambda n: None, 0, f"creating {remote_dir}")
 
     def details(self) -> dict[str, Any]:
-        return {"timed_includes_setup": True, "whole_file": True, "compress": self.options.compress}
+        # files_in_flight None: rsync streams a whole set without a round trip per file.
+        return {
+            "timed_includes_setup": True,
+            "whole_file": True,
+            "compress": self.options.compress,
+            "files_in_flight": None,
+        }
 
 
 class RsyncSshClient(_RsyncClient):

@@ -103,7 +103,11 @@ class SmbprotocolClient(Client):
         return local_peer_pids(getattr(transport, "_sock", None))
 
     def details(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"requests_in_flight": self.depth, "timed_includes_setup": False}
+        info: dict[str, Any] = {
+            "requests_in_flight": self.depth,
+            "timed_includes_setup": False,
+            "files_in_flight": FILES_IN_FLIGHT,
+        }
         conn = self._conn
         if conn is not None and conn.dialect is not None:
             info["dialect"] = _DIALECTS.get(conn.dialect, f"0x{conn.dialect:04x}")

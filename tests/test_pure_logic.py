@@ -220,3 +220,37 @@ def test_large_files_hash_as_written(tmp_path: Path) -> None:
         entry = report.manifest.sets[0].files[0]
         assert (tmp_path / entry.name).stat().st_size == size
         assert hash_file(tmp_path / entry.name) == entry.xxh3_128
+
+
+def test_explain_fills_share_of_tcp_and_the_binding_ceiling() -> None:
+    from protocols.base import Target
+    from protocols.registry import select
+    from workbench.credentials import Credentials
+    from workbench.explain import explain_rows
+    from workbench.plan import Plan
+
+    run = Run(id=1, meta={}, baseline=Baseline(up_bps=62e6, down_bps=62e6, rtt_ms=2.9, window_bytes=6 << 20))
+    run.link = {"rate_bps": 533e6 / 8, "expected_goodput_bps": 62.7e6}
+    pysmb = Result("smb", "pysmb", "download", "128M", 1, 1, samples=[Sample(bytes=15_000_000, seconds=1.0)])
+    pysmb.details = {"request_bytes": 65536, "requests_in_flight": 1}
+    fast = Result("http", "aiohttp", "download", "128M", 1, 1, samples=[Sample(bytes=61_000_000, seconds=1.0)])
+    small = Result(
+        "ftp", "ftplib", "upload", "200x64K", 200 * 65536, 200, samples=[Sample(bytes=200 * 65536, seconds=4.0)]
+    )
+    streamed = Result(
+        "rsync", "daemon", "upload", "200x64K", 200 * 65536, 200, samples=[Sample(bytes=13107200, seconds=0.4)]
+    )
+    streamed.details = {"files_in_flight": None}
+    busy = Result(
+        "smb", "smbprotocol", "upload", "16M", 1, 1, samples=[Sample(bytes=20e6, seconds=1.0, client_cpu_s=0.97)]
+    )
+    run.results = [pysmb, fast, small, streamed, busy]
+    plan = Plan(target=Target("10.77.0.2", Credentials("u", "p")), entries=tuple(select("http")), link=run.link)
+    notes = explain_rows(run, plan)
+    assert pysmb.pct_of_tcp == pytest.approx(100 * 15 / 62)
+    assert pysmb.bound == "requests" and pysmb.ceiling_bps == pytest.approx(65536 / 0.0029)
+    assert fast.bound == "link" and fast.ceiling_bps == pytest.approx(62.7e6)
+    assert small.bound == "requests" and "one round trip per file" in (small.bound_explanation or "")
+    assert streamed.bound == "link"  # rsync streams a set: no per-file round trip to blame
+    assert busy.bound == "cpu"
+    assert notes and "CPU-bound" in notes[0]

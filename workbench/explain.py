@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 import statistics
 
-from workbench.ceiling import binding_bound, bounds_from_details, format_bound
+from workbench.ceiling import Bound, binding_bound, bounds_from_details, format_bound, format_bytes, format_ms
 from workbench.plan import Plan
 from workbench.results import Result, Run
 
@@ -14,6 +14,21 @@ from workbench.results import Result, Run
 def _cpu_fraction(row: Result, attr: str) -> float | None:
     values = [getattr(s, attr) / s.seconds for s in row.good_samples if getattr(s, attr) is not None and s.seconds > 0]
     return statistics.median(values) if values else None
+
+
+def _per_file_bound(row: Result, rtt_s: float | None) -> Bound | None:
+    """Small-file sets: a client that waits for each file needs at least one round trip per file."""
+    if row.files <= 1 or not rtt_s:
+        return None
+    in_flight = row.details.get("files_in_flight", 1)
+    if not in_flight:  # the client streams the set (rsync)
+        return None
+    per_file = row.bytes // row.files
+    return Bound(
+        "requests",
+        per_file * in_flight / rtt_s,
+        f"{format_bytes(per_file)} × {in_flight} file(s) in flight / {format_ms(rtt_s)}: one round trip per file",
+    )
 
 
 def _is_loopback(host: str) -> bool:
@@ -48,6 +63,9 @@ def explain_rows(run: Run, plan: Plan) -> list[str]:
             server_cpu=_cpu_fraction(row, "server_cpu_s"),
             measured_bps=median,
         )
+        per_file = _per_file_bound(row, rtt_s)
+        if per_file is not None:
+            found.append(per_file)
         bound = binding_bound(found)
         if bound is not None:
             row.ceiling_bps = bound.bps
