@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,8 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
     doc = json.loads(doc_path.read_text())
     assert doc["schema"] == 1
     assert doc["baseline"]["up_bps"] > 0 and doc["baseline"]["down_bps"] > 0 and doc["baseline"]["rtt_ms"] > 0
+    if shutil.which("iperf3"):  # serve's iperf3 is authenticated; the run fetched its key and logged in
+        assert doc["baseline"]["iperf3_up_bps"] > 0 and doc["baseline"]["iperf3_down_bps"] > 0
     assert doc["run"]["client"]["tcp"]["tcp_rmem"] and doc["run"]["started_utc"].endswith("Z")
     rows = {(r["client"], r["direction"], r["file_set"]): r for r in doc["results"]}
     for client in ("aiohttp", "ftplib"):
@@ -171,6 +174,8 @@ def test_tcp_command_reports_both_directions_and_a_window_sweep(served: ServeRun
         "1",
         "--iperf3-port",
         str(served.ctx.ports["iperf3"]),
+        "--http-port",
+        str(served.ctx.ports["http"]),
         "--window-sweep",
         "256K,1M",
         "--json",
@@ -181,6 +186,8 @@ def test_tcp_command_reports_both_directions_and_a_window_sweep(served: ServeRun
     assert doc["rtt_ms"] > 0
     for direction in ("upload", "download"):
         assert doc["directions"][direction]["probe_bps"] > 0
+        if shutil.which("iperf3"):
+            assert doc["directions"][direction]["iperf3_bps"] > 0
     assert [p["window_bytes"] for p in doc["window_sweep"]] == [256 << 10, 1 << 20]
     assert all(p["effective_window_bytes"] for p in doc["window_sweep"])
 
@@ -205,3 +212,12 @@ def test_servers_up_status_down_leaves_nothing(tmp_path: Path) -> None:
 
 def stat_mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
+
+
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed")
+def test_serves_iperf3_only_to_authenticated_clients(served: ServeRunner) -> None:  # noqa: F811
+    from workbench.errors import NetworkError
+    from workbench.iperf import run_iperf3
+
+    with pytest.raises(NetworkError, match="authoriz"):
+        run_iperf3("127.0.0.1", served.ctx.ports["iperf3"], "upload", 1)

@@ -3,21 +3,48 @@
 from __future__ import annotations
 
 import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from protocols.base import Target
 from workbench import iperf, tcpprobe
+from workbench.control import Control
 from workbench.errors import WorkbenchError
 from workbench.plan import Plan
 from workbench.results import Baseline
 
 
-def _iperf3(host: str, port: int, direction: str, duration: float, window: int | None = None) -> float | None:
+def _iperf3(
+    host: str,
+    port: int,
+    direction: str,
+    duration: float,
+    window: int | None = None,
+    auth: iperf.IperfAuth | None = None,
+) -> float | None:
     if iperf.iperf3_available() is not None:
         return None
     with contextlib.suppress(WorkbenchError, OSError):
-        result = iperf.run_iperf3(host, port, direction, duration, window)
+        result = iperf.run_iperf3(host, port, direction, duration, window, auth)
         return result.bps if result else None
     return None
+
+
+@contextlib.contextmanager
+def iperf3_auth(target: Target) -> Iterator[iperf.IperfAuth | None]:
+    """Credentials for the far host's authenticated iperf3: its public key, fetched over the control API."""
+    key = None
+    with contextlib.suppress(WorkbenchError):
+        key = Control(target, timeout=10).iperf3_key()
+    if key is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="workbench-iperf3-") as tmp:
+        path = Path(tmp) / "public.pem"
+        path.write_bytes(key)
+        yield iperf.IperfAuth(target.credentials.user, target.credentials.password, path)
 
 
 def measure_baseline(plan: Plan) -> Baseline:
@@ -39,22 +66,22 @@ def measure_baseline(plan: Plan) -> Baseline:
     base.window_bytes = max(w for w in (up.window_bytes, down.window_bytes, 0) if w is not None) or None
     base.details = {"probe": {"upload": up.to_json(), "download": down.to_json()}, "rtt_min_ms": rtt.ping_min * 1e3}
     if plan.iperf3:
-        base.iperf3_up_bps = _iperf3(host, plan.target.port("iperf3"), "upload", plan.tcp_duration)
-        base.iperf3_down_bps = _iperf3(host, plan.target.port("iperf3"), "download", plan.tcp_duration)
+        with iperf3_auth(plan.target) as auth:
+            port3 = plan.target.port("iperf3")
+            base.iperf3_up_bps = _iperf3(host, port3, "upload", plan.tcp_duration, auth=auth)
+            base.iperf3_down_bps = _iperf3(host, port3, "download", plan.tcp_duration, auth=auth)
     return base
 
 
 def measure_tcp(
-    host: str,
-    port: int,
-    secret: str,
+    target: Target,
     directions: list[str],
     duration: float,
     window: int | None = None,
     sweep: list[int] | None = None,
-    iperf3_port: int = 5201,
 ) -> dict[str, Any]:
     """What `workbench tcp` shows: RTT, throughput per direction (probe and iperf3), optional window sweep."""
+    host, port, secret = target.host, target.port("tcp"), target.credentials.password
     rtt = tcpprobe.rtt(host, port, secret, count=20)
     doc: dict[str, Any] = {
         "host": host,
@@ -63,16 +90,17 @@ def measure_tcp(
         "connect_rtt_ms": rtt.connect_median * 1e3,
         "directions": {},
     }
-    for direction in directions:
-        probe = tcpprobe.measure(host, port, secret, direction, duration, window=window)
-        doc["directions"][direction] = {
-            "probe_bps": probe.bps,
-            "bytes": probe.bytes,
-            "seconds": probe.seconds,
-            "window_requested": window,
-            "window_bytes": probe.window_bytes,
-            "iperf3_bps": _iperf3(host, iperf3_port, direction, duration, window),
-        }
+    with iperf3_auth(target) as auth:
+        for direction in directions:
+            probe = tcpprobe.measure(host, port, secret, direction, duration, window=window)
+            doc["directions"][direction] = {
+                "probe_bps": probe.bps,
+                "bytes": probe.bytes,
+                "seconds": probe.seconds,
+                "window_requested": window,
+                "window_bytes": probe.window_bytes,
+                "iperf3_bps": _iperf3(host, target.port("iperf3"), direction, duration, window, auth),
+            }
     if sweep:
         points = tcpprobe.window_sweep(host, port, secret, sweep, rtt.ping_median * 1e3, min(duration, 3.0), "download")
         doc["window_sweep"] = [sweep_point_json(p) for p in points]

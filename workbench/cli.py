@@ -100,7 +100,7 @@ def serve(
 
     def ready(ports: dict[str, int]) -> None:
         listed = ", ".join(f"{k} {v}" for k, v in ports.items())
-        out.print(f"serving {root} on {bind}: {listed}")
+        out.print(f"serving {root} on {bind}: {listed}", soft_wrap=True)
         if os.environ.get("WORKBENCH_PASSWORD"):
             out.print("credentials: from $WORKBENCH_USER / $WORKBENCH_PASSWORD")
         else:
@@ -120,10 +120,12 @@ def tcp(
     window: Annotated[str | None, typer.Option(help="Clamp the advertised receive window, e.g. 64K.")] = None,
     window_sweep: Annotated[str | None, typer.Option(help="Measure each window, e.g. 32K,64K,128K,256K.")] = None,
     iperf3_port: Annotated[int, typer.Option(help="iperf3 server port for the cross-check.")] = 5201,
+    http_port: Annotated[int, typer.Option(help="serve's HTTP port (its authenticated iperf3's public key).")] = 8181,
     credentials: CredOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """The raw TCP limit of the path: memory-to-memory throughput both ways, RTT, iperf3 cross-check."""
+    from protocols.base import DEFAULT_PORTS, Target
     from workbench import credentials as creds_mod
     from workbench.baseline import measure_tcp
     from workbench.report import render_tcp
@@ -131,15 +133,13 @@ def tcp(
 
     creds = creds_mod.resolve(credentials, paths.default_credentials())
     directions = ["download"] if reverse else ["upload", "download"]
+    target = Target(host, creds, ports={**DEFAULT_PORTS, "tcp": port, "iperf3": iperf3_port, "http": http_port})
     doc = measure_tcp(
-        host,
-        port,
-        creds.password,
+        target,
         directions=directions,
         duration=duration,
         window=parse_size(window) if window else None,
         sweep=parse_sizes(window_sweep) if window_sweep else None,
-        iperf3_port=iperf3_port,
     )
     if as_json:
         out.print_json(json.dumps(doc))

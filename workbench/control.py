@@ -25,7 +25,9 @@ class Control:
         self.timeout = timeout
         self._where = (target.host, target.port("http"))
 
-    def _call(self, method: str, name: str, params: dict[str, str] | None = None, body: Any = None) -> Any:
+    def _call(
+        self, method: str, name: str, params: dict[str, str] | None = None, body: Any = None, raw: bool = False
+    ) -> Any:
         url = self.base + name + ("?" + urllib.parse.urlencode(params) if params else "")
         data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
         request = urllib.request.Request(url, data=data, method=method)
@@ -33,7 +35,8 @@ class Control:
         request.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read() or b"null")
+                data = response.read()
+                return data if raw else json.loads(data or b"null")
         except urllib.error.HTTPError as exc:
             text = exc.read().decode(errors="replace")[:200]
             if exc.code == 401:
@@ -67,6 +70,13 @@ class Control:
 
     def info(self) -> dict[str, Any]:
         return self._call("GET", "info")
+
+    def iperf3_key(self) -> bytes | None:
+        """The public key of the far host's authenticated iperf3 server, or None if it runs none."""
+        try:
+            return self._call("GET", "iperf3-key", raw=True)
+        except NotFoundError:
+            return None
 
     def cpu_seconds(self) -> float | None:
         try:

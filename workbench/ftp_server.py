@@ -40,7 +40,10 @@ class FtpServer:
 
     def start(self) -> int:
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"timeout": 0.5, "blocking": True}, daemon=True
+            # handle_exit=False: no start-up banner or logging set-up from pyftpdlib (serve prints its own line).
+            target=self._server.serve_forever,
+            kwargs={"timeout": 0.5, "blocking": True, "handle_exit": False},
+            daemon=True,
         )
         self._thread.start()
         return self.port

@@ -10,6 +10,7 @@ Routes (all behind HTTP Basic auth, all confined to the served root):
   POST /ctl/files              generate test files server-side: {"sizes", "small", "profile", "seed"}
   GET  /ctl/info               host metadata (kernel, TCP settings, versions)
   GET  /ctl/cpu                CPU seconds of this process and the supervised servers' process groups
+  GET  /ctl/iperf3-key         the public RSA key of serve's authenticated iperf3 server
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ INCOMING_DIR = "incoming"
 ROOT_KEY = web.AppKey("root", Path)
 CREDS_KEY = web.AppKey("creds", Credentials)
 PGIDS_KEY = web.AppKey("pgids", Callable)
+IPERF3_KEY_KEY = web.AppKey("iperf3_key", Path)  # set once serve's iperf3 runs with RSA authentication
 
 
 def _authorized(request: web.Request) -> bool:
@@ -154,6 +156,13 @@ async def ctl_info(request: web.Request) -> web.Response:
     return web.json_response(hostinfo.describe(peer))
 
 
+async def ctl_iperf3_key(request: web.Request) -> web.Response:
+    path = request.app.get(IPERF3_KEY_KEY)
+    if path is None:
+        raise web.HTTPNotFound(text="no authenticated iperf3 server here")
+    return web.Response(body=path.read_bytes(), content_type="application/x-pem-file")
+
+
 async def ctl_cpu(request: web.Request) -> web.Response:
     pgids = {os.getpgid(0), *request.app[PGIDS_KEY]()}
     seconds = await asyncio.get_running_loop().run_in_executor(None, hostinfo.process_group_cpu, pgids)
@@ -173,4 +182,5 @@ def make_app(root: Path, creds: Credentials, server_pgids: Callable[[], set[int]
     app.router.add_post("/ctl/files", ctl_files)
     app.router.add_get("/ctl/info", ctl_info)
     app.router.add_get("/ctl/cpu", ctl_cpu)
+    app.router.add_get("/ctl/iperf3-key", ctl_iperf3_key)
     return app

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from workbench.errors import NetworkError, NotFoundError, UsageError, WorkbenchError
@@ -30,13 +33,62 @@ class IperfResult:
     window: int | None = None  # -w requested (iperf3 sets the socket buffers, not the window itself)
 
 
+@dataclass(frozen=True)
+class IperfAuth:
+    """What an iperf3 client needs for a server started with RSA authentication (iperf3 >= 3.5)."""
+
+    user: str
+    password: str = field(repr=False)  # passed in IPERF3_PASSWORD, never on argv
+    public_key: Path | None = None
+
+
+@dataclass(frozen=True)
+class IperfServerAuth:
+    private_key: Path
+    users: Path
+    public_key: Path
+
+
+def write_server_auth(directory: Path, user: str, password: str) -> IperfServerAuth:
+    """An RSA key pair and an authorized-users file, so the iperf3 that `serve` starts is authenticated too.
+
+    iperf3's users file holds `user,sha256("{user}password")`; files are 0600 in a 0700 directory.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    auth = IperfServerAuth(directory / "private.pem", directory / "users.csv", directory / "public.pem")
+    if not auth.private_key.exists():
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+        )
+        _write_private(auth.private_key, pem)
+        public = key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        auth.public_key.write_bytes(public)
+    digest = hashlib.sha256(f"{{{user}}}{password}".encode()).hexdigest()
+    _write_private(auth.users, f"{user},{digest}\n".encode())
+    return auth
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
 def iperf3_available() -> str | None:
     """None when iperf3 can run here; otherwise why not and how to install it."""
     return None if shutil.which("iperf3") else f"iperf3 not installed: {INSTALL_HINT}"
 
 
-def iperf3_command(host: str, port: int, direction: str, duration: float, window: int | None = None) -> list[str]:
-    """The client argv (no secrets: an iperf3 server without --rsa keys takes none)."""
+def iperf3_command(
+    host: str, port: int, direction: str, duration: float, window: int | None = None, auth: IperfAuth | None = None
+) -> list[str]:
+    """The client argv; with `auth`, the user and public key only (the password goes in the environment)."""
     if direction not in ("upload", "download"):
         raise UsageError(f"unknown direction {direction!r}", "use upload or download")
     if not 0 < duration <= 60:
@@ -48,17 +100,24 @@ def iperf3_command(host: str, port: int, direction: str, duration: float, window
         argv.append("-R")
     if window is not None:
         argv += ["-w", str(int(window))]
+    if auth is not None and auth.public_key is not None:
+        argv += ["--username", auth.user, "--rsa-public-key-path", str(auth.public_key)]
     return argv
 
 
-def run_iperf3(host: str, port: int, direction: str, duration: float, window: int | None = None) -> IperfResult | None:
+def run_iperf3(
+    host: str, port: int, direction: str, duration: float, window: int | None = None, auth: IperfAuth | None = None
+) -> IperfResult | None:
     """Run one iperf3 client test (upload = client sends). None when iperf3 is not installed."""
-    argv = iperf3_command(host, port, direction, duration, window)
+    argv = iperf3_command(host, port, direction, duration, window, auth)
+    env = dict(os.environ)
+    if auth is not None:
+        env["IPERF3_PASSWORD"] = auth.password
     if iperf3_available():
         return None
     timeout = max(1, round(duration)) + 15  # connect, parameter exchange and the server's result exchange
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
     except subprocess.TimeoutExpired as exc:
         raise NetworkError(
             f"iperf3 to {host}:{port} did not finish within {timeout:.0f} s", "is the iperf3 server reachable?"
@@ -79,6 +138,8 @@ def parse_iperf3_json(
         hint = "is 'iperf3 -s' running there?"
         if "busy" in error:
             hint = "iperf3 serves one test at a time: wait or use another port"
+        if "authoriz" in error or "authentic" in error:
+            hint = "this iperf3 server requires workbench's credentials and its public key"
         raise NetworkError(f"iperf3 to {host}:{port}: {error}", hint)
     try:
         end = data["end"]
@@ -103,8 +164,16 @@ def parse_iperf3_json(
 class Iperf3Server:
     """`iperf3 -s -B ADDR -p PORT` in its own process group; `one_off` serves a single test then exits."""
 
-    def __init__(self, bind: str, port: int, one_off: bool = False, own_group: bool = True) -> None:
+    def __init__(
+        self,
+        bind: str,
+        port: int,
+        one_off: bool = False,
+        own_group: bool = True,
+        auth: IperfServerAuth | None = None,
+    ) -> None:
         self.bind = bind
+        self.auth = auth
         self.port = port
         self.one_off = one_off
         # `serve` keeps iperf3 in its own process group so that stopping serve's group stops iperf3 too.
@@ -113,6 +182,13 @@ class Iperf3Server:
 
     def command(self) -> list[str]:
         argv = ["iperf3", "-s", "-B", self.bind, "-p", str(self.port)]
+        if self.auth is not None:
+            argv += [
+                "--rsa-private-key-path",
+                str(self.auth.private_key),
+                "--authorized-users-path",
+                str(self.auth.users),
+            ]
         return [*argv, "-1"] if self.one_off else argv
 
     def start(self, timeout: float = 10.0) -> int:

@@ -18,7 +18,7 @@ from workbench import credentials as creds_mod
 from workbench import target as target_mod
 from workbench.errors import NotFoundError, from_os_error
 from workbench.ftp_server import FtpServer
-from workbench.http_server import FILES_DIR, INCOMING_DIR, make_app
+from workbench.http_server import FILES_DIR, INCOMING_DIR, IPERF3_KEY_KEY, make_app
 
 SERVERS_FILE = "servers.json"  # written by `servers up`: the process groups whose CPU /ctl/cpu reports
 
@@ -85,10 +85,13 @@ async def _serve(
         stack.callback(probe.stop)
 
         if cfg.iperf3:
-            from workbench.iperf import Iperf3Server, iperf3_available
+            from workbench.iperf import Iperf3Server, iperf3_available, write_server_auth
 
             if iperf3_available() is None:
-                iperf = Iperf3Server(cfg.bind, wanted["iperf3"], own_group=False)
+                # Authenticated like everything else served: RSA key pair + users file from the credentials.
+                auth = write_server_auth(cfg.state_dir / "iperf3", creds.user, creds.password)
+                app[IPERF3_KEY_KEY] = auth.public_key
+                iperf = Iperf3Server(cfg.bind, wanted["iperf3"], own_group=False, auth=auth)
                 with contextlib.suppress(Exception):  # iperf3 is only a cross-check
                     iperf.start()
                     ports["iperf3"] = wanted["iperf3"]
