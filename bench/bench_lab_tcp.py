@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench import credentials as creds_mod
 from workbench import target as target_mod
+from workbench.baseline import iperf3_auth
 from workbench.iperf import run_iperf3
 from workbench.lab import PRESETS, Lab
 from workbench.servers import supervisor
@@ -40,11 +41,11 @@ def main() -> int:
             try:
                 creds = creds_mod.read(work / "state" / "credentials.json")
                 target = target_mod.read(work / "state" / "target.json", creds)
-                with lab.in_client():
+                with lab.in_client(), iperf3_auth(target) as auth:
                     for rnd in range(args.rounds):
                         for direction in ("upload", "download"):
                             got = measure(target.host, target.port("tcp"), creds.password, direction, args.seconds)
-                            ref = run_iperf3(target.host, target.port("iperf3"), direction, args.seconds)
+                            ref = run_iperf3(target.host, target.port("iperf3"), direction, args.seconds, auth=auth)
                             assert ref is not None, "iperf3 is not installed"
                             ratios[direction].append(got.bps / ref.bps)
                             print(
