@@ -35,6 +35,11 @@ DEFAULT_PORTS: Mapping[str, int] = {
 }
 
 
+def url_host(host: str) -> str:
+    """The host as it goes into a URL or a user@host:path argument: IPv6 addresses in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 @dataclass(frozen=True)
 class Target:
     """The far host: where its services listen and how to log in."""

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from protocols.base import Client, FileCopy, Progress
+from protocols.base import Client, FileCopy, Progress, url_host
 from protocols.process import Completed, last_line, run_native
-from workbench.control import Control, _host
+from workbench.control import Control
 from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
 
 # Generous: a copy on a slow link (100 Mbit/s WAN, 1 GiB) takes ~90 s; the stall guard ends dead ones sooner.
@@ -121,7 +121,7 @@ class CurlHttpClient(_CurlClient):
     name = "curl"
 
     def _url(self, remote: str) -> str:
-        return f"http://{_host(self.target.host)}:{self.target.port('http')}/f/{remote}"
+        return f"http://{url_host(self.target.host)}:{self.target.port('http')}/f/{remote}"
 
     def mkdir(self, remote_dir: str) -> None:
         Control(self.target, timeout=self.options.timeout).mkdir(remote_dir)
@@ -138,7 +138,7 @@ class CurlFtpClient(_CurlClient):
     name = "curl"
 
     def _url(self, remote: str) -> str:
-        return f"ftp://{_host(self.target.host)}:{self.target.port('ftp')}/{remote}"
+        return f"ftp://{url_host(self.target.host)}:{self.target.port('ftp')}/{remote}"
 
     def _argv(self) -> list[str]:
         return [*super()._argv(), "--ftp-pasv"]

@@ -10,8 +10,7 @@ from typing import Any
 
 import aiohttp
 
-from protocols.base import Client, Progress
-from workbench.control import _host
+from protocols.base import Client, Progress, url_host
 from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 # FACTS.md: aiohttp's default 64 KiB read buffer halves download speed; 4 MiB reached ~1 GB/s on loopback.
@@ -26,7 +25,7 @@ class AiohttpClient(Client):
         super().__init__(*args, **kwargs)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: aiohttp.ClientSession | None = None
-        self.base = f"http://{_host(self.target.host)}:{self.target.port('http')}"
+        self.base = f"http://{url_host(self.target.host)}:{self.target.port('http')}"
 
     def _run(self, coro: Any) -> Any:
         assert self._loop is not None, "connect() first"

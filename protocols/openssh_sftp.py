@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from protocols.base import Client, ClientOptions, FileCopy, Progress, Target
+from protocols.base import Client, ClientOptions, FileCopy, Progress, Target, url_host
 from protocols.process import Completed, last_line, run_native
 from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
 
@@ -48,8 +48,7 @@ def ssh_options(target: Target, options: ClientOptions) -> list[str]:
 
 
 def ssh_login(target: Target) -> str:
-    host = f"[{target.host}]" if ":" in target.host else target.host
-    return f"{target.credentials.user}@{host}"
+    return f"{target.credentials.user}@{url_host(target.host)}"
 
 
 def ssh_error(done: Completed, what: str, where: str) -> WorkbenchError:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-from protocols.base import Client, FileCopy, Progress
+from protocols.base import Client, FileCopy, Progress, url_host
 from protocols.openssh_sftp import DEFAULT_CIPHER, ssh_error, ssh_login, ssh_options
 from protocols.process import Completed, last_line, run_native
 from workbench.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError
@@ -266,7 +266,7 @@ class RsyncDaemonClient(_RsyncClient):
         return f"{self.target.host}:{self.target.port('rsync')}"
 
     def _remote(self, path: str) -> str:
-        host = f"[{self.target.host}]" if ":" in self.target.host else self.target.host
+        host = url_host(self.target.host)
         user = self.target.credentials.user
         return f"rsync://{user}@{host}:{self.target.port('rsync')}/{self.target.share}/{path.lstrip('/')}"
 

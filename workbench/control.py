@@ -12,14 +12,14 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from protocols.base import Target
+from protocols.base import Target, url_host
 from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 
 class Control:
     def __init__(self, target: Target, timeout: float = 600.0) -> None:
         self.target = target
-        self.base = f"http://{_host(target.host)}:{target.port('http')}/ctl/"
+        self.base = f"http://{url_host(target.host)}:{target.port('http')}/ctl/"
         token = base64.b64encode(f"{target.credentials.user}:{target.credentials.password}".encode()).decode()
         self._auth = f"Basic {token}"
         self.timeout = timeout
@@ -83,7 +83,3 @@ class Control:
             return float(self._call("GET", "cpu")["cpu_s"])
         except (WorkbenchError, KeyError, TypeError, ValueError):
             return None
-
-
-def _host(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host

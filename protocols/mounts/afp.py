@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from protocols.base import url_host
 from protocols.mounts.base import MountClient, classify, which
 from protocols.mounts.runner import Outcome
 from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
@@ -37,8 +38,7 @@ _AFP_FAILURES: tuple[tuple[str, type], ...] = (
 
 def afp_url(user: str, host: str, port: int, share: str) -> str:
     """afp://user@host:port/share, user and share percent-encoded (';', ':', '@', '/' all have meanings)."""
-    where = f"[{host}]" if ":" in host else host
-    return f"afp://{quote(user, safe='')}@{where}:{port}/{quote(share, safe='')}"
+    return f"afp://{quote(user, safe='')}@{url_host(host)}:{port}/{quote(share, safe='')}"
 
 
 class AfpClient(MountClient):

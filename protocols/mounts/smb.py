@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
+from protocols.base import url_host
 from protocols.mounts.base import MountClient, classify, which
 from protocols.mounts.runner import Outcome
 from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
@@ -48,10 +49,6 @@ def _kernel_has_cifs() -> bool:
         pass
     modules = Path("/lib/modules") / platform.release() / "kernel" / "fs"
     return any(modules.glob("cifs/cifs.ko*")) or any(modules.glob("smb/client/cifs.ko*"))
-
-
-def smb_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 class CifsClient(MountClient):
@@ -90,7 +87,7 @@ class CifsClient(MountClient):
             f"uid={os.getuid()}",
             f"gid={os.getgid()}",
         ]
-        unc = f"//{smb_host(self.target.host)}/{self.target.share}"
+        unc = f"//{url_host(self.target.host)}/{self.target.share}"
         return ["mount", "-t", "cifs", unc, str(mountpoint), "-o", ",".join(opts)]
 
     def _mount(self, mountpoint: Path) -> Outcome:
@@ -135,7 +132,7 @@ class SmbfsClient(MountClient):
         """//user@host:port/share with user and share percent-encoded (no password: it is typed)."""
         user = quote(self.target.credentials.user, safe="")
         share = quote(self.target.share, safe="")
-        return f"//{user}@{smb_host(self.target.host)}:{self.target.port('smb')}/{share}"
+        return f"//{user}@{url_host(self.target.host)}:{self.target.port('smb')}/{share}"
 
     def mount_argv(self, mountpoint: Path) -> list[str]:
         return ["mount_smbfs", "-o", "nobrowse,soft,nodatacache", self.smb_url(), str(mountpoint)]

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from protocols.base import url_host
 from protocols.mounts.base import MountClient, classify, which
 from protocols.mounts.runner import Outcome
 from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
@@ -64,7 +65,7 @@ class SshfsClient(MountClient):
     def mount_argv(self, mountpoint: Path, ssh_log: Path | None = None) -> list[str]:
         """The sshfs command line (no secrets: the key and known_hosts are files)."""
         creds = self.target.credentials
-        host = f"[{self.target.host}]" if ":" in self.target.host else self.target.host
+        host = url_host(self.target.host)
         timeout = max(1, math.ceil(self.options.timeout))
         ssh = {
             "BatchMode": "yes",
