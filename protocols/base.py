@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from workbench.credentials import Credentials
+from workbench.errors import WorkbenchError
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved (not a running total)."""
@@ -52,6 +53,23 @@ class Target:
 
     def port(self, service: str) -> int:
         return int(self.ports.get(service, DEFAULT_PORTS[service]))
+
+
+def call_translating(
+    translate: Callable[[Exception, str], WorkbenchError | None],
+    what: str,
+    fn: Callable[..., Any],
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """Run one library call, turning its exceptions into WorkbenchErrors with `translate` (None: re-raise as is)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        error = translate(exc, what)
+        if error is None:
+            raise
+        raise error from exc
 
 
 @dataclass(frozen=True)

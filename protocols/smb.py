@@ -11,7 +11,7 @@ import socket
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from protocols.base import Client, Progress
+from protocols.base import Client, Progress, call_translating
 from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 STATUS_OBJECT_NAME_NOT_FOUND = 0xC0000034
@@ -154,13 +154,7 @@ class PysmbClient(Client):
 
     def _call(self, fn: Any, *args: Any, what: str = "connecting", **kwargs: Any) -> Any:
         """Run one pysmb call, translating its exceptions at this boundary."""
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:
-            error = self._translate(exc, what)
-            if error is None:
-                raise
-            raise error from exc
+        return call_translating(self._translate, what, fn, *args, **kwargs)
 
     def _translate(self, exc: Exception, what: str) -> WorkbenchError | None:
         from smb.base import NotConnectedError, NotReadyError, SMBTimeout

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from protocols.base import Client, FileCopy, Progress
+from protocols.base import Client, FileCopy, Progress, call_translating
 from protocols.smb import local_peer_pids
 from protocols.smb_fastpath import FastPath, read_all, read_payload, size_of
 from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
@@ -131,13 +131,7 @@ class SmbprotocolClient(Client):
 
     def _guard(self, fn: Any, *args: Any, what: str, **kwargs: Any) -> Any:
         """Run one smbprotocol call, translating its exceptions at this boundary."""
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:
-            error = self._translate(exc, what)
-            if error is None:
-                raise
-            raise error from exc
+        return call_translating(self._translate, what, fn, *args, **kwargs)
 
     def _translate(self, exc: Exception, what: str) -> WorkbenchError | None:
         from smbprotocol import exceptions as ex
@@ -182,34 +176,10 @@ class SmbprotocolClient(Client):
         return self._tree
 
     def _open(self, remote: str, write: bool, what: str) -> Any:
-        from smbprotocol.open import (
-            CreateDisposition,
-            CreateOptions,
-            FileAttributes,
-            FilePipePrinterAccessMask,
-            ImpersonationLevel,
-            Open,
-            ShareAccess,
-        )
+        from smbprotocol.open import Open
 
-        access = FilePipePrinterAccessMask
         handle = Open(self._require_tree(), smb_path(remote))
-        if write:
-            mask = access.FILE_WRITE_DATA | access.FILE_READ_ATTRIBUTES | access.FILE_WRITE_ATTRIBUTES
-            disposition, share = CreateDisposition.FILE_OVERWRITE_IF, 0
-        else:
-            mask = access.FILE_READ_DATA | access.FILE_READ_ATTRIBUTES
-            disposition, share = CreateDisposition.FILE_OPEN, ShareAccess.FILE_SHARE_READ
-        self._guard(
-            handle.create,
-            ImpersonationLevel.Impersonation,
-            mask,
-            FileAttributes.FILE_ATTRIBUTE_NORMAL,
-            share,
-            disposition,
-            CreateOptions.FILE_NON_DIRECTORY_FILE | CreateOptions.FILE_SEQUENTIAL_ONLY,
-            what=what,
-        )
+        self._guard(handle.create, *_create_args(write), what=what)
         return handle
 
     def _close_handle(self, handle: Any, what: str, failing: bool) -> None:
@@ -343,44 +313,20 @@ class SmbprotocolClient(Client):
 
     def _send_compound(self, item: FileCopy, size: int, upload: bool) -> tuple[list[Any], int]:
         """CREATE + READ/WRITE + CLOSE of one small file, sent as one related compound; returns its requests."""
-        from smbprotocol.open import (
-            CreateDisposition,
-            CreateOptions,
-            FileAttributes,
-            FilePipePrinterAccessMask,
-            ImpersonationLevel,
-            Open,
-            ShareAccess,
-            SMB2CloseRequest,
-            SMB2ReadRequest,
-            SMB2WriteRequest,
-        )
+        from smbprotocol.open import Open, SMB2CloseRequest, SMB2ReadRequest, SMB2WriteRequest
 
-        access = FilePipePrinterAccessMask
         related = b"\xff" * 16  # "the file the previous request of this compound opened"
         handle = Open(self._tree, smb_path(item.remote))
         if upload:
-            mask = access.FILE_WRITE_DATA | access.FILE_READ_ATTRIBUTES | access.FILE_WRITE_ATTRIBUTES
-            disposition, share = CreateDisposition.FILE_OVERWRITE_IF, 0
             body = SMB2WriteRequest()
             body["buffer"] = read_all(item.local)
             size = len(body["buffer"].get_value())
         else:
-            mask = access.FILE_READ_DATA | access.FILE_READ_ATTRIBUTES
-            disposition, share = CreateDisposition.FILE_OPEN, ShareAccess.FILE_SHARE_READ
             body = SMB2ReadRequest()
             body["length"] = size + 1  # one byte more than expected shows a file that grew
             body["padding"] = b"\x50"
         body["file_id"] = related
-        create, _ = handle.create(
-            ImpersonationLevel.Impersonation,
-            mask,
-            FileAttributes.FILE_ATTRIBUTE_NORMAL,
-            share,
-            disposition,
-            CreateOptions.FILE_NON_DIRECTORY_FILE | CreateOptions.FILE_SEQUENTIAL_ONLY,
-            send=False,
-        )
+        create, _ = handle.create(*_create_args(upload), send=False)
         close = SMB2CloseRequest()
         close["file_id"] = related
         messages = [create, body, close]
@@ -533,3 +479,25 @@ class SmbprotocolClient(Client):
             return self._fast.send_write(handle.file_id, offset, data, charge, self._ask(charge))
         message, _ = handle.write(bytes(data), offset, send=False)
         return self._send(message, charge)
+
+
+def _create_args(write: bool) -> tuple[Any, ...]:
+    """CREATE arguments for copying a whole file: overwrite-or-create to write, shared open to read."""
+    from smbprotocol.open import (
+        CreateDisposition,
+        CreateOptions,
+        FileAttributes,
+        FilePipePrinterAccessMask,
+        ImpersonationLevel,
+        ShareAccess,
+    )
+
+    access = FilePipePrinterAccessMask
+    if write:
+        mask = access.FILE_WRITE_DATA | access.FILE_READ_ATTRIBUTES | access.FILE_WRITE_ATTRIBUTES
+        disposition, share = CreateDisposition.FILE_OVERWRITE_IF, 0
+    else:
+        mask = access.FILE_READ_DATA | access.FILE_READ_ATTRIBUTES
+        disposition, share = CreateDisposition.FILE_OPEN, ShareAccess.FILE_SHARE_READ
+    options = CreateOptions.FILE_NON_DIRECTORY_FILE | CreateOptions.FILE_SEQUENTIAL_ONLY
+    return (ImpersonationLevel.Impersonation, mask, FileAttributes.FILE_ATTRIBUTE_NORMAL, share, disposition, options)
