@@ -6,6 +6,8 @@ import os
 import socket
 from pathlib import Path
 
+from workbench.servers.base import ManagedServer
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free right now on host (for servers that must be told their port up front)."""
@@ -20,3 +22,11 @@ def write_random(path: Path, size: int) -> bytes:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return data
+
+
+def ensure_running(server: ManagedServer) -> ManagedServer:
+    """(Re)start a session-scoped server that an earlier test stopped or killed."""
+    if server.proc is None or server.proc.poll() is not None:
+        server.stop()
+        server.start()
+    return server

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from protocols.base import DEFAULT_PORTS, Client, ClientOptions, Target
-from tests.helpers import free_port
+from tests.helpers import ensure_running, free_port
 from workbench import credentials as creds_mod
 from workbench.servers.base import ServerContext
 from workbench.servers.serve_process import ServeProcess
@@ -35,9 +35,7 @@ class ServeRunner:
         self.server = ServeProcess(self.ctx)
 
     def ensure(self) -> ServeProcess:
-        if self.server.proc is None or self.server.proc.poll() is not None:
-            self.server.stop()
-            self.server.start()
+        ensure_running(self.server)
         return self.server
 
     def stop(self) -> None:

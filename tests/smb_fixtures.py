@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from protocols.base import Client, ClientOptions, Target
-from tests.helpers import free_port
+from tests.helpers import ensure_running, free_port
 from workbench.credentials import Credentials, generate
 from workbench.servers.base import ServerContext
 from workbench.servers.smbd import Smbd
@@ -32,9 +32,7 @@ class SmbdRunner:
         self.server = Smbd(self.ctx)
 
     def ensure(self) -> Smbd:
-        if self.server.proc is None or self.server.proc.poll() is not None:
-            self.server.stop()
-            self.server.start()
+        ensure_running(self.server)
         return self.server
 
     def stop(self) -> None:

@@ -26,7 +26,7 @@ from protocols.mount import CifsClient, CommandRunner, Outcome, SmbfsClient, Ssh
 from protocols.mounts import smb as smb_mount
 from protocols.mounts import sshfs as sshfs_mount
 from tests.contract import ClientContract, Counter
-from tests.helpers import free_port, write_random
+from tests.helpers import ensure_running, free_port, write_random
 from workbench.credentials import Credentials, generate
 from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 from workbench.procs import descendants
@@ -56,20 +56,12 @@ class SshdRunner:
         self.server = Sshd(self.ctx)
 
     def ensure(self) -> Sshd:
-        if self.server.proc is None or self.server.proc.poll() is not None:
-            self.server.stop()
-            self.server.start()
+        ensure_running(self.server)
         return self.server
 
     def stop(self) -> None:
-        """Stop sshd and the sessions it serves, as a crashed or powered-off server would."""
-        if self.server.proc is None:
-            return
-        sessions = descendants(self.server.proc.pid)
+        """Stop sshd and the sessions it serves (ManagedServer.stop ends its setsid session children too)."""
         self.server.stop()
-        for pid in sessions:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
     def credentials(self, key: Path | None = None, known_hosts: Path | None = None) -> Credentials:
         return Credentials(
