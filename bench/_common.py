@@ -7,6 +7,7 @@ span for library clients and inside it for native clients started per copy (said
 from __future__ import annotations
 
 import contextlib
+import shutil
 import statistics
 import sys
 import tempfile
@@ -41,8 +42,6 @@ def loopback_servers(size: int, only: list[str] | None = None) -> Iterator[tuple
         yield target, root
     finally:
         supervisor.down(state)
-        import shutil
-
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -109,8 +108,6 @@ def compare(
     finally:
         a.close()
         b.close()
-        import shutil
-
         shutil.rmtree(scratch, ignore_errors=True)
     return lines
 

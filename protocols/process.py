@@ -180,6 +180,3 @@ def last_line(text: str) -> str:
     """The last non-empty line of a native client's output, for one-line error messages."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else ""
-
-
-ErrorMapper = Callable[[Completed], WorkbenchError]

@@ -102,15 +102,21 @@ def measure_tcp(
                 "iperf3_bps": _iperf3(host, target.port("iperf3"), direction, duration, window, auth),
             }
     if sweep:
-        points = tcpprobe.window_sweep(host, port, secret, sweep, rtt.ping_median * 1e3, min(duration, 3.0), "download")
-        doc["window_sweep"] = [sweep_point_json(p) for p in points]
+        doc["window_sweep"] = sweep_windows(target, sweep, rtt.ping_median * 1e3, min(duration, 3.0))
     return doc
 
 
-def sweep_point_json(point: Any) -> dict[str, Any]:
-    return {
-        "window_bytes": point.window_bytes,
-        "effective_window_bytes": point.effective_window_bytes,
-        "measured_bps": point.measured_bps,
-        "predicted_bps": point.predicted_bps,
-    }
+def sweep_windows(target: Target, windows: list[int], rtt_ms: float, duration: float) -> list[dict[str, Any]]:
+    """Throughput per clamped receive window (server to client) beside window / RTT, as JSON rows."""
+    points = tcpprobe.window_sweep(
+        target.host, target.port("tcp"), target.credentials.password, windows, rtt_ms, duration, "download"
+    )
+    return [
+        {
+            "window_bytes": p.window_bytes,
+            "effective_window_bytes": p.effective_window_bytes,
+            "measured_bps": p.measured_bps,
+            "predicted_bps": p.predicted_bps,
+        }
+        for p in points
+    ]

@@ -118,7 +118,6 @@ def _run_inside(
     label: str | None,
     console: Console,
 ) -> None:
-    from workbench.baseline import sweep_point_json
     from workbench.config import build_plan
     from workbench.runner import execute
     from workbench.servers import supervisor
@@ -149,7 +148,7 @@ def _run_inside(
             plan = dataclasses.replace(plan, link=link)
             extra: dict[str, Any] = {}
             if req.window_sweep:
-                extra["window_sweep"] = _sweep(plan, req.window_sweep, link, console, sweep_point_json)
+                extra["window_sweep"] = _sweep(plan, req.window_sweep, link, console)
             before = lab.forwarder_stats()
 
             def emulator_notes(run: Any) -> list[str]:
@@ -188,14 +187,10 @@ def _emulator_report(run: Any, before: dict[str, Any], after: dict[str, Any]) ->
     return notes
 
 
-def _sweep(plan: Any, spec: str, link: dict[str, Any], console: Console, to_json: Any) -> list[dict[str, Any]]:
-    from workbench import tcpprobe
+def _sweep(plan: Any, spec: str, link: dict[str, Any], console: Console) -> list[dict[str, Any]]:
+    from workbench.baseline import sweep_windows
     from workbench.sizes import parse_sizes
 
     windows = parse_sizes(spec)
     console.print(f"window sweep: {', '.join(str(w // 1024) + ' KiB' for w in windows)}…")
-    rtt_ms = link.get("rtt_ms") or 1.0
-    points = tcpprobe.window_sweep(
-        plan.target.host, plan.target.port("tcp"), plan.target.credentials.password, windows, rtt_ms, 2.0, "download"
-    )
-    return [to_json(p) for p in points]
+    return sweep_windows(plan.target, windows, link.get("rtt_ms") or 1.0, 2.0)

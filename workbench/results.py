@@ -5,6 +5,7 @@ Every sample keeps its bytes and seconds so anyone can recompute the rates; summ
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -75,10 +76,10 @@ class Result:
 
     @property
     def files_per_s(self) -> float | None:
-        secs = sorted(s.seconds for s in self.good_samples)
+        secs = [s.seconds for s in self.good_samples]
         if not secs or self.files <= 1:
             return None
-        mid = secs[len(secs) // 2] if len(secs) % 2 else (secs[len(secs) // 2 - 1] + secs[len(secs) // 2]) / 2
+        mid = statistics.median(secs)
         return self.files / mid if mid > 0 else None
 
     @property

@@ -54,10 +54,9 @@ def _slug(text: str) -> str:
 class _Copier:
     """Runs the copies of one client and turns them into Samples."""
 
-    def __init__(self, client: Client, control: Control, manifest: Manifest, plan: Plan, scratch: Path) -> None:
-        self.client = client
+    def __init__(self, client: Client, control: Control, plan: Plan, scratch: Path) -> None:
+        self.client = client  # replaced by a fresh session after a failed copy (see _reconnect)
         self.control = control
-        self.manifest = manifest
         self.plan = plan
         self.scratch = scratch
 
@@ -200,15 +199,13 @@ def _measure_rows(
                     save(Result(protocol, name, direction, "-", 0, 0, error=exc.one_line()))
                 client.close()
                 continue
+            copier = _Copier(client, control, plan, scratch)
             try:
-                copier = _Copier(client, control, manifest, plan, scratch)
                 for direction in plan.directions:
                     for file_set in manifest.sets:
-                        row, client = _measure_row(plan, run_id, copier, client, entry, direction, file_set, bar)
-                        copier.client = client
-                        save(row)
+                        save(_measure_row(plan, run_id, copier, entry, direction, file_set, bar))
             finally:
-                client.close()
+                copier.client.close()
     return results
 
 
@@ -216,21 +213,20 @@ def _measure_row(
     plan: Plan,
     run_id: int,
     copier: _Copier,
-    client: Client,
     entry: registry.Entry,
     direction: str,
     file_set: FileSet,
     bar: Progress,
-) -> tuple[Result, Client]:
+) -> Result:
     protocol, name = entry.label.split("/")
     row = Result(protocol, name, direction, file_set.name, file_set.total_bytes, len(file_set.files))
     upload_dir = f"{INCOMING_DIR}/run-{run_id}/{_slug(entry.label)}-{_slug(file_set.name)}"
     try:
         if direction == "upload":
-            client.mkdir(upload_dir)
+            copier.client.mkdir(upload_dir)
     except WorkbenchError as exc:
         row.error = exc.one_line()
-        return row, client
+        return row
     total = plan.warmup + plan.repeat
     task = bar.add_task(f"{entry.label} {direction} {file_set.name}", total=file_set.total_bytes)
     try:
@@ -249,17 +245,16 @@ def _measure_row(
                 row.samples.append(sample)
             if sample.error is not None:
                 row.error = sample.error
-                client = _reconnect(client)
+                copier.client = _reconnect(copier.client)
                 break
     finally:
         bar.remove_task(task)
     with contextlib.suppress(WorkbenchError):
         copier.control.delete(upload_dir)
-    row.details = {
-        **client.details(),
-        "page_cache": client.details().get("page_cache", "server reads from its page cache"),
-    }
-    return row, client
+    details = copier.client.details()
+    details.setdefault("page_cache", "server reads from its page cache")
+    row.details = details
+    return row
 
 
 def _reconnect(client: Client) -> Client:
