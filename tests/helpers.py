@@ -6,7 +6,8 @@ import os
 import socket
 from pathlib import Path
 
-from workbench.servers.base import ManagedServer
+from workbench.credentials import Credentials, generate
+from workbench.servers.base import ManagedServer, ServerContext
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -30,3 +31,16 @@ def ensure_running(server: ManagedServer) -> ManagedServer:
         server.stop()
         server.start()
     return server
+
+
+def loopback_context(base: Path, service: str, creds: Credentials | None = None) -> ServerContext:
+    """Private root and state under `base`, one free loopback port for `service`."""
+    root = base / "root"
+    root.mkdir(parents=True, exist_ok=True)
+    return ServerContext(
+        root=root,
+        bind="127.0.0.1",
+        state_dir=base / "state",
+        credentials=creds or generate(),
+        ports={service: free_port("127.0.0.1")},
+    )

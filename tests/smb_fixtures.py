@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from protocols.base import Client, ClientOptions, Target
-from tests.helpers import ensure_running, free_port
-from workbench.credentials import Credentials, generate
-from workbench.servers.base import ServerContext
+from tests.helpers import ensure_running, loopback_context
+from workbench.credentials import Credentials
 from workbench.servers.smbd import Smbd
 
 HOST = "127.0.0.1"
@@ -22,13 +21,7 @@ class SmbdRunner:
     """Owns one Smbd; `ensure()` (re)starts it so a test that killed it does not break the next one."""
 
     def __init__(self, base: Path) -> None:
-        self.ctx = ServerContext(
-            root=base / "root",
-            bind=HOST,
-            state_dir=base / "state",
-            credentials=generate(),
-            ports={"smb": free_port(HOST)},
-        )
+        self.ctx = loopback_context(base, "smb")
         self.server = Smbd(self.ctx)
 
     def ensure(self) -> Smbd:

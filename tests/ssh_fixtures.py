@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from protocols.base import Target
-from tests.helpers import free_port
-from workbench.credentials import Credentials, generate
-from workbench.servers.base import ManagedServer, ServerContext
+from tests.helpers import loopback_context
+from workbench.credentials import generate
+from workbench.servers.base import ManagedServer
 from workbench.servers.rsyncd import Rsyncd
 from workbench.servers.sshd import Sshd
 
@@ -32,19 +32,11 @@ class Served:
         self.server.stop()
 
 
-def _context(tmp_path: Path, service: str, creds: Credentials) -> ServerContext:
-    root = tmp_path / "served"
-    root.mkdir(exist_ok=True)
-    return ServerContext(
-        root=root, bind=HOST, state_dir=tmp_path / "state", credentials=creds, ports={service: free_port(HOST)}
-    )
-
-
 @pytest.fixture
 def sshd(tmp_path: Path) -> Iterator[Served]:
     if reason := Sshd.unavailable_reason():
         pytest.skip(reason)
-    ctx = _context(tmp_path, "ssh", generate())
+    ctx = loopback_context(tmp_path, "ssh", generate())
     server = Sshd(ctx)
     server.start()
     try:
@@ -62,7 +54,7 @@ def sshd(tmp_path: Path) -> Iterator[Served]:
 def rsyncd(tmp_path: Path) -> Iterator[Served]:
     if reason := Rsyncd.unavailable_reason():
         pytest.skip(reason)
-    ctx = _context(tmp_path, "rsync", generate())
+    ctx = loopback_context(tmp_path, "rsync", generate())
     server = Rsyncd(ctx)
     server.start()
     try:

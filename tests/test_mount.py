@@ -26,11 +26,10 @@ from protocols.mount import CifsClient, CommandRunner, Outcome, SmbfsClient, Ssh
 from protocols.mounts import smb as smb_mount
 from protocols.mounts import sshfs as sshfs_mount
 from tests.contract import ClientContract, Counter
-from tests.helpers import ensure_running, free_port, write_random
-from workbench.credentials import Credentials, generate
+from tests.helpers import ensure_running, free_port, loopback_context, write_random
+from workbench.credentials import Credentials
 from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 from workbench.procs import descendants
-from workbench.servers.base import ServerContext
 from workbench.servers.sshd import Sshd
 
 HOST = "127.0.0.1"
@@ -45,14 +44,7 @@ class SshdRunner:
 
     def __init__(self, base: Path) -> None:
         self.base = base
-        self.ctx = ServerContext(
-            root=base / "root",
-            bind=HOST,
-            state_dir=base / "state",
-            credentials=generate(),
-            ports={"ssh": free_port(HOST)},
-        )
-        self.ctx.root.mkdir(parents=True, exist_ok=True)
+        self.ctx = loopback_context(base, "ssh")
         self.server = Sshd(self.ctx)
 
     def ensure(self) -> Sshd:
