@@ -38,6 +38,11 @@ def _forwarders_of(owner: int) -> list[int]:
     return [pid for pid, own in lab_link._forwarder_pids().items() if own == owner]
 
 
+def _pm_qos_latency() -> int:
+    with open(lab_link.PM_QOS_DEVICE, "rb") as dev:
+        return int.from_bytes(dev.read(4), sys.byteorder, signed=True)
+
+
 def _assert_gone(client_ns: str, server_ns: str, owner: int) -> None:
     assert not netns.exists(client_ns) and not netns.exists(server_ns)
     deadline = time.monotonic() + 3
@@ -107,7 +112,12 @@ def test_up_and_down_leaves_nothing() -> None:
         assert info["cc"] == netns.read_sysctl(lab.client_ns, "net.ipv4.tcp_congestion_control")
         assert netns.read_sysctl(lab.client_ns, "net.ipv4.tcp_wmem").split()[-1] == str(lab_link.TCP_MEM_MAX)
         names = (lab.client_ns, lab.server_ns)
+        awake = info["cores_awake"]
+        if awake:
+            assert _pm_qos_latency() == 0
     _assert_gone(*names, os.getpid())
+    if awake:
+        assert _pm_qos_latency() != 0  # the lab's PM QoS request went with it
     # the root namespace keeps its own buffer limits
     assert Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[-1] != str(lab_link.TCP_MEM_MAX)
 
@@ -124,32 +134,36 @@ def test_keyboard_interrupt_tears_down() -> None:
 @pytest.mark.lab
 @needs_lab
 @pytest.mark.parametrize("preset", ["wifi-ac", "gige"])
-def test_idle_rtt_has_the_delay_line_and_says_when_off(preset: str) -> None:
+def test_idle_rtt_within_0_3_ms_of_target(preset: str) -> None:
     spec = PRESETS[preset]
     with Lab(spec) as lab:
         assert_lab_rtt_honest(lab.describe()["rtt_ms"], spec.rtt_ms, lab.notes)
-        again = lab.measure_idle_rtt(20)  # a fresh measurement, not the calibration's
-        assert again >= spec.rtt_ms - 0.3, f"idle RTT {again:.3f} ms for {spec.rtt_ms} ms: the line was trimmed too far"
+        # fresh measurements, not the calibration's; CPU contention only ever adds delay, so the quietest round
+        # of three is the link's own RTT (held within ±0.08 ms here with both cores spinning in a neighbour)
+        rounds = [lab.measure_idle_rtt(10) for _ in range(3)]
+        assert abs(min(rounds) - spec.rtt_ms) <= 0.3, f"idle RTT {rounds} ms for {spec.rtt_ms} ms"
         if spec.rtt_ms >= 1:
             # the delay is the line's, not the path's: a link with no line is far faster
             lab._ask("delay 0")
-            assert lab.measure_idle_rtt(20) < again - 0.5 * spec.rtt_ms
+            assert lab.measure_idle_rtt(20) < min(rounds) - 0.5 * spec.rtt_ms
 
 
 @pytest.mark.lab
 @needs_lab
 @pytest.mark.parametrize("rate", [100_000_000, 533_000_000])
-def test_goodput_never_over_the_rate(rate: int) -> None:
-    # how close it comes (within 5 % on a quiet machine) is bench/bench_lab_link.py's: a neighbour's CPU load
-    # on this 2-core VM lowers it, so a test holds only what load cannot change: the rate is a hard cap
+def test_goodput_within_5_percent(rate: int) -> None:
     expected = expected_goodput_bps(rate, 1500)
     with Lab(LinkSpec(rate_bps=rate, rtt_ms=2.8)) as lab:
-        got = lab.measure_goodput(seconds=2.5, warmup=1.0)
+        got = [lab.measure_goodput(seconds=2.5, warmup=1.0)]
+        # a neighbour's CPU load can only lower goodput, never raise it: one retry, and never over the rate
+        if got[0] < 0.95 * expected:
+            got.append(lab.measure_goodput(seconds=2.5, warmup=1.0))
         stats = lab.forwarder_stats()
     assert stats["packets"] > 1000 and stats["bytes"] > rate / 8
     assert stats["cpu_seconds"] > 0
-    assert got <= 1.05 * expected, f"{got / 1e6:.1f} Mbit/s, over the {expected / 1e6:.1f} the rate allows"
-    assert got >= 0.5 * expected, f"{got / 1e6:.1f} Mbit/s for {expected / 1e6:.1f}: the link is not shaping right"
+    shown = f"{[round(g / 1e6, 1) for g in got]} Mbit/s for {expected / 1e6:.1f}"
+    assert all(g <= 1.05 * expected for g in got), f"{shown}: over the rate"
+    assert abs(max(got) / expected - 1) <= 0.05, shown
 
 
 @pytest.mark.lab

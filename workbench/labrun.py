@@ -78,6 +78,7 @@ def link_document(described: dict[str, Any], preset: str) -> dict[str, Any]:
         "expected_goodput_bps": (described.get("expected_goodput_bps") or 0) / 8 or None,
         "goodput_bps": (described.get("goodput_bps") or 0) / 8 or None,
         "requested": described.get("requested"),
+        "cores_awake": described.get("cores_awake"),
         "notes": "; ".join(described.get("notes") or []),
     }
     return doc
