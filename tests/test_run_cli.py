@@ -19,9 +19,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def workbench(
-    *args: str, home: Path, env: dict[str, str] | None = None, timeout: float = 240
+    *args: str, home: Path, env: dict[str, str] | None = None, timeout: float = 240, columns: int | None = 220
 ) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "WORKBENCH_HOME": str(home), "COLUMNS": "220", **(env or {})}
+    full_env = {**os.environ, "WORKBENCH_HOME": str(home), **(env or {})}
+    full_env.pop("COLUMNS", None)
+    if columns is not None:
+        full_env["COLUMNS"] = str(columns)
     full_env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), full_env.get("PYTHONPATH")) if x)
     if "WORKBENCH_PASSWORD" not in (env or {}):
         full_env.pop("WORKBENCH_PASSWORD", None)  # a developer's own setting must not leak into the test
@@ -92,6 +95,10 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
 
     report = workbench("report", str(doc["run"]["id"]), home=tmp_path / "home")
     assert report.returncode == 0 and "ftp/ftplib" in report.stdout
+    # piped with no COLUMNS (a log file, `| tee`): each row stays on one line instead of folding into 80 columns
+    piped = workbench("report", str(doc["run"]["id"]), home=tmp_path / "home", columns=None)
+    row_lines = [ln for ln in piped.stdout.splitlines() if "ftp/ftplib" in ln]
+    assert len(row_lines) == 6 and all(" ok " in ln for ln in row_lines), piped.stdout
     history = workbench("history", home=tmp_path / "home")
     assert history.returncode == 0 and str(doc["run"]["id"]) in history.stdout
     compare = workbench("compare", str(doc["run"]["id"]), str(doc["run"]["id"]), home=tmp_path / "home")

@@ -31,8 +31,20 @@ servers_app = typer.Typer(
 app.add_typer(files_app, name="files")
 app.add_typer(servers_app, name="servers")
 
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+# Piped into a file or `tee`, rich would fold the summary table into 80 columns, a word per line; a log
+# reads better wide. A terminal, or COLUMNS set by the user, keeps its own width.
+PIPED_WIDTH = 200
+
+
+def _console(stderr: bool) -> Console:
+    # the stream is looked up at each write (not bound here), so a test runner's capture still sees it
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, highlight=False, width=PIPED_WIDTH if piped else None)
+
+
+err = _console(stderr=True)
+out = _console(stderr=False)
 
 _DEBUG = {"on": False}
 
