@@ -136,6 +136,14 @@ class Client(ABC):
         """Create a remote directory and its parents (idempotent)."""
         raise NotImplementedError
 
+    def helper_cpu_seconds(self) -> float:
+        """CPU seconds so far of processes that work for this client but outlive a copy (a FUSE daemon).
+
+        The runner counts its own CPU and its reaped children's; a daemon is never reaped during a copy,
+        so a client that has one reports it here and the row's client CPU includes it.
+        """
+        return 0.0
+
     def close(self) -> None:
         """Close the session; must be safe to call twice and after a failed connect."""
 

@@ -27,9 +27,9 @@ from protocols.mounts import smb as smb_mount
 from protocols.mounts import sshfs as sshfs_mount
 from tests.contract import ClientContract, Counter
 from tests.helpers import ensure_running, free_port, loopback_context, write_random
+from workbench import procs
 from workbench.credentials import Credentials
 from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
-from workbench.procs import descendants
 from workbench.servers.sshd import Sshd
 
 HOST = "127.0.0.1"
@@ -179,10 +179,14 @@ def test_sshfs_repeated_downloads_cross_the_network(sshd, sshd_runner: SshdRunne
     write_random(sshd.ctx.root / "files" / "cache.bin", size)
     with sshd_runner.client() as client:
         ssh = _ssh_client_pid(sshd_runner.ctx.ports["ssh"])
+        # the daemon serving the mount and its ssh, whose CPU the row's client CPU includes
+        assert procs.with_argument(str(client.mountpoint)) and ssh in procs.in_session(client._mount_session or -1)
+        cpu_before = client.helper_cpu_seconds()
         for _ in range(2):  # the second read would come from the page cache if it were kept
             before = _bytes_read(ssh)
             client.download("files/cache.bin", tmp_path / "cache.bin", Counter())
             assert _bytes_read(ssh) - before >= size
+        assert client.helper_cpu_seconds() > cpu_before  # 16 MiB decrypted and relayed is not free
 
 
 def test_sshfs_server_stopped_mid_upload_fails_cleanly(sshd, sshd_runner: SshdRunner, tmp_path: Path) -> None:
@@ -204,7 +208,7 @@ def test_sshfs_hung_server_fails_within_the_timeout(sshd, sshd_runner: SshdRunne
 
     def freeze_once(n: int) -> None:
         if not sessions:  # the server stops answering but keeps the TCP connection open
-            sessions.extend(descendants(sshd.proc.pid))
+            sessions.extend(procs.descendants(sshd.proc.pid))
             for pid in sessions:
                 os.kill(pid, signal.SIGSTOP)
 

@@ -9,7 +9,7 @@ Routes (all behind HTTP Basic auth, all confined to the served root):
   POST /ctl/delete?path=P      remove a file or tree under incoming/ only
   POST /ctl/files              generate test files server-side: {"sizes", "small", "profile", "seed"}
   GET  /ctl/info               host metadata (kernel, TCP settings, versions)
-  GET  /ctl/cpu                CPU seconds of this process and the supervised servers' process groups
+  GET  /ctl/cpu                CPU seconds of this process, the supervised servers' groups and all their descendants
   GET  /ctl/iperf3-key         the public RSA key of serve's authenticated iperf3 server
 """
 
@@ -165,7 +165,7 @@ async def ctl_iperf3_key(request: web.Request) -> web.Response:
 
 async def ctl_cpu(request: web.Request) -> web.Response:
     pgids = {os.getpgid(0), *request.app[PGIDS_KEY]()}
-    seconds = await asyncio.get_running_loop().run_in_executor(None, hostinfo.process_group_cpu, pgids)
+    seconds = await asyncio.get_running_loop().run_in_executor(None, hostinfo.process_tree_cpu, pgids)
     return web.json_response({"cpu_s": seconds, "pgids": sorted(pgids)})
 
 

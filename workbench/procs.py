@@ -1,9 +1,9 @@
-"""Process facts read from /proc: is a pid alive, and which processes run below it."""
+"""Process facts read from /proc: is a pid alive, which processes run below it, what CPU they used."""
 
 from __future__ import annotations
 
-import contextlib
 import os
+from collections.abc import Iterable
 
 
 def pid_alive(pid: int) -> bool:
@@ -14,28 +14,87 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:
-        if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
+    fields = stat_fields(pid)
+    return not (fields and fields[0] == "Z")
+
+
+def stat_fields(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat after the command name, so fields[i] is proc(5) field i + 3; None if gone.
+
+    fields[0] state, [1] ppid, [2] pgrp, [3] session, [11:15] utime, stime, cutime, cstime.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def snapshot() -> dict[int, list[str]]:
+    """The stat fields of every process now."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = stat_fields(entry)
+            if fields:
+                found[int(entry)] = fields
+    return found
+
+
+def tree(roots: Iterable[int], snap: dict[int, list[str]]) -> list[int]:
+    """The roots (those still running) and every process below them, each once, parents first."""
+    children: dict[int, list[int]] = {}
+    for pid, fields in snap.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    found: list[int] = []
+    seen: set[int] = set()
+    todo = [pid for pid in roots if pid in snap]
+    while todo:
+        pid = todo.pop(0)
+        if pid not in seen:
+            seen.add(pid)
+            found.append(pid)
+            todo.extend(children.get(pid, []))
+    return found
 
 
 def descendants(pid: int) -> list[int]:
     """Every process below pid (children first found, then theirs)."""
-    children: dict[int, list[int]] = {}
+    return [p for p in tree([pid], snapshot()) if p != pid]
+
+
+def in_session(sid: int, snap: dict[int, list[str]] | None = None) -> list[int]:
+    """Processes of session `sid`, including its leader if it still runs."""
+    return [pid for pid, fields in (snap or snapshot()).items() if int(fields[3]) == sid]
+
+
+def cpu_ticks(fields: list[str]) -> int:
+    """utime + stime + cutime + cstime: the process and the children it reaped."""
+    return sum(int(x) for x in fields[11:15])
+
+
+def cpu_seconds(pids: Iterable[int], snap: dict[int, list[str]] | None = None) -> float:
+    """CPU seconds the given processes (and the children they reaped) have used; gone ones count 0.
+
+    A live child's CPU is not yet in its parent's cutime, so a process and its children never count twice.
+    """
+    snap = snap if snap is not None else snapshot()
+    return sum(cpu_ticks(snap[pid]) for pid in set(pids) if pid in snap) / os.sysconf("SC_CLK_TCK")
+
+
+def with_argument(argument: str) -> list[int]:
+    """Processes (other than this one) that were started with `argument` as one of their arguments."""
+    found = []
+    wanted = argument.encode()
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                args = fh.read().split(b"\0")
+        except OSError:
             continue
-        children.setdefault(ppid, []).append(int(entry))
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
+        if wanted in args[1:]:
+            found.append(int(entry))
     return found

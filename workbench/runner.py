@@ -71,7 +71,8 @@ class _Copier:
         jobs = self._jobs(file_set, direction, upload_dir)
         meter = CopyMeter(on_tick=progress_hook)
         server_cpu0 = self.control.cpu_seconds()
-        cpu0 = _cpu_now()
+        # the helper's CPU is read first here and last below, so the /proc scans stay out of the figure
+        cpu0 = self.client.helper_cpu_seconds() + _cpu_now()
         meter.start()
         t0 = time.perf_counter()
         error: str | None = None
@@ -92,7 +93,7 @@ class _Copier:
             error = from_os_error(exc, f"{direction} over {self.client.label}").one_line()
         seconds = time.perf_counter() - t0
         intervals = meter.stop()
-        cpu = _cpu_now() - cpu0
+        cpu = max(0.0, _cpu_now() + self.client.helper_cpu_seconds() - cpu0)  # 0 if the helper died
         server_cpu1 = self.control.cpu_seconds()
         server_cpu = server_cpu1 - server_cpu0 if server_cpu0 is not None and server_cpu1 is not None else None
         moved = file_set.total_bytes if error is None else meter.total

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from protocols.base import Client, ClientOptions, Progress, Target
 from protocols.mounts.runner import CommandRunner, Outcome
+from workbench import procs
 from workbench.errors import (
     AuthError,
     DiskError,
@@ -62,6 +63,7 @@ class MountClient(Client):
         self.runner = runner or CommandRunner()
         self.mountpoint: Path | None = None
         self._mounted = False
+        self._mount_session: int | None = None
 
     # --- what a subclass provides -------------------------------------------------------------
 
@@ -79,6 +81,18 @@ class MountClient(Client):
 
     def _cleanup(self) -> None:
         """Remove per-mount secrets or state (credential files); called on every close."""
+
+    def helper_cpu_seconds(self) -> float:
+        # A user-space file system runs on after its mount command: sshfs forks a daemon (in a session of
+        # its own, the mount point among its arguments) and leaves its ssh in the mount command's session.
+        # A kernel file system (cifs, smbfs, afpfs) leaves no process: its work is the copier's system time.
+        if self.mountpoint is None or not self._mounted or not os.path.isdir("/proc"):
+            return 0.0
+        snap = procs.snapshot()
+        roots = procs.with_argument(str(self.mountpoint))
+        if self._mount_session:
+            roots += procs.in_session(self._mount_session, snap)
+        return procs.cpu_seconds(procs.tree(roots, snap), snap)
 
     # --- session ------------------------------------------------------------------------------
 
@@ -98,6 +112,7 @@ class MountClient(Client):
             if not outcome.ok:
                 raise self._failure(outcome)
             self._mounted = True
+            self._mount_session = outcome.session
         except BaseException:
             # unmount even on failure: a mount that timed out may still have succeeded late
             self.close()

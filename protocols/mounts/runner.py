@@ -32,6 +32,7 @@ class Outcome:
     returncode: int | None
     output: str = ""
     reprompted: bool = False  # asked for the password again: the one we typed was refused
+    session: int | None = None  # the session the command led: what it leaves running (sshfs's ssh) stays in it
 
     @property
     def ok(self) -> bool:
@@ -79,7 +80,7 @@ class CommandRunner:
                 returncode = None
             out.seek(0)
             text = out.read().decode(errors="replace")
-        return Outcome(returncode, _redact(text, stdin_text))
+        return Outcome(returncode, _redact(text, stdin_text), session=proc.pid)
 
     def run_with_prompt(self, argv: Sequence[str], *, timeout: float, answer: str) -> Outcome:
         """Run argv on a pseudo-terminal and type `answer` at its first password prompt (once only)."""
@@ -119,7 +120,7 @@ class CommandRunner:
         finally:
             os.close(master)
         text = b"".join(chunks).decode(errors="replace")
-        return Outcome(None if reprompted else returncode, _redact(text, answer), reprompted)
+        return Outcome(None if reprompted else returncode, _redact(text, answer), reprompted, session=pid)
 
 
 def _reap(pid: int, deadline: float) -> int | None:
