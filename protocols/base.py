@@ -136,6 +136,10 @@ class Client(ABC):
         """Create a remote directory and its parents (idempotent)."""
         raise NotImplementedError
 
+    def row_details(self, direction: str) -> dict[str, Any]:
+        """details() as they apply to one direction: a mount's reads are paced by the kernel, its writes not."""
+        return self.details()
+
     def helper_cpu_seconds(self) -> float:
         """CPU seconds so far of processes that work for this client but outlive a copy (a FUSE daemon).
 

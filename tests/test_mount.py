@@ -25,6 +25,7 @@ from protocols.base import ClientOptions, Target
 from protocols.mount import CifsClient, CommandRunner, Outcome, SmbfsClient, SshfsClient
 from protocols.mounts import smb as smb_mount
 from protocols.mounts import sshfs as sshfs_mount
+from protocols.mounts.base import readahead_bytes
 from tests.contract import ClientContract, Counter
 from tests.helpers import ensure_running, free_port, loopback_context, write_random
 from workbench import procs
@@ -133,6 +134,12 @@ def test_sshfs_mounts_privately_and_leaves_nothing_behind(sshd, sshd_runner: Ssh
         info = client.details()
         assert info["cipher"] == "aes128-gcm@openssh.com" and "sshfs" in info["page_cache"]
         assert info["timed_includes_setup"] is False and info["request_bytes"] == 32 * 1024
+        # reads are paced by the mount's readahead window, read from the kernel for this very mount
+        readahead = readahead_bytes(mountpoint)
+        assert readahead and readahead % 4096 == 0
+        down, up = client.row_details("download"), client.row_details("upload")
+        assert down["readahead_bytes"] == readahead and down["requests_in_flight"] == readahead // (32 * 1024)
+        assert "readahead_bytes" not in up and up["requests_in_flight"] == 8
     finally:
         client.close()
         client.close()  # twice is fine

@@ -55,6 +55,8 @@ def _note(row: Result, rtt_ms: float | None = None) -> str:
     inflight = row.details.get("requests_in_flight")
     if req and inflight:
         notes.append(f"{req // 1024} KiB × {inflight} in flight")
+    if row.details.get("readahead_bytes"):
+        notes.append(f"readahead {row.details['readahead_bytes'] // 1024} KiB")
     if row.details.get("cipher"):
         notes.append(str(row.details["cipher"]))
     if row.details.get("mount") and row.details.get("page_cache"):

@@ -252,7 +252,7 @@ def _measure_row(
         bar.remove_task(task)
     with contextlib.suppress(WorkbenchError):
         copier.control.delete(upload_dir)
-    details = copier.client.details()
+    details = copier.client.row_details(direction)
     details.setdefault("page_cache", "server reads from its page cache")
     row.details = details
     return row

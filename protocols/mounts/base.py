@@ -255,6 +255,16 @@ class MountClient(Client):
         return WorkbenchError(f"{what} {remote} through the {where} failed: {exc.strerror or exc}")
 
 
+def readahead_bytes(path: Path) -> int | None:
+    """The kernel's readahead window for the file system mounted at `path` (Linux; None elsewhere)."""
+    try:
+        dev = os.stat(path).st_dev
+        kib = int(Path(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb").read_text())
+    except (OSError, ValueError):
+        return None
+    return kib * 1024 or None
+
+
 def _pump(src: io.FileIO, dst: io.FileIO, progress: Progress, block_size: int, read_error, write_error) -> int:
     """Copy src to dst in block_size pieces, reporting each piece once written; OSErrors go through the mappers."""
     buf = memoryview(bytearray(max(block_size, 64 * 1024)))
