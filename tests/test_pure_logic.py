@@ -254,3 +254,43 @@ def test_explain_fills_share_of_tcp_and_the_binding_ceiling() -> None:
     assert streamed.bound == "link"  # rsync streams a set: no per-file round trip to blame
     assert busy.bound == "cpu"
     assert notes and "CPU-bound" in notes[0]
+
+
+def test_fixed_cost_fit_separates_session_start_from_streaming() -> None:
+    from workbench import fixedcost
+
+    mib = 1 << 20
+    # 0.49 s per copy plus 58 MB/s, as OpenSSH sftp on the wifi-ac lab, with a little noise
+    points = [(16 * mib, 0.49 + 16 * mib / 58e6 + d) for d in (0.01, -0.01)]
+    points += [(128 * mib, 0.49 + 128 * mib / 58e6 + d) for d in (0.02, -0.02)]
+    cost = fixedcost.fit(points)
+    assert cost is not None and cost.sizes == (16 * mib, 128 * mib)
+    assert cost.fixed_s == pytest.approx(0.49, abs=0.01)
+    assert cost.streaming_bps == pytest.approx(58e6, rel=0.01)
+    assert cost.share_of(16 * mib) == pytest.approx(0.49 / (0.49 + 16 * mib / 58e6), rel=0.02)
+    # nothing to claim: one size, sizes too close, a fixed part lost in noise, or a negative one
+    assert fixedcost.fit([(16 * mib, 0.8), (16 * mib, 0.81)]) is None
+    assert fixedcost.fit([(16 * mib, 0.8), (24 * mib, 1.0)]) is None
+    assert fixedcost.fit([(16 * mib, 16 * mib / 60e6 + 0.005), (128 * mib, 128 * mib / 60e6)]) is None
+    assert fixedcost.fit([(16 * mib, 0.2), (128 * mib, 2.5)]) is None
+
+
+def test_explain_notes_the_fixed_cost_of_per_copy_clients() -> None:
+    from workbench.explain import _fixed_cost_notes
+    from workbench.report import _note
+
+    mib = 1 << 20
+
+    def row(size: int, name: str, seconds: float) -> Result:
+        r = Result("sftp", "openssh", "upload", name, size, 1, samples=[Sample(bytes=size, seconds=seconds)])
+        r.details = {"timed_includes_setup": True}
+        return r
+
+    small, large = row(16 * mib, "16M", 0.773), row(128 * mib, "128M", 2.779)
+    streaming = Result("http", "aiohttp", "upload", "16M", 16 * mib, 1, samples=[Sample(bytes=16 * mib, seconds=0.27)])
+    notes = _fixed_cost_notes([small, large, streaming])
+    assert len(notes) == 1 and notes[0].startswith("sftp/openssh upload: ≈48")
+    assert small.details["fixed_cost_s"] == large.details["fixed_cost_s"] == pytest.approx(0.486, abs=0.01)
+    assert large.details["streaming_bps"] == pytest.approx(58.5e6, rel=0.01)
+    assert "fixed_cost_s" not in streaming.details  # one size: nothing to fit
+    assert "incl. session setup ≈48" in _note(small, 2.8)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import statistics
 
+from workbench import fixedcost
 from workbench.ceiling import Bound, binding_bound, bounds_from_details, format_bound, format_bytes, format_ms
 from workbench.plan import Plan
 from workbench.results import Result, Run
@@ -81,7 +82,30 @@ def explain_rows(run: Run, plan: Plan) -> list[str]:
         )
     elif cpu_rows:
         notes.append(f"{cpu_rows} row(s) were CPU-bound: a process sat near a full core, not the network")
+    notes.extend(_fixed_cost_notes(run.results))
     stalled = [f"{r.label} {r.direction} {r.file_set}" for r in run.results if r.stall_count]
     if stalled:
         notes.append(f"stalls (100 ms intervals with almost no progress mid-copy) in: {', '.join(stalled)}")
+    return notes
+
+
+def _fixed_cost_notes(rows: list[Result]) -> list[str]:
+    """Per client and direction, the fixed cost every copy pays, fitted over its single-file rows."""
+    groups: dict[tuple[str, str], list[Result]] = {}
+    for row in rows:
+        if row.files == 1 and row.good_samples:
+            groups.setdefault((row.label, row.direction), []).append(row)
+    notes = []
+    for (label, direction), group in groups.items():
+        cost = fixedcost.fit([(s.bytes, s.seconds) for row in group for s in row.good_samples])
+        if cost is None:
+            continue
+        for row in group:
+            row.details["fixed_cost_s"] = round(cost.fixed_s, 4)
+            row.details["streaming_bps"] = round(cost.streaming_bps)
+        smallest = min(group, key=lambda r: r.bytes)
+        notes.append(
+            f"{label} {direction}: ≈{format_ms(cost.fixed_s)} fixed per copy, {cost.streaming_bps / 1e6:.1f} MB/s "
+            f"once streaming ({cost.share_of(smallest.bytes):.0%} of a {smallest.file_set} copy is the fixed part)"
+        )
     return notes

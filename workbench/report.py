@@ -49,8 +49,11 @@ def _note(row: Result, rtt_ms: float | None = None) -> str:
         notes.append(f"≈{1000 / row.files_per_s / rtt_ms:.0f} RTT per file")
     if row.stall_count:
         notes.append(f"{row.stall_count} stall(s), {row.stall_seconds:.1f} s")
+    fixed = row.details.get("fixed_cost_s")
     if row.details.get("timed_includes_setup"):
-        notes.append("incl. session setup")
+        notes.append(f"incl. session setup ≈{fixed * 1000:.0f} ms" if fixed else "incl. session setup")
+    elif fixed:
+        notes.append(f"≈{fixed * 1000:.0f} ms fixed per copy")
     req = row.details.get("request_bytes")
     inflight = row.details.get("requests_in_flight")
     if req and inflight:
