@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 from collections.abc import Iterable
 
@@ -49,9 +50,9 @@ def tree(roots: Iterable[int], snap: dict[int, list[str]]) -> list[int]:
         children.setdefault(int(fields[1]), []).append(pid)
     found: list[int] = []
     seen: set[int] = set()
-    todo = [pid for pid in roots if pid in snap]
+    todo = collections.deque(pid for pid in roots if pid in snap)
     while todo:
-        pid = todo.pop(0)
+        pid = todo.popleft()
         if pid not in seen:
             seen.add(pid)
             found.append(pid)
@@ -66,7 +67,8 @@ def descendants(pid: int) -> list[int]:
 
 def in_session(sid: int, snap: dict[int, list[str]] | None = None) -> list[int]:
     """Processes of session `sid`, including its leader if it still runs."""
-    return [pid for pid, fields in (snap or snapshot()).items() if int(fields[3]) == sid]
+    snap = snap if snap is not None else snapshot()
+    return [pid for pid, fields in snap.items() if int(fields[3]) == sid]
 
 
 def cpu_ticks(fields: list[str]) -> int:

@@ -142,8 +142,10 @@ class SshfsClient(MountClient):
 
     def row_details(self, direction: str) -> dict[str, Any]:
         info = self.details()
-        readahead = readahead_bytes(self.mountpoint) if self.mountpoint is not None else None
-        if direction == "download" and readahead:
+        if direction != "download" or self.mountpoint is None:
+            return info
+        readahead = readahead_bytes(self.mountpoint)
+        if readahead:
             # A sequential read has only the kernel's readahead window in flight: 128 KiB (4 READs) by
             # default, which held a 2.8 ms lab link to 40-43 MB/s of 63, as 128 KiB / 2.8 ms predicts.
             # Raising /sys/class/bdi/<dev>/read_ahead_kb on the client lifts it.
