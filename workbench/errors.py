@@ -21,7 +21,9 @@ class ExitCode(IntEnum):
     NOT_FOUND = 5  # missing file, directory or server binary
     DISK = 6  # disk full or not writable
     UNAVAILABLE = 7  # the platform cannot do it (no namespaces, mount_afp on Linux)
-    INTERRUPTED = 130
+    ROWS_FAILED = 8  # run/lab finished, but one or more rows failed or did not verify (all rows are saved)
+    INTERRUPTED = 130  # Ctrl-C (SIGINT): finished rows are saved, everything started is torn down
+    TERMINATED = 143  # SIGTERM, handled like Ctrl-C
 
 
 class WorkbenchError(Exception):
