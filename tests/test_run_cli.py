@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import free_port
-from tests.serve_fixtures import ServeRunner, serve_runner, served  # noqa: F401
+from tests.serve_fixtures import ServeRunner
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,7 +51,7 @@ def assert_clean_error(proc: subprocess.CompletedProcess, code: int, *needles: s
         assert needle in lines[0], lines[0]
 
 
-def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: Path) -> None:  # noqa: F811
+def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: Path) -> None:
     doc_path = tmp_path / "run.json"
     proc = workbench(
         "run",
@@ -105,7 +105,7 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
     assert compare.returncode == 0 and "1.00" in compare.stdout
 
 
-def test_wrong_password_is_one_line(served: ServeRunner, tmp_path: Path) -> None:  # noqa: F811
+def test_wrong_password_is_one_line(served: ServeRunner, tmp_path: Path) -> None:
     creds = json.loads((served.ctx.state_dir / "credentials.json").read_text())
     creds["password"] = "wrong"
     bad = tmp_path / "bad.json"
@@ -167,7 +167,7 @@ def test_disk_full_is_one_line(tmp_path: Path) -> None:
         subprocess.run(["umount", str(small)], check=True)
 
 
-def test_tcp_command_reports_both_directions_and_a_window_sweep(served: ServeRunner, tmp_path: Path) -> None:  # noqa: F811
+def test_tcp_command_reports_both_directions_and_a_window_sweep(served: ServeRunner, tmp_path: Path) -> None:
     port = str(served.ctx.ports["tcp"])
     creds = str(served.ctx.state_dir / "credentials.json")
     proc = workbench(
@@ -222,7 +222,7 @@ def stat_mode(path: Path) -> int:
 
 
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed")
-def test_serves_iperf3_only_to_authenticated_clients(served: ServeRunner) -> None:  # noqa: F811
+def test_serves_iperf3_only_to_authenticated_clients(served: ServeRunner) -> None:
     from workbench.errors import NetworkError
     from workbench.iperf import run_iperf3
 
