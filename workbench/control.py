@@ -6,7 +6,10 @@ Plain urllib (blocking, tiny requests); the password goes in an Authorization he
 from __future__ import annotations
 
 import base64
+import functools
+import http.client
 import json
+import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -15,18 +18,61 @@ from typing import Any
 from protocols.base import Target, url_host
 from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
+# Deadlines (issue 8, "nothing hangs"). A reachable host answers a TCP connect in milliseconds, so a few
+# seconds separate "unreachable" from "slow"; every call then waits at most CALL_TIMEOUT_S per read.
+CONNECT_TIMEOUT_S = 5.0
+CALL_TIMEOUT_S = 30.0
+# /ctl/files writes the test files before it answers: several GiB on a slow far disk (an SD card, a NAS on
+# USB 2) legitimately take minutes, so that one call's deadline grows with the bytes asked for, assuming
+# the far host writes at least this fast (first-touch tmpfs here is ~370 MB/s, a USB 2 disk ~30 MB/s).
+SLOWEST_GENERATE_BYTES_PER_S = 10_000_000
+# /ctl/hash reads the uploaded file once (xxh3 runs at GB/s; the far disk is the bound).
+SLOWEST_HASH_BYTES_PER_S = 20_000_000
+
+
+class _DeadlineConnection(http.client.HTTPConnection):
+    """An HTTP connection whose connect has its own, short deadline (urllib uses one timeout for both)."""
+
+    def __init__(self, *args: object, connect_timeout_s: float = CONNECT_TIMEOUT_S, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.connect_timeout_s = connect_timeout_s
+
+    def connect(self) -> None:
+        limit = self.connect_timeout_s if self.timeout is None else min(self.connect_timeout_s, self.timeout)
+        self.sock = socket.create_connection((self.host, self.port), limit, self.source_address)
+        self.sock.settimeout(self.timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _DeadlineHandler(urllib.request.HTTPHandler):
+    def __init__(self, connect_timeout_s: float) -> None:
+        super().__init__()
+        self.connect_timeout_s = connect_timeout_s
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_DeadlineConnection, connect_timeout_s=self.connect_timeout_s), req)
+
 
 class Control:
-    def __init__(self, target: Target, timeout: float = 600.0) -> None:
+    def __init__(
+        self, target: Target, timeout: float = CALL_TIMEOUT_S, connect_timeout: float = CONNECT_TIMEOUT_S
+    ) -> None:
         self.target = target
         self.base = f"http://{url_host(target.host)}:{target.port('http')}/ctl/"
         token = base64.b64encode(f"{target.credentials.user}:{target.credentials.password}".encode()).decode()
         self._auth = f"Basic {token}"
-        self.timeout = timeout
+        self.timeout = min(timeout, CALL_TIMEOUT_S)
+        self._opener = urllib.request.build_opener(_DeadlineHandler(connect_timeout))
         self._where = (target.host, target.port("http"))
 
     def _call(
-        self, method: str, name: str, params: dict[str, str] | None = None, body: Any = None, raw: bool = False
+        self,
+        method: str,
+        name: str,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        raw: bool = False,
+        timeout: float | None = None,
     ) -> Any:
         url = self.base + name + ("?" + urllib.parse.urlencode(params) if params else "")
         data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
@@ -34,7 +80,7 @@ class Control:
         request.add_header("Authorization", self._auth)
         request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with self._opener.open(request, timeout=timeout or self.timeout) as response:
                 data = response.read()
                 return data if raw else json.loads(data or b"null")
         except urllib.error.HTTPError as exc:
@@ -59,14 +105,20 @@ class Control:
     def mkdir(self, path: str) -> None:
         self._call("POST", "mkdir", {"path": path})
 
-    def hash(self, path: str) -> dict[str, Any]:
-        return self._call("GET", "hash", {"path": path})
+    def hash(self, path: str, size_bytes: int = 0) -> dict[str, Any]:
+        return self._call("GET", "hash", {"path": path}, timeout=self.timeout + size_bytes / SLOWEST_HASH_BYTES_PER_S)
 
     def delete(self, path: str) -> None:
         self._call("POST", "delete", {"path": path})
 
     def make_files(self, sizes: list[int], small: list[tuple[int, int]], profile: str, seed: int) -> dict[str, Any]:
-        return self._call("POST", "files", body={"sizes": sizes, "small": small, "profile": profile, "seed": seed})
+        total_bytes = sum(sizes) + sum(count * size for count, size in small)
+        return self._call(
+            "POST",
+            "files",
+            body={"sizes": sizes, "small": small, "profile": profile, "seed": seed},
+            timeout=self.timeout + total_bytes / SLOWEST_GENERATE_BYTES_PER_S,
+        )
 
     def info(self) -> dict[str, Any]:
         return self._call("GET", "info")
