@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from workbench import paths
-from workbench.errors import ExitCode, WorkbenchError, from_os_error
+from workbench.errors import ExitCode, Terminated, WorkbenchError, from_os_error
+
+if TYPE_CHECKING:
+    from workbench.results import Run
 
 app = typer.Typer(
     add_completion=False,
@@ -49,6 +53,14 @@ out = _console(stderr=False)
 _DEBUG = {"on": False}
 
 DbOpt = Annotated[Path | None, typer.Option("--db", help="Results database (default: the user's data dir).")]
+StallOpt = Annotated[
+    float,
+    typer.Option(
+        "--stall-timeout",
+        min=1.0,
+        help="Seconds without progress after which a copy (or a control call) fails its row; the run goes on.",
+    ),
+]
 CredOpt = Annotated[
     Path | None,
     typer.Option("--credentials", help="Credentials file written by the server (else $WORKBENCH_PASSWORD)."),
@@ -183,6 +195,7 @@ def run(
     insecure_host_keys: Annotated[
         bool, typer.Option("--insecure-host-keys", help="Do not verify SSH host keys (not recommended).")
     ] = False,
+    stall_timeout: StallOpt = 30.0,
 ) -> None:
     """Copy test files over each protocol, both ways, several times; compare with the raw TCP limit."""
     from workbench.config import build_plan
@@ -206,11 +219,23 @@ def run(
         files_dir=files_dir,
         compress=compress,
         verify_host_keys=not insecure_host_keys,
+        stall_timeout=stall_timeout,
         explicit=_explicit_params(ctx),
     )
     from workbench.runner import execute
 
-    execute(plan, db_path=db or paths.default_db(), json_out=json_out, label=label, console=out)
+    _exit_for_rows(execute(plan, db_path=db or paths.default_db(), json_out=json_out, label=label, console=out))
+
+
+def _exit_for_rows(run: Run) -> None:
+    """Exit ROWS_FAILED (after the table and the JSON) when a row that could run failed or did not verify."""
+    from workbench.runner import failed_rows
+
+    failed = failed_rows(run)
+    if failed:
+        names = ", ".join(sorted({f"{r.label} {r.direction}" for r in failed}))
+        err.print(f"[bold red]error:[/] {len(failed)} of {len(run.results)} rows failed or did not verify: {names}")
+        raise typer.Exit(ExitCode.ROWS_FAILED)
 
 
 def _explicit_params(ctx: typer.Context) -> set[str]:
@@ -333,11 +358,12 @@ def lab(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
     compress: Annotated[bool, typer.Option("--compress", help="rsync -z.")] = False,
+    stall_timeout: StallOpt = 30.0,
 ) -> None:
     """Two emulated hosts joined by a real link (rate, delay, MTU) with real servers; runs the comparison."""
     from workbench.labrun import LabRequest, run_lab
 
-    run_lab(
+    run = run_lab(
         LabRequest(
             preset=link,
             rate=rate,
@@ -355,12 +381,14 @@ def lab(
             tcp_duration=tcp_duration,
             window_sweep=window_sweep,
             compress=compress,
+            stall_timeout=stall_timeout,
         ),
         db_path=db or paths.default_db(),
         json_out=json_out,
         label=label,
         console=out,
     )
+    _exit_for_rows(run)
 
 
 def _lab_small_sets(small: list[str] | None) -> tuple[str, ...]:
@@ -373,8 +401,17 @@ def _lab_small_sets(small: list[str] | None) -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------- entry point
+def _on_sigterm(signum: int, frame: object) -> None:
+    # Once: a second SIGTERM must not cut short the cleanup the first one started (SIGKILL still works).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI, mapping every failure to one line and an exit code."""
+    # SIGTERM (systemd, a CI timeout, `kill`) unwinds like Ctrl-C: finished rows stay saved, the JSON is
+    # written, servers, mounts and namespaces are torn down by the `finally:` blocks on the way out.
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         # Outside standalone mode typer returns an exit code instead of exiting (Ctrl-C becomes 130).
         code = app(args=argv, standalone_mode=False, prog_name="workbench")
@@ -387,9 +424,17 @@ def main(argv: list[str] | None = None) -> None:
             raise
         err.print(f"[bold red]error:[/] {exc.one_line()}", soft_wrap=True)
         sys.exit(exc.exit_code)
+    except Terminated:
+        err.print("terminated")
+        sys.exit(ExitCode.TERMINATED)
     except (typer.Abort, KeyboardInterrupt):
         err.print("interrupted")
         sys.exit(ExitCode.INTERRUPTED)
+    except SystemExit as exc:
+        # the lab turns SIGTERM into SystemExit(143) while its namespaces are up (workbench/lab/link.py)
+        if exc.code == ExitCode.TERMINATED:
+            err.print("terminated")
+        raise
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except OSError as exc:

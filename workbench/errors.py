@@ -26,6 +26,14 @@ class ExitCode(IntEnum):
     TERMINATED = 143  # SIGTERM, handled like Ctrl-C
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds like Ctrl-C (every `finally:` and `except BaseException:` cleanup runs).
+
+    A BaseException and not an Exception, so `except Exception` and `suppress(Exception)` never swallow it;
+    not a KeyboardInterrupt, so click does not turn it into a bare Abort and the CLI can say 'terminated'.
+    """
+
+
 class WorkbenchError(Exception):
     """A failure with a one-line message and a hint saying what to do."""
 

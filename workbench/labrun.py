@@ -15,12 +15,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from workbench import paths
 from workbench.errors import UsageError, WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.results import Run
 
 DEFAULT_PRESET = "wifi-ac"
 DEFAULT_SMALL = ("100x64K",)
@@ -44,6 +47,7 @@ class LabRequest:
     tcp_duration: float = 3.0
     window_sweep: str | None = None
     compress: bool = False
+    stall_timeout: float = 30.0  # seconds without progress before a copy fails its row (ClientOptions.timeout)
 
 
 def link_spec(req: LabRequest) -> Any:
@@ -84,7 +88,8 @@ def link_document(described: dict[str, Any], preset: str) -> dict[str, Any]:
     return doc
 
 
-def run_lab(req: LabRequest, db_path: Path, json_out: Path | None, label: str | None, console: Console) -> None:
+def run_lab(req: LabRequest, db_path: Path, json_out: Path | None, label: str | None, console: Console) -> Run:
+    """Build the lab, run the comparison inside it, tear it down (also on Ctrl-C and SIGTERM); the finished run."""
     from workbench.lab import Lab, check_available, cleanup_stale
 
     check_available()
@@ -103,7 +108,7 @@ def run_lab(req: LabRequest, db_path: Path, json_out: Path | None, label: str | 
             with contextlib.suppress(WorkbenchError):
                 lab.measure_goodput(seconds=3.0)
             link = link_document(lab.describe(), req.preset)
-            _run_inside(lab, req, root, state, link, db_path, json_out, label, console)
+            return _run_inside(lab, req, root, state, link, db_path, json_out, label, console)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -118,7 +123,7 @@ def _run_inside(
     json_out: Path | None,
     label: str | None,
     console: Console,
-) -> None:
+) -> Run:
     from workbench.config import build_plan
     from workbench.runner import execute
     from workbench.servers import supervisor
@@ -145,6 +150,7 @@ def _run_inside(
                 warmup=req.warmup,
                 tcp_duration=req.tcp_duration,
                 compress=req.compress,
+                stall_timeout=req.stall_timeout,
             )
             plan = dataclasses.replace(plan, link=link)
             extra: dict[str, Any] = {}
@@ -155,7 +161,7 @@ def _run_inside(
             def emulator_notes(run: Any) -> list[str]:
                 return _emulator_report(run, before, lab.forwarder_stats())
 
-            execute(
+            return execute(
                 plan,
                 db_path=db_path,
                 json_out=json_out,

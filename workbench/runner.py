@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import time
@@ -28,7 +29,7 @@ from protocols import registry
 from protocols.base import Client, FileCopy
 from workbench import hostinfo
 from workbench.control import Control
-from workbench.errors import WorkbenchError, from_os_error
+from workbench.errors import UnavailableError, WorkbenchError, from_os_error
 from workbench.plan import Plan
 from workbench.results import Baseline, Result, Run, Sample
 from workbench.sampler import CopyMeter
@@ -36,6 +37,7 @@ from workbench.store import Store
 
 FILES_DIR = "files"
 INCOMING_DIR = "incoming"
+UNAVAILABLE = "unavailable:"  # a row's error that says the platform cannot run it: not a failed run
 
 
 def _utc_now() -> str:
@@ -122,7 +124,7 @@ class _Copier:
                 if direction == "download":
                     got = hash_file(job.local)
                 else:
-                    got = self.control.hash(job.remote)["xxh3_128"]
+                    got = self.control.hash(job.remote, entry.size)["xxh3_128"]
             except (OSError, WorkbenchError) as exc:
                 return None, f"could not verify {job.remote}: {exc}"
             if got != entry.xxh3_128:
@@ -153,7 +155,7 @@ def _prepare_files(plan: Plan, control: Control) -> Manifest:
 def _unavailable_rows(entry: registry.Entry, reason: str, plan: Plan) -> list[Result]:
     protocol, client = entry.label.split("/")
     return [
-        Result(protocol, client, direction, "-", 0, 0, error=f"unavailable: {reason}") for direction in plan.directions
+        Result(protocol, client, direction, "-", 0, 0, error=f"{UNAVAILABLE} {reason}") for direction in plan.directions
     ]
 
 
@@ -166,8 +168,17 @@ def _scratch_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def failed_rows(run: Run) -> list[Result]:
+    """Rows that could run here but failed or did not verify ('unavailable:' rows are the platform's, not failures)."""
+    return [
+        row
+        for row in run.results
+        if (row.error is not None and not row.error.startswith(UNAVAILABLE)) or (row.error is None and not row.verified)
+    ]
+
+
 def _measure_rows(
-    plan: Plan, run_id: int, manifest: Manifest, control: Control, store: Store, console: Console
+    plan: Plan, run_id: int, run_dir: str, manifest: Manifest, control: Control, store: Store, console: Console
 ) -> list[Result]:
     results: list[Result] = []
     index = 0
@@ -196,15 +207,17 @@ def _measure_rows(
             try:
                 client.connect()
             except WorkbenchError as exc:
+                # a mount helper this platform lacks (UnavailableError) is the platform's, like a missing module
+                text = f"{UNAVAILABLE} {exc.one_line()}" if isinstance(exc, UnavailableError) else exc.one_line()
                 for direction in plan.directions:
-                    save(Result(protocol, name, direction, "-", 0, 0, error=exc.one_line()))
+                    save(Result(protocol, name, direction, "-", 0, 0, error=text))
                 client.close()
                 continue
             copier = _Copier(client, control, plan, scratch)
             try:
                 for direction in plan.directions:
                     for file_set in manifest.sets:
-                        save(_measure_row(plan, run_id, copier, entry, direction, file_set, bar))
+                        save(_measure_row(plan, run_dir, copier, entry, direction, file_set, bar))
             finally:
                 copier.client.close()
     return results
@@ -212,7 +225,7 @@ def _measure_rows(
 
 def _measure_row(
     plan: Plan,
-    run_id: int,
+    run_dir: str,
     copier: _Copier,
     entry: registry.Entry,
     direction: str,
@@ -221,7 +234,7 @@ def _measure_row(
 ) -> Result:
     protocol, name = entry.label.split("/")
     row = Result(protocol, name, direction, file_set.name, file_set.total_bytes, len(file_set.files))
-    upload_dir = f"{INCOMING_DIR}/run-{run_id}/{_slug(entry.label)}-{_slug(file_set.name)}"
+    upload_dir = f"{run_dir}/{_slug(entry.label)}-{_slug(file_set.name)}"
     try:
         if direction == "upload":
             copier.client.mkdir(upload_dir)
@@ -309,14 +322,20 @@ def execute(
     from workbench.explain import explain_rows
     from workbench.report import render_run
 
-    control = Control(plan.target)
+    # A control call that gets no answer for the stall timeout is as dead as a stalled copy (at most 30 s).
+    control = Control(plan.target, timeout=plan.options.timeout)
     meta = run_meta(plan, control)  # reaches the server: an unreachable host or bad password stops here
     if not meta["server"]:
         control.info()  # re-raise the real error (unreachable, refused, auth) as one line
     if json_out is not None:
         _check_writable(json_out)
     with Store(db_path) as store:
+        # Uploads go under a directory no other client can pick: the database id alone is per client, so two
+        # clients with their own databases would share incoming/run-1 and delete each other's files.
+        meta["upload_token"] = secrets.token_hex(8)
         run_id = store.begin_run(meta, label)
+        run_dir = f"{INCOMING_DIR}/run-{run_id}-{meta['upload_token']}"
+        meta["upload_dir"] = run_dir
         run = Run(id=run_id, meta=meta, baseline=Baseline(), link=plan.link)
         if extra:
             run.window_sweep = extra.get("window_sweep")
@@ -327,11 +346,13 @@ def execute(
             console.print(f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…")
             run.baseline = measure_baseline(plan)
             store.save_baseline(run_id, run.baseline)
-            run.results = _measure_rows(plan, run_id, manifest, control, store, console)
+            run.results = _measure_rows(plan, run_id, run_dir, manifest, control, store, console)
             run.warnings.extend(explain_rows(run, plan))
             for i, row in enumerate(run.results):
                 store.save_result(run_id, i, row)
         finally:
+            with contextlib.suppress(WorkbenchError):  # rows remove their own; this takes the empty run directory
+                control.delete(run_dir)
             run.meta["finished_utc"] = _utc_now()
             if on_finish is not None:
                 with contextlib.suppress(Exception):  # a note about the run must never lose the run
