@@ -22,8 +22,11 @@ Config file keys (all optional), e.g.::
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from protocols import registry
 from protocols.base import DEFAULT_PORTS, ClientOptions, Target
@@ -33,40 +36,104 @@ from workbench import target as target_mod
 from workbench.errors import NotFoundError, UsageError
 from workbench.plan import DIRECTIONS, Plan
 from workbench.sizes import parse_sizes, parse_small_set
+from workbench.validate import (
+    check_budget,
+    check_free_space,
+    check_host,
+    check_range,
+    flag,
+    parse_model,
+)
 
-_KEYS = {
-    "host",
-    "target",
-    "credentials",
-    "protocols",
-    "sizes",
-    "small",
-    "profile",
-    "directions",
-    "repeat",
-    "warmup",
-    "tcp_duration",
-    "files",
-    "compress",
-    "ports",
-    "seed",
-    "block_size",
-}
+_STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+
+
+def _doc(expected: str, example: str) -> dict[str, Any]:
+    """Field metadata read back by workbench.validate to say what a key expects, with an example."""
+    return {"description": expected, "json_schema_extra": {"example": example}}
+
+
+PORT_DOC = "a port number 1..65535"
+
+# One optional field per known service: `[ports] htp = 1` is refused with the list of known services.
+PortsTable: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "PortsTable",
+    __config__=_STRICT,
+    **{
+        name: (int | None, Field(None, ge=1, le=65_535, **_doc(PORT_DOC, f"ports = {{{name} = {port}}}")))
+        for name, port in DEFAULT_PORTS.items()
+    },
+)
+
+
+class ConfigFile(BaseModel):
+    """The TOML config file: every key optional; the types TOML carries are checked as they are."""
+
+    model_config = _STRICT
+
+    host: str | None = Field(None, **_doc("a host name or IP address string", 'host = "nas.local"'))
+    target: str | None = Field(None, **_doc("a path string to a target.json", 'target = "/path/to/target.json"'))
+    credentials: str | None = Field(
+        None, **_doc("a path string to a credentials.json", 'credentials = "/path/to/credentials.json"')
+    )
+    protocols: str | list[str] | None = Field(
+        None, **_doc("a comma-separated string or a list of protocols", 'protocols = "http,ftp"')
+    )
+    sizes: str | list[str] | None = Field(None, **_doc("a string of comma-separated sizes", 'sizes = "16M,256M"'))
+    small: str | list[str] | None = Field(
+        None, **_doc("a COUNTxSIZE string or a list of them", 'small = ["1000x16K"]')
+    )
+    profile: str | None = Field(None, **_doc("one of random, zero, text", 'profile = "random"'))
+    directions: str | list[str] | None = Field(
+        None, **_doc("a string of upload and/or download", 'directions = "upload,download"')
+    )
+    repeat: int | None = Field(None, ge=1, le=1000, **_doc("a whole number 1..1000", "repeat = 3"))
+    warmup: int | None = Field(None, ge=0, le=100, **_doc("a whole number 0..100", "warmup = 1"))
+    tcp_duration: float | None = Field(
+        None, gt=0, le=60, **_doc("a number of seconds above 0 and at most 60", "tcp_duration = 3.0")
+    )
+    files: str | None = Field(None, **_doc("a directory path string", 'files = "/var/tmp/workbench-files"'))
+    compress: bool | None = Field(None, **_doc("true or false", "compress = false"))
+    ports: PortsTable | None = Field(None, **_doc("a table of service = port", "ports = {http = 8181}"))  # type: ignore[valid-type]
+    seed: int | None = Field(None, ge=0, le=(1 << 63) - 1, **_doc("a whole number 0 or more", "seed = 1"))
+    block_size: int | None = Field(
+        None, ge=4096, le=64 << 20, **_doc("a whole number of bytes 4096..67108864", "block_size = 1048576")
+    )
+
+
+_KEYS = set(ConfigFile.model_fields)
 
 
 def load_toml(path: Path) -> dict[str, Any]:
+    """The config file's keys, each checked for its type and range (one line naming the key if not)."""
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError as exc:
         raise NotFoundError(f"config file {path} not found", "check the path given to --config") from exc
+    except IsADirectoryError as exc:
+        raise UsageError(f"config {path} is a directory", "give a TOML file to --config") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"config {path} is not UTF-8 text", "give a TOML file to --config") from exc
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"malformed config {path}: {exc}", "fix the TOML syntax") from exc
-    unknown = set(data) - _KEYS
-    if unknown:
-        raise UsageError(
-            f"unknown key(s) in {path}: {', '.join(sorted(unknown))}", f"known: {', '.join(sorted(_KEYS))}"
-        )
-    return data
+    model = parse_model(ConfigFile, data, f"config {path}", "a TOML table: host = \"nas.local\"")
+    values = model.model_dump(exclude_unset=True)
+    if "ports" in values:
+        values["ports"] = {k: v for k, v in values["ports"].items() if v is not None}
+    return values
+
+
+def _text(value: Any) -> str:
+    """A config value that may be a list of words (protocols = ["http", "ftp"]) as the flag's text form."""
+    return ",".join(value) if isinstance(value, list) else str(value)
+
+
+def _named(where: str, parse: Callable[[Any], Any], value: Any) -> Any:
+    """Run a parser, putting the flag or config key that supplied the value at the front of its message."""
+    try:
+        return parse(value)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc.message}", exc.hint) from exc
 
 
 def _directions(text: str) -> tuple[str, ...]:
@@ -77,16 +144,6 @@ def _directions(text: str) -> tuple[str, ...]:
     return words
 
 
-def _positive_int(value: Any, name: str, minimum: int = 0) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{name} must be a whole number, not {value!r}", f"e.g. --{name} 3") from exc
-    if number < minimum:
-        raise UsageError(f"{name} must be at least {minimum}", f"e.g. --{name} 3")
-    return number
-
-
 def _profile(name: str) -> str:
     from fixtures.profiles import PROFILES
 
@@ -95,9 +152,46 @@ def _profile(name: str) -> str:
     return name
 
 
+def plan_inputs(values: dict[str, Any], where: Callable[[str], str] = flag) -> dict[str, Any]:
+    """Every part of a Plan but the target, parsed and range-checked; `where(key)` names a value's source.
+
+    Nothing is contacted or written: `run` and `lab` call this before any server, file or namespace.
+    """
+    for key in ("repeat", "warmup", "tcp_duration", "seed", "block_size"):
+        if values.get(key) is not None:
+            check_range(key, values[key], source=where(key))
+    sizes_text = _text(values["sizes"]) if values.get("sizes") is not None else "16M"
+    sizes = tuple(_named(where("sizes"), parse_sizes, sizes_text)) if sizes_text.strip() else ()
+    small = values.get("small") or []
+    if isinstance(small, str):
+        small = [small]
+    small_sets = tuple(_named(where("small"), parse_small_set, str(s)) for s in small)
+    if not sizes and not small_sets:
+        raise UsageError("nothing to copy: no --sizes and no --small sets", "e.g. --sizes 16M or --small 1000x16K")
+    check_budget(sizes, small_sets)
+    options = ClientOptions(
+        compress=bool(values.get("compress")),
+        verify_host_keys=bool(values.get("verify_host_keys", True)),
+        block_size=int(values.get("block_size") or 1 << 20),
+    )
+    return {
+        "entries": tuple(_named(where("protocols"), registry.select, _text(values.get("protocols") or "http,ftp"))),
+        "directions": _named(where("directions"), _directions, _text(values.get("directions") or "upload,download")),
+        "sizes": sizes,
+        "small_sets": small_sets,
+        "profile": _named(where("profile"), _profile, str(values.get("profile") or "random")),
+        "seed": int(values.get("seed") if values.get("seed") is not None else 1),
+        "repeat": int(values.get("repeat") if values.get("repeat") is not None else 3),
+        "warmup": int(values.get("warmup") if values.get("warmup") is not None else 1),
+        "tcp_duration": float(values.get("tcp_duration") or 3.0),
+        "options": options,
+    }
+
+
 def build_plan(*, config: Path | None, explicit: set[str], files_dir: Path | None, **flags: Any) -> Plan:
     """Merge the config file under the flags the user typed; validate everything before any traffic."""
     values = dict(flags)
+    from_file: set[str] = set()
     if config is not None:
         file_values = load_toml(config)
         if "files" in file_values and files_dir is None:
@@ -105,38 +199,25 @@ def build_plan(*, config: Path | None, explicit: set[str], files_dir: Path | Non
         for key, value in file_values.items():
             if key not in explicit:
                 values[key] = value
-    ports = {**DEFAULT_PORTS, **{k: int(v) for k, v in (values.get("ports") or {}).items()}}
+                from_file.add(key)
+
+    def where(key: str) -> str:
+        return f"config {config} key '{key}'" if key in from_file else flag(key)
+
+    inputs = plan_inputs(values, where)
+    files_dir = files_dir or paths.data_dir() / "files"
+    check_free_space(files_dir, sum(inputs["sizes"]) + sum(s.count * s.size for s in inputs["small_sets"]))
+    host = check_host(str(values["host"]), source=where("host")) if values.get("host") is not None else None
+    ports = {**DEFAULT_PORTS, **(values.get("ports") or {})}
     cred_path = Path(values["credentials"]) if values.get("credentials") else None
     creds = creds_mod.resolve(cred_path, paths.default_credentials())
-    host = values.get("host")
     target_file = Path(values["target"]) if values.get("target") else None
     if target_file is None and host is None and (paths.default_state_dir() / target_mod.TARGET_NAME).exists():
         target_file = paths.default_state_dir() / target_mod.TARGET_NAME
     if target_file is not None:
         target = target_mod.read(target_file, creds, host)
     elif host:
-        target = Target(host=str(host), credentials=creds, ports=ports)
+        target = Target(host=host, credentials=creds, ports=ports)
     else:
         raise UsageError("no host to copy to", "pass --host HOST (running 'workbench serve') or --target FILE")
-    small = values.get("small") or []
-    if isinstance(small, str):
-        small = [small]
-    options = ClientOptions(
-        compress=bool(values.get("compress")),
-        verify_host_keys=bool(values.get("verify_host_keys", True)),
-        block_size=_positive_int(values.get("block_size", 1 << 20), "block_size", 4096),
-    )
-    return Plan(
-        target=target,
-        entries=tuple(registry.select(str(values.get("protocols") or "http,ftp"))),
-        directions=_directions(str(values.get("directions") or "upload,download")),
-        sizes=tuple(parse_sizes(str(values.get("sizes") or "16M"))) if values.get("sizes") != "" else (),
-        small_sets=tuple(parse_small_set(str(s)) for s in small),
-        profile=_profile(str(values.get("profile") or "random")),
-        seed=_positive_int(values.get("seed", 1), "seed"),
-        repeat=_positive_int(values.get("repeat", 3), "repeat", 1),
-        warmup=_positive_int(values.get("warmup", 1), "warmup"),
-        tcp_duration=float(values.get("tcp_duration") or 3.0),
-        files_dir=files_dir or paths.data_dir() / "files",
-        options=options,
-    )
+    return Plan(target=target, files_dir=files_dir, **inputs)

@@ -12,13 +12,39 @@ import os
 import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from workbench.errors import AuthError, NotFoundError, UsageError
+from workbench.validate import parse_model
 
 ENV_USER = "WORKBENCH_USER"
 ENV_PASSWORD = "WORKBENCH_PASSWORD"
 # Samba and sshd map logins to Unix accounts, so the served user is the account running the servers.
 DEFAULT_USER = getpass.getuser()
+
+
+_EXAMPLE = 'a JSON object: {"user": "alice", "password": "…", "ssh_key": null, "known_hosts": null}'
+
+
+def _path_field(example: str) -> Any:
+    return Field(None, description="a path string or null", json_schema_extra={"example": example})
+
+
+class CredentialsFile(BaseModel):
+    """credentials.json as `serve` / `servers up` write it (strict: a number is not a password)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    user: str = Field(
+        min_length=1, description="a non-empty user name string", json_schema_extra={"example": '"user": "alice"'}
+    )
+    password: str = Field(
+        min_length=1, description="a non-empty password string", json_schema_extra={"example": '"password": "s3cret"'}
+    )
+    ssh_key: str | None = _path_field('"ssh_key": "/home/alice/.local/share/workbench/server/ssh/client_key"')
+    known_hosts: str | None = _path_field('"known_hosts": "/home/alice/.local/share/workbench/server/ssh/known_hosts"')
 
 
 @dataclass(frozen=True)
@@ -39,16 +65,15 @@ class Credentials:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, str | None]) -> Credentials:
-        try:
-            return cls(
-                user=str(data["user"]),
-                password=str(data["password"]),
-                ssh_key=Path(data["ssh_key"]) if data.get("ssh_key") else None,
-                known_hosts=Path(data["known_hosts"]) if data.get("known_hosts") else None,
-            )
-        except KeyError as exc:
-            raise UsageError(f"credentials file lacks {exc.args[0]!r}", "regenerate it with 'workbench serve'") from exc
+    def from_json(cls, data: Any, what: str = "credentials file") -> Credentials:
+        # Values are never echoed in a refusal: a mistyped password must not end up on a terminal or in a log.
+        parsed: CredentialsFile = parse_model(CredentialsFile, data, what, _EXAMPLE, echo_input=False)
+        return cls(
+            user=parsed.user,
+            password=parsed.password,
+            ssh_key=Path(parsed.ssh_key) if parsed.ssh_key else None,
+            known_hosts=Path(parsed.known_hosts) if parsed.known_hosts else None,
+        )
 
 
 def generate(user: str = DEFAULT_USER) -> Credentials:
@@ -59,7 +84,7 @@ def generate(user: str = DEFAULT_USER) -> Credentials:
 
 def write_private(path: Path, creds: Credentials) -> None:
     """Write the credentials file with mode 0600 from the first byte (no window where others can read)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # a new state directory is private (serve checks)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(creds.to_json(), fh, indent=2)
@@ -74,10 +99,9 @@ def read(path: Path) -> Credentials:
             f"credentials file {path} not found", "start the server with 'workbench serve' or pass --credentials"
         ) from exc
     except (OSError, ValueError) as exc:
+        # json's message quotes no content beyond a position, so no secret leaks through it
         raise UsageError(f"cannot read credentials file {path}: {exc}", "regenerate it with 'workbench serve'") from exc
-    if not isinstance(data, dict):
-        raise UsageError(f"credentials file {path} is not a JSON object", "regenerate it with 'workbench serve'")
-    return Credentials.from_json(data)
+    return Credentials.from_json(data, f"credentials file {path}")
 
 
 def load_or_create(path: Path, user: str = DEFAULT_USER) -> Credentials:

@@ -9,11 +9,41 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from protocols.base import DEFAULT_PORTS, Target
 from workbench.credentials import Credentials
 from workbench.errors import NotFoundError, UsageError
+from workbench.validate import check_host, parse_model
 
 TARGET_NAME = "target.json"
+_EXAMPLE = 'a JSON object: {"host": "192.0.2.10", "ports": {"http": 8181}, "remote_root": "/srv/wb"}'
+_HINT = "regenerate it with 'workbench serve' or 'workbench servers up'"
+
+
+class TargetFile(BaseModel):
+    """target.json as `serve` / `servers up` write it; strict, so a hand edit gone wrong is named."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    host: str = Field(
+        description="a host name or IP address string", json_schema_extra={"example": '"host": "nas.local"'}
+    )
+    ports: dict[str, int] = Field(
+        default_factory=dict,
+        description="an object of service: port (1..65535)",
+        json_schema_extra={"example": '"ports": {"http": 8181, "ftp": 2121}', "item": "a port number 1..65535"},
+    )
+    remote_root: str = Field(
+        "",
+        description="the served root's absolute path string",
+        json_schema_extra={"example": '"remote_root": "/srv/wb"'},
+    )
+    share: str = Field(
+        "workbench",
+        description="the SMB share / rsync module name",
+        json_schema_extra={"example": '"share": "workbench"'},
+    )
 
 
 def write(state_dir: Path, host: str, ports: dict[str, int], remote_root: Path, share: str) -> Path:
@@ -25,18 +55,35 @@ def write(state_dir: Path, host: str, ports: dict[str, int], remote_root: Path, 
     return path
 
 
+def _check_ports(ports: dict[str, int], path: Path) -> None:
+    for service, port in ports.items():
+        if service not in DEFAULT_PORTS:
+            raise UsageError(
+                f"unknown service 'ports.{service}' in target file {path}", f"known: {', '.join(DEFAULT_PORTS)}"
+            )
+        if not 1 <= port <= 65_535:
+            raise UsageError(
+                f"target file {path} key 'ports.{service}' must be a port 1..65535, not {port}",
+                f'e.g. "ports": {{"{service}": {DEFAULT_PORTS[service]}}}',
+            )
+
+
 def read(path: Path, creds: Credentials, host: str | None = None) -> Target:
+    what = f"target file {path}"
     try:
         data = json.loads(path.read_text())
-        ports = {**DEFAULT_PORTS, **{k: int(v) for k, v in data.get("ports", {}).items()}}
-        return Target(
-            host=host or str(data["host"]),
-            credentials=creds,
-            ports=ports,
-            remote_root=str(data.get("remote_root", "")),
-            share=str(data.get("share", "workbench")),
-        )
     except FileNotFoundError as exc:
-        raise NotFoundError(f"target file {path} not found", "start 'workbench serve' or pass --host") from exc
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"malformed target file {path}: {exc}", "regenerate it with 'workbench serve'") from exc
+        raise NotFoundError(f"{what} not found", "start 'workbench serve' or pass --host") from exc
+    except IsADirectoryError as exc:
+        raise UsageError(f"{what} is a directory", "give the target.json file to --target") from exc
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"malformed {what}: {exc}", _HINT) from exc
+    parsed: TargetFile = parse_model(TargetFile, data, what, _EXAMPLE)
+    _check_ports(parsed.ports, path)
+    return Target(
+        host=host or check_host(parsed.host, source=f"{what} key 'host'"),
+        credentials=creds,
+        ports={**DEFAULT_PORTS, **parsed.ports},
+        remote_root=parsed.remote_root,
+        share=parsed.share,
+    )
