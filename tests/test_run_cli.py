@@ -8,12 +8,16 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import free_port
 from tests.serve_fixtures import ServeRunner
+from workbench.errors import ExitCode
+from workbench.results import Baseline, Result, Sample
+from workbench.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,6 +57,7 @@ def assert_clean_error(proc: subprocess.CompletedProcess, code: int, *needles: s
 
 def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: Path) -> None:
     doc_path = tmp_path / "run.json"
+    started = time.monotonic()
     proc = workbench(
         "run",
         *_target_args(served),
@@ -72,22 +77,34 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
         str(doc_path),
         home=tmp_path / "home",
     )
-    assert proc.returncode == 0, proc.stderr
+    wall_s = time.monotonic() - started
+    # exit 8 (ROWS_FAILED): nothing serves SMB here, so pysmb's rows fail (checked below) while the rest ran
+    assert proc.returncode == ExitCode.ROWS_FAILED, proc.stderr
     doc = json.loads(doc_path.read_text())
     assert doc["schema"] == 1
-    assert doc["baseline"]["up_bps"] > 0 and doc["baseline"]["down_bps"] > 0 and doc["baseline"]["rtt_ms"] > 0
+    baseline = doc["baseline"]
+    assert_probe_figures(baseline["details"]["probe"]["upload"], baseline["up_bps"], duration_s=1)
+    assert_probe_figures(baseline["details"]["probe"]["download"], baseline["down_bps"], duration_s=1)
+    assert 0 < baseline["details"]["rtt_min_ms"] <= baseline["rtt_ms"] < LOOPBACK_RTT_MAX_MS
     if shutil.which("iperf3"):  # serve's iperf3 is authenticated; the run fetched its key and logged in
-        assert doc["baseline"]["iperf3_up_bps"] > 0 and doc["baseline"]["iperf3_down_bps"] > 0
+        assert_same_magnitude(baseline["iperf3_up_bps"], baseline["up_bps"])
+        assert_same_magnitude(baseline["iperf3_down_bps"], baseline["down_bps"])
     assert doc["run"]["client"]["tcp"]["tcp_rmem"] and doc["run"]["started_utc"].endswith("Z")
     rows = {(r["client"], r["direction"], r["file_set"]): r for r in doc["results"]}
+    set_bytes = {"1M": (1 << 20, 1), "4M": (4 << 20, 1), "20x4K": (20 * 4096, 20)}
     for client in ("aiohttp", "ftplib"):
         for direction in ("upload", "download"):
-            for file_set in ("1M", "4M", "20x4K"):
+            for file_set, (size, files) in set_bytes.items():
                 row = rows[(client, direction, file_set)]
                 assert row["error"] is None and row["verified"] is True
-                assert len(row["samples"]) == 2 and row["pct_of_tcp"] > 0
+                assert (row["bytes"], row["files"], len(row["samples"])) == (size, files, 2)
+                for sample in row["samples"]:  # each timed copy moved the whole set, within the run's wall time
+                    assert (sample["bytes"], sample["files"], sample["verified"]) == (size, files, True)
+                    assert 0 < sample["seconds"] < wall_s
                 median = sorted(s["bytes"] / s["seconds"] for s in row["samples"])
                 assert row["median_bps"] == pytest.approx(sum(median) / 2)
+                tcp_bps = baseline["up_bps"] if direction == "upload" else baseline["down_bps"]
+                assert row["pct_of_tcp"] == pytest.approx(100 * row["median_bps"] / tcp_bps)
     # nothing serves SMB here: that client's rows fail with the reason, and the run went on
     smb = [r for r in doc["results"] if r["client"] == "pysmb"]
     assert smb and all(r["error"] and ("refused" in r["error"] or "unavailable" in r["error"]) for r in smb)
@@ -101,8 +118,93 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
     assert len(row_lines) == 6 and all(" ok " in ln for ln in row_lines), piped.stdout
     history = workbench("history", home=tmp_path / "home")
     assert history.returncode == 0 and str(doc["run"]["id"]) in history.stdout
-    compare = workbench("compare", str(doc["run"]["id"]), str(doc["run"]["id"]), home=tmp_path / "home")
-    assert compare.returncode == 0 and "1.00" in compare.stdout
+
+
+def _stored_run(store: Store, up_bps: float, down_bps: float, rows: dict[tuple[str, str], list[float]]) -> int:
+    """A finished run in `store` whose rows ((label, direction) -> sample rates in B/s) copied 16M each."""
+    run_id = store.begin_run({"started_utc": "2026-11-23T00:00:00Z"})
+    store.save_baseline(run_id, Baseline(up_bps=up_bps, down_bps=down_bps, rtt_ms=1.0))
+    for i, ((label, direction), rates) in enumerate(rows.items()):
+        protocol, client = label.split("/")
+        size = 16_000_000
+        samples = [Sample(bytes=size, seconds=size / rate, verified=True) for rate in rates]
+        store.save_result(run_id, i, Result(protocol, client, direction, "16M", size, 1, samples=samples))
+    store.finish_run(run_id, "2026-11-23T00:01:00Z", [])
+    return run_id
+
+
+def _compare_cells(stdout: str) -> dict[tuple[str, str], list[str]]:
+    """(client, dir) -> [set, before MB/s, after MB/s, after/before] read back from the printed table."""
+    cells: dict[tuple[str, str], list[str]] = {}
+    for line in stdout.splitlines():
+        parts = [p.strip() for p in line.strip().strip("│┃").split("│")]
+        if len(parts) == 6 and parts[1] in ("up", "down"):
+            cells[(parts[0], parts[1])] = parts[2:]
+    return cells
+
+
+def test_compare_shows_each_rows_ratio_between_two_runs(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    with Store(db) as store:
+        before = _stored_run(
+            store,
+            100e6,
+            200e6,
+            {
+                ("http/aiohttp", "download"): [90e6, 100e6, 120e6],  # median 100
+                ("ftp/ftplib", "upload"): [40e6, 40e6, 50e6],  # median 40
+                ("smb/pysmb", "upload"): [20e6],  # gone from the later run
+            },
+        )
+        after = _stored_run(
+            store,
+            300e6,
+            100e6,
+            {
+                ("http/aiohttp", "download"): [50e6, 45e6, 70e6],  # median 50: half as fast
+                ("ftp/ftplib", "upload"): [80e6, 79e6, 81e6],  # median 80: twice as fast
+                ("sftp/paramiko", "download"): [30e6],  # new in the later run
+            },
+        )
+    proc = workbench("compare", str(before), str(after), "--db", str(db), home=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cells = _compare_cells(proc.stdout)
+    assert cells[("raw TCP", "up")] == ["mem", "100.0", "300.0", "3.00"], proc.stdout
+    assert cells[("raw TCP", "down")] == ["mem", "200.0", "100.0", "0.50"], proc.stdout
+    assert cells[("http/aiohttp", "down")] == ["16M", "100.0", "50.0", "0.50"], proc.stdout
+    assert cells[("ftp/ftplib", "up")] == ["16M", "40.0", "80.0", "2.00"], proc.stdout
+    assert cells[("sftp/paramiko", "down")] == ["16M", "—", "30.0", "—"], proc.stdout
+
+
+def test_compare_shows_a_row_only_the_earlier_run_has(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    with Store(db) as store:
+        before = _stored_run(store, 100e6, 100e6, {("smb/pysmb", "upload"): [20e6], ("http/aiohttp", "upload"): [9e6]})
+        after = _stored_run(store, 100e6, 100e6, {("http/aiohttp", "upload"): [18e6]})
+    proc = workbench("compare", str(before), str(after), "--db", str(db), home=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cells = _compare_cells(proc.stdout)
+    assert cells[("http/aiohttp", "up")] == ["16M", "9.0", "18.0", "2.00"], proc.stdout
+    # a client dropped from the later run (uninstalled, or it failed to connect) must not vanish silently
+    assert cells.get(("smb/pysmb", "up")) == ["16M", "20.0", "—", "—"], proc.stdout
+
+
+LOOPBACK_RTT_MAX_MS = 20  # a loopback round trip is tens of microseconds; 20 ms allows for a busy 2-core VM
+
+
+def assert_probe_figures(probe: dict, bps: float, duration_s: float) -> None:
+    """A raw-TCP figure is its own bytes over its own seconds, timed over about the asked duration."""
+    receiver = probe["receiver"]
+    assert bps == pytest.approx(receiver["timed_bytes"] / receiver["seconds"])
+    assert probe["bytes"] == receiver["bytes"] == probe["sender"]["bytes"]  # every byte sent arrived
+    assert 0 < receiver["timed_bytes"] <= receiver["bytes"]
+    assert 0.5 * duration_s <= probe["seconds"] <= duration_s + 2
+
+
+def assert_same_magnitude(iperf3_bps: float | None, probe_bps: float) -> None:
+    """iperf3 and the probe measure the same loopback path in bytes/s: a bits/bytes slip (8x) shows here."""
+    assert iperf3_bps is not None
+    assert probe_bps / 4 < iperf3_bps < probe_bps * 4, (iperf3_bps, probe_bps)
 
 
 def test_wrong_password_is_one_line(served: ServeRunner, tmp_path: Path) -> None:
@@ -190,11 +292,15 @@ def test_tcp_command_reports_both_directions_and_a_window_sweep(served: ServeRun
     )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["rtt_ms"] > 0
+    assert 0 < doc["rtt_min_ms"] <= doc["rtt_ms"] < LOOPBACK_RTT_MAX_MS
     for direction in ("upload", "download"):
-        assert doc["directions"][direction]["probe_bps"] > 0
+        figures = doc["directions"][direction]
+        # probe_bps counts the bytes timed after the first one arrived: never more than all bytes / seconds
+        all_bps = figures["bytes"] / figures["seconds"]
+        assert 0.5 * all_bps < figures["probe_bps"] <= all_bps
+        assert 0.5 <= figures["seconds"] <= 1 + 2
         if shutil.which("iperf3"):
-            assert doc["directions"][direction]["iperf3_bps"] > 0
+            assert_same_magnitude(figures["iperf3_bps"], figures["probe_bps"])
     assert [p["window_bytes"] for p in doc["window_sweep"]] == [256 << 10, 1 << 20]
     assert all(p["effective_window_bytes"] for p in doc["window_sweep"])
 
