@@ -93,14 +93,32 @@ class Control:
                 raise NotFoundError(f"not found on the server: {params}", "check the path") from exc
             raise WorkbenchError(f"server control call {name} failed: HTTP {exc.code} {text}") from exc
         except urllib.error.URLError as exc:
+            if isinstance(exc.reason, http.client.HTTPException):
+                raise self._not_serve(name, exc.reason) from exc
             reason = exc.reason if isinstance(exc.reason, OSError) else OSError(str(exc.reason))
             raise from_os_error(
                 reason, "talking to workbench serve", self.target.host, self.target.port("http")
             ) from exc
+        except http.client.HTTPException as exc:  # before OSError: RemoteDisconnected is both
+            raise self._not_serve(name, exc) from exc
         except OSError as exc:
             raise from_os_error(exc, "talking to workbench serve", self.target.host, self.target.port("http")) from exc
         except ValueError as exc:
             raise NetworkError("the server's control API answered garbage", "is it workbench serve?") from exc
+
+    def _not_serve(self, name: str, exc: http.client.HTTPException) -> NetworkError:
+        """Something listens on the HTTP port but did not answer HTTP as serve does (BadStatusLine and kin)."""
+        host, port = self._where
+        where = f"{url_host(host)}:{port}"
+        if isinstance(exc, http.client.RemoteDisconnected):
+            return NetworkError(
+                f"control call {name} on {where} got no HTTP answer (the connection closed)",
+                "is another service on that port, or did workbench serve stop?",
+            )
+        return NetworkError(
+            f"control call {name} on {where} did not answer as workbench serve ({type(exc).__name__})",
+            "is another service on that port?",
+        )
 
     def mkdir(self, path: str) -> None:
         self._call("POST", "mkdir", {"path": path})

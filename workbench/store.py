@@ -16,6 +16,7 @@ from typing import Any
 
 from workbench.errors import NotFoundError, UsageError, from_os_error
 from workbench.results import SCHEMA, Baseline, Result, Run
+from workbench.validate import check_run_id
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -125,6 +126,8 @@ class Store:
 
     def load(self, run_id: int | None = None) -> Run:
         """A run by id, or the latest when run_id is None."""
+        if run_id is not None:
+            check_run_id(run_id)  # SQLite's integers stop at 2^63 - 1: a larger id overflows inside the driver
         query = "SELECT id, meta, baseline, link, window_sweep, warnings FROM runs "
         row = self.db.execute(
             query + ("WHERE id = ?" if run_id is not None else "ORDER BY id DESC LIMIT 1"),
