@@ -18,7 +18,7 @@ from workbench import credentials as creds_mod
 from workbench import target as target_mod
 from workbench.errors import NotFoundError, from_os_error
 from workbench.ftp_server import FtpServer
-from workbench.http_server import FILES_DIR, INCOMING_DIR, IPERF3_KEY_KEY, make_app
+from workbench.http_server import FILES_DIR, INCOMING_DIR, IPERF3_KEY_KEY, AuthDeadlineRunner, make_app
 
 SERVERS_FILE = "servers.json"  # written by `servers up`: the process groups whose CPU /ctl/cpu reports
 
@@ -59,7 +59,7 @@ async def _serve(
     try:
         app = make_app(cfg.root, creds, _server_pgids(cfg.state_dir))
         # Stop promptly on SIGTERM (`servers down`): in-flight copies get 2 s, not aiohttp's default 60.
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        runner = AuthDeadlineRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
         site = web.TCPSite(runner, cfg.bind, wanted["http"], reuse_address=True)
         try:
