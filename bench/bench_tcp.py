@@ -12,13 +12,14 @@ import secrets
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.errors import WorkbenchError
-from workbench.iperf import Iperf3Server, iperf3_available, run_iperf3
+from workbench.iperf import Iperf3Server, IperfAuth, iperf3_available, run_iperf3, write_server_auth
 from workbench.servers.base import port_open, stop_group
 from workbench.tcpprobe import measure
 
@@ -71,12 +72,16 @@ def main() -> int:
     lifetime = args.rounds * 4 * (args.seconds + 5) + 30  # the server exits by itself even if we crash
     probe = start_probe(probe_port, secret, lifetime)
     results: dict[tuple[str, str], list[float]] = {}
+    # the same authenticated iperf3 server that `serve` runs, with a throwaway user
+    keys = tempfile.TemporaryDirectory(prefix="workbench-bench-iperf3-")
+    server_auth = write_server_auth(Path(keys.name), "bench", secret)
+    auth = IperfAuth("bench", secret, server_auth.public_key)
     try:
-        with Iperf3Server(HOST, iperf_port):
+        with Iperf3Server(HOST, iperf_port, server_auth):
             for rnd in range(args.rounds):
                 for direction in ("upload", "download"):
                     got = measure(HOST, probe_port, secret, direction, duration=args.seconds)
-                    ref = run_iperf3(HOST, iperf_port, direction, args.seconds)
+                    ref = run_iperf3(HOST, iperf_port, direction, args.seconds, auth=auth)
                     assert ref is not None
                     results.setdefault(("probe", direction), []).append(got.bps)
                     results.setdefault(("iperf3", direction), []).append(ref.bps)
@@ -91,6 +96,7 @@ def main() -> int:
     finally:
         stop_group(probe.pid)
         probe.wait(timeout=10)
+        keys.cleanup()
     print()
     for direction in ("upload", "download"):
         p = statistics.median(results[("probe", direction)])

@@ -3,28 +3,44 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.helpers import free_port
 from workbench.errors import NetworkError, UsageError, WorkbenchError
-from workbench.iperf import Iperf3Server, iperf3_available, iperf3_command, parse_iperf3_json, run_iperf3
+from workbench.iperf import (
+    Iperf3Server,
+    IperfAuth,
+    iperf3_available,
+    iperf3_command,
+    parse_iperf3_json,
+    run_iperf3,
+    write_server_auth,
+)
 
 HOST = "127.0.0.1"
 needs_iperf3 = pytest.mark.skipif(iperf3_available() is not None, reason="iperf3 not installed")
 
 
+USER, PASSWORD = "wb", "iperf3-test-password"
+
+
 @pytest.fixture
-def iperf3_port():
+def iperf3_server(tmp_path: Path) -> Iterator[tuple[int, IperfAuth]]:
+    """An authenticated iperf3 server (the only kind workbench starts) and what a client needs for it."""
+    auth = write_server_auth(tmp_path / "iperf3", USER, PASSWORD)
     port = free_port()
-    with Iperf3Server(HOST, port):
-        yield port
+    with Iperf3Server(HOST, port, auth):
+        yield port, IperfAuth(USER, PASSWORD, auth.public_key)
 
 
 @needs_iperf3
 @pytest.mark.parametrize("direction", ["upload", "download"])
-def test_run_against_a_real_server(iperf3_port: int, direction: str) -> None:
-    result = run_iperf3(HOST, iperf3_port, direction, 1)
+def test_run_against_a_real_server(iperf3_server: tuple[int, IperfAuth], direction: str) -> None:
+    port, auth = iperf3_server
+    result = run_iperf3(HOST, port, direction, 1, auth=auth)
     assert result is not None
     assert result.direction == direction
     assert result.bps > 1e6 and result.bytes > 1e6
@@ -33,16 +49,23 @@ def test_run_against_a_real_server(iperf3_port: int, direction: str) -> None:
 
 
 @needs_iperf3
-def test_one_off_server_serves_one_test_then_exits() -> None:
+def test_server_refuses_clients_without_the_credentials(iperf3_server: tuple[int, IperfAuth]) -> None:
+    port, auth = iperf3_server
+    with pytest.raises(NetworkError) as anonymous:
+        run_iperf3(HOST, port, "upload", 1)
+    assert "credentials" in anonymous.value.hint or "authoriz" in anonymous.value.message.lower()
+    wrong = IperfAuth(USER, "not-the-password", auth.public_key)
+    with pytest.raises(NetworkError):
+        run_iperf3(HOST, port, "upload", 1, auth=wrong)
+    assert run_iperf3(HOST, port, "upload", 1, window=256 * 1024, auth=auth) is not None
+
+
+@needs_iperf3
+def test_stopped_server_no_longer_listens(tmp_path: Path) -> None:
     port = free_port()
-    server = Iperf3Server(HOST, port, one_off=True)
+    server = Iperf3Server(HOST, port, write_server_auth(tmp_path / "iperf3", USER, PASSWORD))
     server.start()
-    try:
-        assert run_iperf3(HOST, port, "upload", 1, window=256 * 1024) is not None
-        assert server.proc is not None
-        server.proc.wait(timeout=10)
-    finally:
-        server.stop()
+    server.stop()
     with pytest.raises(NetworkError, match="unable to connect"):
         run_iperf3(HOST, port, "upload", 1)
 

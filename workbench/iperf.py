@@ -1,4 +1,4 @@
-"""iperf3 as a cross-check of the raw-TCP probe: a bounded client run parsed from -J, and a server helper."""
+"""iperf3 as a cross-check of the raw-TCP probe: a bounded client run parsed from -J, and serve's own server."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from workbench.errors import NetworkError, NotFoundError, UsageError, WorkbenchError
-from workbench.servers.base import ManagedServer, port_open, stop_group
+from workbench.servers.base import port_open
 
 INSTALL_HINT = "apt-get install iperf3 (macOS: brew install iperf3)"
 
@@ -161,35 +162,55 @@ def parse_iperf3_json(
     )
 
 
-class Iperf3Server:
-    """`iperf3 -s -B ADDR -p PORT` in its own process group; `one_off` serves a single test then exits."""
+# Runs between fork and exec of the iperf3 server: ask the kernel to SIGKILL it when its parent dies, so an
+# iperf3 started by `serve` never outlives a SIGKILLed serve (it did: orphaned, still listening). A
+# separate interpreter rather than preexec_fn, which is unsafe in serve's threaded process; it exits at
+# once if the parent is already gone (the race between fork and prctl).
+_DEATHSIG_WRAPPER = """
+import ctypes, os, sys
+parent = int(sys.argv[1])
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+if os.getppid() != parent:
+    sys.exit(1)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
 
-    def __init__(
-        self,
-        bind: str,
-        port: int,
-        one_off: bool = False,
-        own_group: bool = True,
-        auth: IperfServerAuth | None = None,
-    ) -> None:
+
+def with_parent_death_signal(argv: list[str]) -> list[str]:
+    """argv wrapped so the process is SIGKILLed when the calling process dies (Linux; elsewhere argv as is).
+
+    The kernel ties the signal to the thread that forks: call it from a thread that lives as long as the child.
+    """
+    return [sys.executable, "-I", "-S", "-c", _DEATHSIG_WRAPPER, str(os.getpid()), *argv]
+
+
+class Iperf3Server:
+    """`iperf3 -s -B ADDR -p PORT` with RSA authentication, in the caller's process group, dying with it.
+
+    Only `serve` starts one: it lives in serve's process group (so stopping that group stops it) and
+    gets SIGKILL from the kernel when serve dies, even by SIGKILL.
+    """
+
+    def __init__(self, bind: str, port: int, auth: IperfServerAuth) -> None:
         self.bind = bind
         self.auth = auth
         self.port = port
-        self.one_off = one_off
-        # `serve` keeps iperf3 in its own process group so that stopping serve's group stops iperf3 too.
-        self.own_group = own_group
         self.proc: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
-        argv = ["iperf3", "-s", "-B", self.bind, "-p", str(self.port)]
-        if self.auth is not None:
-            argv += [
-                "--rsa-private-key-path",
-                str(self.auth.private_key),
-                "--authorized-users-path",
-                str(self.auth.users),
-            ]
-        return [*argv, "-1"] if self.one_off else argv
+        return [
+            "iperf3",
+            "-s",
+            "-B",
+            self.bind,
+            "-p",
+            str(self.port),
+            "--rsa-private-key-path",
+            str(self.auth.private_key),
+            "--authorized-users-path",
+            str(self.auth.users),
+        ]
 
     def start(self, timeout: float = 10.0) -> int:
         """Launch and wait until the port accepts; returns the pid."""
@@ -197,11 +218,10 @@ class Iperf3Server:
         if reason:
             raise NotFoundError(reason)
         self.proc = subprocess.Popen(
-            self.command(),
+            with_parent_death_signal(self.command()),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            start_new_session=self.own_group,
         )
         try:
             self._wait_ready(timeout)
@@ -220,20 +240,14 @@ class Iperf3Server:
                     f"iperf3 server exited at start: {err[:200] or self.proc.returncode}",
                     "is the port in use? choose another",
                 )
-            # Polling the port costs the one-off server its only test, so watch the socket table instead.
-            if self.one_off and _listening(self.bind, self.port):
-                return
-            if not self.one_off and port_open(self.bind, self.port):
+            if port_open(self.bind, self.port):
                 return
             time.sleep(0.05)
         raise NetworkError(f"iperf3 server did not listen on {self.bind}:{self.port} within {timeout:.0f} s")
 
     def stop(self) -> None:
         if self.proc is not None:
-            if self.own_group:
-                stop_group(self.proc.pid)
-            else:
-                self.proc.terminate()
+            self.proc.terminate()
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -249,36 +263,3 @@ class Iperf3Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _listening(bind: str, port: int) -> bool:
-    """True when some socket listens on port (Linux /proc; elsewhere assume yes after a short wait)."""
-    suffix = f":{port:04X}"
-    found_table = False
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as fh:
-                found_table = True
-                next(fh)
-                for line in fh:
-                    cols = line.split()
-                    if len(cols) > 3 and cols[1].endswith(suffix) and cols[3] == "0A":
-                        return True
-        except OSError:
-            continue
-    return not found_table
-
-
-class Iperf3ManagedServer(ManagedServer):
-    """iperf3 under `workbench serve` / `servers up` supervision (port key 'iperf3')."""
-
-    name: ClassVar[str] = "iperf3"
-    services: ClassVar[tuple[str, ...]] = ("iperf3",)
-    binary: ClassVar[str | None] = "iperf3"
-    install_hint: ClassVar[str] = INSTALL_HINT
-
-    def prepare(self) -> None:
-        """Nothing to write: iperf3 runs without config or accounts."""
-
-    def command(self) -> list[str]:
-        return ["iperf3", "-s", "-B", self.ctx.bind, "-p", str(self.ctx.ports["iperf3"])]

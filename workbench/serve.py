@@ -91,7 +91,7 @@ async def _serve(
                 # Authenticated like everything else served: RSA key pair + users file from the credentials.
                 auth = write_server_auth(cfg.state_dir / "iperf3", creds.user, creds.password)
                 app[IPERF3_KEY_KEY] = auth.public_key
-                iperf = Iperf3Server(cfg.bind, wanted["iperf3"], own_group=False, auth=auth)
+                iperf = Iperf3Server(cfg.bind, wanted["iperf3"], auth)
                 with contextlib.suppress(Exception):  # iperf3 is only a cross-check
                     iperf.start()
                     ports["iperf3"] = wanted["iperf3"]
