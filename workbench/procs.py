@@ -100,3 +100,51 @@ def with_argument(argument: str) -> list[int]:
         if wanted in args[1:]:
             found.append(int(entry))
     return found
+
+
+def start_ticks(pid: int) -> int | None:
+    """When pid started, in clock ticks since boot (proc(5) field 22); None if it is gone.
+
+    A pid can be reused by an unrelated process; (pid, start time) cannot, so this is what proves a
+    recorded pid still names the process that was started.
+    """
+    fields = stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def cmdline(pid: int) -> list[str] | None:
+    """The argv of pid (empty for a zombie or a kernel thread); None if it is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]] if raw else []
+
+
+def identity(pid: int) -> dict[str, object] | None:
+    """What `servers up` records of a process it started: start time and command line."""
+    ticks = start_ticks(pid)
+    args = cmdline(pid)
+    if ticks is None or args is None:
+        return None
+    return {"start_ticks": ticks, "cmdline": args}
+
+
+def same_process(pid: int, start: int, args: list[str] | None) -> bool:
+    """True when pid is still the process that started at `start` ticks with argv `args` (not a reuse).
+
+    A zombie keeps its start time but loses its argv: it counts as the same (dead) process.
+    """
+    fields = stat_fields(pid)
+    if fields is None or int(fields[19]) != start:
+        return False
+    if fields[0] == "Z" or args is None:
+        return True
+    return cmdline(pid) == args
+
+
+def in_group(pgid: int, snap: dict[int, list[str]] | None = None) -> list[int]:
+    """Processes of process group `pgid` (zombies excluded: they are already dead)."""
+    snap = snap if snap is not None else snapshot()
+    return [pid for pid, fields in snap.items() if int(fields[2]) == pgid and fields[0] != "Z"]

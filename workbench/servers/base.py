@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from workbench import procs
 from workbench.credentials import Credentials
 from workbench.errors import NetworkError, NotFoundError
 from workbench.procs import descendants
@@ -175,3 +176,48 @@ def stop_group(pid: int, grace: float = 5.0) -> None:
             return
         time.sleep(0.05)
     _signal(pgid, below, signal.SIGKILL)
+
+
+def stop_recorded(pid: int, pgid: int, start_ticks: int | None, args: list[str] | None, grace: float = 5.0) -> str:
+    """Stop a server `servers up` recorded, and only that one; returns what was done, for the user.
+
+    The pid is signalled only while it is still the process that was started (same start time and
+    command line): a pid reused by an unrelated process is left alone. When the leader itself is gone
+    (e.g. `serve` was SIGKILLed), the rest of its process group is stopped: the kernel never hands out
+    a pid that still names a process group, so members of `pgid` that started no earlier than the
+    leader are its own children (serve's iperf3), never someone else's.
+    """
+    if start_ticks is None:
+        return f"pid {pid} has no recorded start time (servers.json from an older workbench); not signalled"
+    if procs.stat_fields(pid) is not None and not procs.same_process(pid, start_ticks, args):
+        return f"pid {pid} is now another process; not signalled"
+    if procs.pid_alive(pid):
+        stop_group(pid, grace)
+        return f"stopped (pid {pid})"
+    left = _group_survivors(pgid, start_ticks)
+    if not left:
+        return f"already stopped (pid {pid})"
+    _stop_pids(left, grace)
+    return f"stopped {len(left)} process(es) its dead leader (pid {pid}) left in group {pgid}"
+
+
+def _group_survivors(pgid: int, start_ticks: int) -> dict[int, int]:
+    """{pid: start ticks} of the live members of `pgid` started no earlier than the leader, and their descendants."""
+    snap = procs.snapshot()
+    members = [p for p in procs.in_group(pgid, snap) if int(snap[p][19]) >= start_ticks]
+    return {p: int(snap[p][19]) for p in procs.tree(members, snap) if snap[p][0] != "Z"}
+
+
+def _stop_pids(found: dict[int, int], grace: float) -> None:
+    """SIGTERM each (pid, start) still alive as itself, SIGKILL those left after `grace` s."""
+
+    def alive() -> list[int]:
+        return [p for p, start in found.items() if procs.same_process(p, start, None) and procs.pid_alive(p)]
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 2.0)
+        while time.monotonic() < deadline and alive():
+            time.sleep(0.05)

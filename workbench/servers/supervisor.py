@@ -1,7 +1,9 @@
 """`workbench servers up|down|status`: every real server with private state, recorded so `down` stops all.
 
 State lives in STATE_DIR: credentials.json (0600), target.json (ports, paths; no secrets),
-servers.json (pids and process groups), and one private folder per server.
+servers.json (pid, process group, start time and command line of each server: `down` and `status`
+check that a pid still names the process that was started before trusting it), and one private
+folder per server.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from pathlib import Path
 
 from protocols.base import DEFAULT_PORTS
 from workbench import credentials as creds_mod
+from workbench import procs
 from workbench import target as target_mod
 from workbench.errors import NotFoundError, UsageError, WorkbenchError
-from workbench.procs import pid_alive
-from workbench.servers.base import ManagedServer, ServerContext, stop_group
+from workbench.servers.base import ManagedServer, ServerContext, stop_recorded
+from workbench.servers.layout import check_layout, private_state_dir
 
 SERVERS_FILE = "servers.json"
 
@@ -36,7 +39,8 @@ class ServersState:
     bind: str
     root: str
     netns: str | None = None
-    servers: list[dict] = field(default_factory=list)  # name, pid, pgid, ports | unavailable reason
+    # name, pid, pgid, start_ticks, cmdline, ports | name, unavailable reason
+    servers: list[dict] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = []
@@ -75,8 +79,10 @@ def up(
     """Start every available server; on any failure or Ctrl-C, stop the ones already started."""
     if not root.is_dir():
         raise NotFoundError(f"root directory {root} does not exist", "create it or pass another --root")
+    check_layout(root, state_dir, state_dir / "credentials.json")
+    private_state_dir(state_dir)
     existing = read_state(state_dir)
-    if existing and any(pid_alive(s["pid"]) for s in existing.servers if s.get("pid")):
+    if existing and any(_running(s) for s in existing.servers if s.get("pid")):
         raise UsageError(f"servers from {state_dir} are already running", "run 'workbench servers down' first")
     classes = server_classes()
     names = {c.name for c in classes}
@@ -87,7 +93,6 @@ def up(
                 f"unknown server(s) {', '.join(sorted(unknown))}", f"choose from {', '.join(sorted(names))}"
             )
         classes = [c for c in classes if c.name in only]
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     for sub in ("files", "incoming"):
         (root / sub).mkdir(exist_ok=True)
     creds_path = state_dir / "credentials.json"
@@ -107,11 +112,15 @@ def up(
             server = cls(ctx)
             pid = server.start()
             started.append(server)
+            # read once it listens: by then `ip netns exec` has exec'd the server, so the argv is final
+            ident = procs.identity(pid) or {}
             state.servers.append(
                 {
                     "name": cls.name,
                     "pid": pid,
                     "pgid": os.getpgid(pid),
+                    "start_ticks": ident.get("start_ticks"),
+                    "cmdline": ident.get("cmdline"),
                     "ports": {s: all_ports[s] for s in cls.services},
                 }
             )
@@ -131,8 +140,15 @@ def up(
     return state
 
 
+def _running(s: dict) -> bool:
+    """True while the recorded pid is still the server that was started (not a reused pid) and runs."""
+    start = s.get("start_ticks")
+    pid = int(s["pid"])
+    return start is not None and procs.same_process(pid, int(start), s.get("cmdline")) and procs.pid_alive(pid)
+
+
 def down(state_dir: Path) -> list[str]:
-    """Stop every recorded server's process group; idempotent."""
+    """Stop every recorded server and what is left of its process group; never a reused pid; idempotent."""
     state = read_state(state_dir)
     if state is None:
         return [f"no servers recorded in {state_dir}"]
@@ -140,8 +156,9 @@ def down(state_dir: Path) -> list[str]:
     for s in state.servers:
         if not s.get("pid"):
             continue
-        stop_group(int(s["pid"]))
-        lines.append(f"{s['name']:8} stopped (pid {s['pid']})")
+        pid = int(s["pid"])
+        done = stop_recorded(pid, int(s.get("pgid") or pid), s.get("start_ticks"), s.get("cmdline"))
+        lines.append(f"{s['name']:8} {done}")
     (state_dir / SERVERS_FILE).unlink(missing_ok=True)
     return lines
 
@@ -155,9 +172,19 @@ def status(state_dir: Path) -> list[str]:
         if s.get("unavailable"):
             lines.append(f"{s['name']:8} unavailable: {s['unavailable']}")
             continue
-        alive = "running" if pid_alive(int(s["pid"])) else "DEAD"
+        pid = int(s["pid"])
+        start = s.get("start_ticks")
+        reused = start is None or (
+            procs.stat_fields(pid) is not None and not procs.same_process(pid, int(start), s.get("cmdline"))
+        )
+        alive = "running" if _running(s) else "DEAD"
         ports = ", ".join(f"{k} {v}" for k, v in s.get("ports", {}).items())
-        lines.append(f"{s['name']:8} {alive:7} pid {s['pid']:>7}  {state.bind}: {ports}")
+        line = f"{s['name']:8} {alive:7} pid {pid:>7}  {state.bind}: {ports}"
+        if reused and start is not None:
+            line += f"  (pid {pid} is now another process)"
+        elif start is None:
+            line += "  (no recorded start time: cannot tell whether this pid is still the server)"
+        lines.append(line)
     return lines
 
 

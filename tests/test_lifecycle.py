@@ -1,0 +1,256 @@
+"""Server lifecycle on the far host: `down` stops exactly what `up` started (never a reused pid, also the
+group of a leader that died), serve's iperf3 dies with serve, and `serve`/`servers up` refuse layouts that
+would serve their own state. Real processes and real servers on 127.0.0.1; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import free_port
+from workbench import procs
+from workbench.errors import UsageError
+from workbench.serve import ServeConfig, ServeThread
+from workbench.servers import supervisor
+from workbench.servers.base import port_open
+
+HOST = "127.0.0.1"
+needs_iperf3 = pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed")
+
+
+def _ports() -> dict[str, int]:
+    return {s: free_port(HOST) for s in ("http", "ftp", "tcp", "iperf3")}
+
+
+def _wait_until(check, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def _reap(pid: int) -> None:
+    """Collect a child of this test process so its pid stops being a zombie."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "root"
+    root.mkdir()
+    return root, tmp_path / "state"
+
+
+# ------------------------------------------------------------------ identity recorded and checked
+
+
+def test_up_records_identity_and_down_stops_it(layout: tuple[Path, Path]) -> None:
+    root, state = layout
+    started = supervisor.up(root, HOST, state, only=["serve"], ports=_ports())
+    try:
+        record = json.loads((state / "servers.json").read_text())["servers"][0]
+        pid = record["pid"]
+        assert record["start_ticks"] == procs.start_ticks(pid)
+        assert record["cmdline"] == procs.cmdline(pid) and "serve" in record["cmdline"]
+        assert record["pgid"] == os.getpgid(pid)
+        assert "running" in supervisor.status(state)[0]
+    finally:
+        lines = supervisor.down(state)
+    assert started.servers[0]["pid"] == pid
+    assert "stopped" in lines[0]
+    _reap(pid)
+    assert not procs.pid_alive(pid)
+
+
+def _fake_state(state: Path, record: dict) -> None:
+    state.mkdir(mode=0o700, exist_ok=True)
+    doc = {"bind": HOST, "root": "/nonexistent", "netns": None, "servers": [{"name": "serve", "ports": {}, **record}]}
+    (state / "servers.json").write_text(json.dumps(doc))
+
+
+def test_down_never_signals_a_reused_pid(tmp_path: Path) -> None:
+    # An unrelated process that now holds the recorded pid: same pid, another start time and argv.
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        pid = bystander.pid
+        real_start = procs.start_ticks(pid)
+        assert real_start is not None
+        state = tmp_path / "state"
+        _fake_state(
+            state,
+            {"pid": pid, "pgid": pid, "start_ticks": real_start - 1, "cmdline": [sys.executable, "-m", "workbench"]},
+        )
+        status = supervisor.status(state)
+        assert "DEAD" in status[0] and "now another process" in status[0]
+        lines = supervisor.down(state)
+        assert f"pid {pid} is now another process; not signalled" in lines[0]
+        assert bystander.poll() is None, "down signalled a process it did not start"
+        # same start time but another command line is not the server either
+        _fake_state(state, {"pid": pid, "pgid": pid, "start_ticks": real_start, "cmdline": ["sshd", "-D"]})
+        assert "not signalled" in supervisor.down(state)[0]
+        assert bystander.poll() is None
+        # nor may `up` think the servers still run because the pid exists
+        _fake_state(state, {"pid": pid, "pgid": pid, "start_ticks": real_start - 1, "cmdline": ["x"]})
+        assert not any(supervisor._running(s) for s in supervisor.read_state(state).servers)  # type: ignore[union-attr]
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_down_stops_the_group_of_a_leader_that_died(tmp_path: Path) -> None:
+    # A leader with a child in its process group, like serve and its iperf3; the leader is SIGKILLed.
+    leader = subprocess.Popen(
+        ["sh", "-c", "sleep 60 & echo $!; wait"], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert leader.stdout is not None
+    child = int(leader.stdout.readline())
+    ident = procs.identity(leader.pid)
+    assert ident is not None
+    state = tmp_path / "state"
+    _fake_state(state, {"pid": leader.pid, "pgid": leader.pid, **ident})
+    try:
+        os.kill(leader.pid, signal.SIGKILL)
+        leader.wait()
+        assert procs.pid_alive(child), "the child should outlive its leader for this test"
+        assert "DEAD" in supervisor.status(state)[0]
+        lines = supervisor.down(state)
+        assert "stopped 1 process" in lines[0], lines
+        assert _wait_until(lambda: not procs.pid_alive(child), 3)
+    finally:
+        with_suppress_kill(child)
+
+
+def with_suppress_kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------ iperf3 dies with serve
+
+
+@needs_iperf3
+def test_iperf3_dies_with_a_sigkilled_serve_and_down_leaves_nothing(layout: tuple[Path, Path]) -> None:
+    root, state = layout
+    ports = _ports()
+    supervisor.up(root, HOST, state, only=["serve"], ports=ports)
+    record = json.loads((state / "servers.json").read_text())["servers"][0]
+    pid, pgid = record["pid"], record["pgid"]
+    try:
+        # serve starts iperf3 after its own listeners, so `up` may return a moment before it listens
+        assert _wait_until(lambda: port_open(HOST, ports["iperf3"]), 10), "serve did not start its iperf3"
+        iperf = [p for p in procs.in_group(pgid) if p != pid]
+        assert iperf and all("iperf3" in (procs.cmdline(p) or [""])[0] for p in iperf)
+        os.kill(pid, signal.SIGKILL)
+        assert _wait_until(lambda: not port_open(HOST, ports["iperf3"]), 2.0), "iperf3 outlived serve"
+        assert "DEAD" in supervisor.status(state)[0]
+    finally:
+        supervisor.down(state)
+        _reap(pid)
+    assert not procs.in_group(pgid)
+    for port in ports.values():
+        assert not port_open(HOST, port)
+
+
+@needs_iperf3
+def test_iperf3_of_a_serve_thread_stops_with_it(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    ports = _ports()
+    with ServeThread(ServeConfig(root=root, bind=HOST, state_dir=tmp_path / "state", ports=ports)) as serve:
+        assert "iperf3" in serve.ports
+        assert port_open(HOST, ports["iperf3"])
+    assert _wait_until(lambda: not port_open(HOST, ports["iperf3"]), 2.0)
+
+
+# ------------------------------------------------------------------ refused layouts
+
+
+def test_root_of_slash_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="whole file system") as exc:
+        supervisor.up(Path("/"), HOST, tmp_path / "state", only=["serve"])
+    assert exc.value.hint
+    assert not (tmp_path / "state").exists()
+
+
+def test_root_containing_the_state_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="contains the state directory"):
+        supervisor.up(tmp_path, HOST, tmp_path / "state", only=["serve"])
+    with pytest.raises(UsageError, match="contains the state directory"):
+        supervisor.up(tmp_path, HOST, tmp_path, only=["serve"])
+    assert not (tmp_path / "files").exists(), "nothing may be written before the refusal"
+
+
+def test_root_inside_the_state_is_refused(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    (state / "sshd").mkdir(parents=True, mode=0o700)
+    with pytest.raises(UsageError, match="inside the state directory"):
+        supervisor.up(state / "sshd", HOST, state, only=["serve"])
+
+
+def test_serve_refuses_credentials_inside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    cfg = ServeConfig(root=root, bind=HOST, state_dir=tmp_path / "state", credentials_file=root / "c.json")
+    with pytest.raises(UsageError, match="contains the credentials file"):
+        ServeThread(cfg).start()
+
+
+def test_state_dir_open_to_others_is_refused(layout: tuple[Path, Path]) -> None:
+    root, state = layout
+    state.mkdir(mode=0o700)
+    os.chmod(state, 0o755)
+    with pytest.raises(UsageError, match="open to others") as exc:
+        supervisor.up(root, HOST, state, only=["serve"])
+    assert exc.value.hint == f"chmod 700 {state}"
+    with pytest.raises(UsageError, match="open to others"):
+        ServeThread(ServeConfig(root=root, bind=HOST, state_dir=state, ports=_ports())).start()
+
+
+def test_state_dir_of_another_user_is_refused(layout: tuple[Path, Path]) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a directory to another user needs root")
+    root, state = layout
+    state.mkdir(mode=0o700)
+    os.chown(state, 65534, 65534)
+    with pytest.raises(UsageError, match="belongs to uid 65534"):
+        supervisor.up(root, HOST, state, only=["serve"])
+
+
+def test_missing_state_dir_is_created_private(layout: tuple[Path, Path]) -> None:
+    root, state = layout
+    supervisor.up(root, HOST, state, only=["serve"], ports=_ports())
+    try:
+        assert state.stat().st_mode & 0o777 == 0o700
+    finally:
+        pid = json.loads((state / "servers.json").read_text())["servers"][0]["pid"]
+        supervisor.down(state)
+        _reap(pid)
+
+
+def test_cli_refusal_is_one_line(tmp_path: Path) -> None:
+    env = dict(os.environ, WORKBENCH_HOME=str(tmp_path / "home"))
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench", "servers", "up", "--root", "/", "--state-dir", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 2
+    text = (done.stdout + done.stderr).strip()
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
+    assert "whole file system" in text
