@@ -19,6 +19,7 @@ from workbench import target as target_mod
 from workbench.errors import NotFoundError, from_os_error
 from workbench.ftp_server import FtpServer
 from workbench.http_server import FILES_DIR, INCOMING_DIR, IPERF3_KEY_KEY, AuthDeadlineRunner, make_app
+from workbench.servers.layout import check_layout, private_state_dir
 
 SERVERS_FILE = "servers.json"  # written by `servers up`: the process groups whose CPU /ctl/cpu reports
 
@@ -49,9 +50,12 @@ async def _serve(
 ) -> None:
     if not cfg.root.is_dir():
         raise NotFoundError(f"root directory {cfg.root} does not exist", "create it or pass another --root")
+    creds_path = cfg.credentials_file or cfg.state_dir / "credentials.json"
+    # before anything is written: a root holding the state or credentials would serve them to clients
+    check_layout(cfg.root, cfg.state_dir, creds_path)
+    private_state_dir(cfg.state_dir)
     (cfg.root / FILES_DIR).mkdir(exist_ok=True)
     (cfg.root / INCOMING_DIR).mkdir(exist_ok=True)
-    creds_path = cfg.credentials_file or cfg.state_dir / "credentials.json"
     creds = creds_mod.for_server(creds_path)
     wanted = {**DEFAULT_PORTS, **(cfg.ports or {})}
     ports: dict[str, int] = {}
