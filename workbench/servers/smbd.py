@@ -1,5 +1,10 @@
 """Samba's smbd with a private config and state, one share confined to the served root.
 
+Confinement (an authenticated client is hostile): paths are resolved inside the share, symlinks are
+neither followed ("follow symlinks = no") nor allowed to lead out ("wide links = no"); without
+unix extensions SMB2/3 cannot create symlinks (Samba 4.17 refuses FSCTL_SET_REPARSE_POINT), device
+nodes, FIFOs or sockets, nor set mode bits, and the create/directory masks strip setuid/setgid.
+
 Dialects: SMB2_02 (pysmb speaks nothing newer) up to SMB3_11 (smbprotocol, smbclient). Signing stays
 at Samba's default ("auto", required only when the client asks); encryption is off so the numbers
 show the transport, not AES.
@@ -69,8 +74,11 @@ class Smbd(ManagedServer):
             "usershare max shares": "0",
             "registry shares": "no",
             "log level": "1",
-            # SMB1 unix extensions would let a client create symlinks that point anywhere.
+            # SMB1 unix extensions would let a client create symlinks that point anywhere, device nodes,
+            # FIFOs and setuid files (UNIX_BASIC chmod/mknod). SMB3 POSIX extensions would too; Samba 4.17
+            # has none (it ignores the key with a log line), later versions read it.
             "smb1 unix extensions": "no",
+            "smb3 unix extensions": "no",
             "allow insecure wide links": "no",
         }
         share = {
@@ -85,8 +93,11 @@ class Smbd(ManagedServer):
             "store dos attributes": "no",
             "ea support": "no",
             "map archive": "no",
+            # Masks on the mode a create asks for: never setuid, setgid or sticky, never group/other-writable.
             "create mask": "0644",
             "directory mask": "0755",
+            # A security descriptor a client sets is ignored (Samba answers OK): no ACL can open the root wider.
+            "nt acl support": "no",
         }
         lines = ["[global]"]
         lines += [f"    {k} = {_conf_value(v)}" for k, v in glob.items()]
