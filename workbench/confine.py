@@ -241,8 +241,8 @@ def open_in(dir_fd: int, name: str, flags: int, mode: int = 0o644) -> int:
 
     O_CREAT | O_EXCL makes a new file and never touches an existing name. Otherwise the file must
     exist: it is inspected through an O_PATH descriptor and reopened by that descriptor only when it
-    is a regular file, so a FIFO never blocks and a device is never opened. A file opened for writing
-    must have one link: a hard link to a file outside the root would otherwise be written through.
+    is a regular file, so a FIFO never blocks and a device is never opened. The file must have one
+    link: a hard link to a file outside the root would otherwise be read or written through.
     O_TRUNC is applied only after those checks.
     """
     if "/" in name or name in ("", ".", ".."):
@@ -261,7 +261,9 @@ def open_in(dir_fd: int, name: str, flags: int, mode: int = 0o644) -> int:
             raise PathRefused(name, "symbolic link")
         if not stat.S_ISREG(st.st_mode):
             raise PathRefused(name, "not a regular file")
-        if access != os.O_RDONLY and st.st_nlink > 1:
+        if st.st_nlink > 1:
+            # A second link may be one planted to a file outside the root (as root, link() works on
+            # any file): reading or writing it would reach outside.
             raise PathRefused(name, "file with several hard links")
         fd = _reopen(path_fd, dir_fd, name, access | extra, st)
     finally:
