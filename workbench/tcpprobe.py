@@ -413,16 +413,19 @@ class ProbeServer:
 
     def _serve_connection(self, conn: socket.socket) -> None:
         handed_over = False
+        # One deadline for the whole handshake, not one per recv: a client sending a byte every few
+        # seconds would otherwise hold a slot for minutes without ever authenticating.
+        deadline = time.monotonic() + HANDSHAKE_TIMEOUT
         try:
             conn.settimeout(HANDSHAKE_TIMEOUT)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             nonce = secrets.token_bytes(NONCE_LEN)
             conn.sendall(MAGIC + nonce)
-            kind = _recv_exact(conn, 1)
+            kind = _recv_exact_by(conn, 1, deadline)
             if kind == b"C":
-                self._control(conn, nonce)
+                self._control(conn, nonce, deadline)
             elif kind == b"D":
-                handed_over = self._data(conn)
+                handed_over = self._data(conn, deadline)
         except (OSError, ValueError):
             pass  # a peer that misbehaves or vanishes just loses its connection
         finally:
@@ -435,8 +438,8 @@ class ProbeServer:
             self._socks.discard(conn)
         conn.close()
 
-    def _data(self, conn: socket.socket) -> bool:
-        token = _recv_exact(conn, NONCE_LEN)
+    def _data(self, conn: socket.socket, deadline: float) -> bool:
+        token = _recv_exact_by(conn, NONCE_LEN, deadline)
         with self._lock:
             waiting = self._pending.pop(token, None) if token else None
         if waiting is None:
@@ -444,8 +447,8 @@ class ProbeServer:
         waiting.append(conn)
         return True
 
-    def _control(self, conn: socket.socket, nonce: bytes) -> None:
-        answer = _recv_exact(conn, 2 * NONCE_LEN)
+    def _control(self, conn: socket.socket, nonce: bytes, deadline: float) -> None:
+        answer = _recv_exact_by(conn, 2 * NONCE_LEN, deadline)
         if len(answer) != 2 * NONCE_LEN:
             return
         client_nonce, mac = answer[:NONCE_LEN], answer[NONCE_LEN:]
@@ -521,6 +524,21 @@ class ProbeServer:
 
 class _Refused(Exception):
     """A request the server answers with an error message instead of doing it."""
+
+
+def _recv_exact_by(sock: socket.socket, n: int, deadline: float) -> bytes:
+    """Like _recv_exact, but the whole read must finish by `deadline` (time.monotonic()): TimeoutError."""
+    chunks = bytearray()
+    while len(chunks) < n:
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            raise TimeoutError("handshake deadline passed")
+        sock.settimeout(left_s)
+        part = sock.recv(n - len(chunks))
+        if not part:
+            return b""
+        chunks += part
+    return bytes(chunks)
 
 
 def _bounded_int(value: Any, low: int, high: int, name: str) -> int:
