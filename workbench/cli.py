@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from workbench import paths
-from workbench.errors import ExitCode, Terminated, WorkbenchError, from_os_error
+from workbench.errors import ExitCode, NotFoundError, Terminated, WorkbenchError, from_os_error
 
 if TYPE_CHECKING:
     from workbench.results import Run
@@ -57,7 +57,6 @@ StallOpt = Annotated[
     float,
     typer.Option(
         "--stall-timeout",
-        min=1.0,
         help="Seconds without progress after which a copy (or a control call) fails its row; the run goes on.",
     ),
 ]
@@ -84,9 +83,12 @@ def files_make(
     """Write test files of several sizes (and small-file sets) with a manifest of xxh3-128 hashes."""
     from fixtures.generate import make
     from workbench.sizes import parse_sizes, parse_small_set
+    from workbench.validate import check_budget, check_free_space, check_range, named
 
-    size_list = parse_sizes(sizes)
-    sets = [parse_small_set(s) for s in small or []]
+    check_range("seed", seed)
+    size_list = named("--sizes", parse_sizes, sizes)
+    sets = [named("--small", parse_small_set, s) for s in small or []]
+    check_free_space(directory, check_budget(size_list, sets), "DIRECTORY")
     report = make(directory, size_list, sets, profile, seed, on_file=None)
     rate = f", {report.write_bps / 1e6:.0f} MB/s" if report.written_bytes else ""
     out.print(
@@ -111,7 +113,16 @@ def serve(
     """Serve ROOT over HTTP, FTP and the raw-TCP probe (authenticated, confined to ROOT) until Ctrl-C."""
     from workbench.serve import ServeConfig
     from workbench.serve import serve as run_serve
+    from workbench.validate import check_host, check_port
 
+    bind = check_host(bind, source="--bind")
+    for name, number, usual in (
+        ("http_port", http_port, 8181),
+        ("ftp_port", ftp_port, 2121),
+        ("tcp_port", tcp_port, 5301),
+        ("iperf3_port", iperf3_port, 5201),
+    ):
+        check_port(name, number, allow_zero=True, example=usual)
     state = state_dir or paths.default_state_dir()
     cfg = ServeConfig(
         root=root,
@@ -153,8 +164,17 @@ def tcp(
     from workbench import credentials as creds_mod
     from workbench.baseline import measure_tcp
     from workbench.report import render_tcp
-    from workbench.sizes import parse_size, parse_sizes
+    from workbench.validate import check_host, check_port, check_range, check_windows
 
+    host = check_host(host, source="HOST")
+    for name, number, usual in (
+        ("port", port, 5301),
+        ("iperf3_port", iperf3_port, 5201),
+        ("http_port", http_port, 8181),
+    ):
+        check_port(name, number, allow_zero=False, example=usual)
+    check_range("duration", duration)
+    window_bytes, sweep = check_windows(window, window_sweep, duration)
     creds = creds_mod.resolve(credentials, paths.default_credentials())
     directions = ["download"] if reverse else ["upload", "download"]
     target = Target(host, creds, ports={**DEFAULT_PORTS, "tcp": port, "iperf3": iperf3_port, "http": http_port})
@@ -162,8 +182,8 @@ def tcp(
         target,
         directions=directions,
         duration=duration,
-        window=parse_size(window) if window else None,
-        sweep=parse_sizes(window_sweep) if window_sweep else None,
+        window=window_bytes,
+        sweep=sweep,
     )
     if as_json:
         out.print_json(json.dumps(doc))
@@ -199,7 +219,10 @@ def run(
 ) -> None:
     """Copy test files over each protocol, both ways, several times; compare with the raw TCP limit."""
     from workbench.config import build_plan
+    from workbench.validate import check_label, check_output_file
 
+    check_label(label)
+    check_output_file(json_out)
     if insecure_host_keys:
         err.print("[yellow]warning:[/] SSH host keys will not be verified (--insecure-host-keys)")
 
@@ -256,7 +279,11 @@ def report(
     """Re-render a past run's summary table from the results database."""
     from workbench.report import render_run
     from workbench.store import Store
+    from workbench.validate import check_output_file, check_run_id
 
+    if run_id is not None:
+        check_run_id(run_id)
+    check_output_file(json_out)
     with Store(db or paths.default_db()) as store:
         past = store.load(run_id)
     render_run(out, past)
@@ -269,7 +296,9 @@ def history(db: DbOpt = None, limit: Annotated[int, typer.Option(help="How many 
     """List past runs."""
     from workbench.report import render_history
     from workbench.store import Store
+    from workbench.validate import check_range
 
+    check_range("limit", limit)
     with Store(db or paths.default_db()) as store:
         render_history(out, store.history(limit))
 
@@ -283,7 +312,10 @@ def compare(
     """Compare two runs row by row (e.g. before and after tuning a host)."""
     from workbench.report import render_compare
     from workbench.store import Store
+    from workbench.validate import check_run_id
 
+    check_run_id(before, name="BEFORE")
+    check_run_id(after, name="AFTER")
     with Store(db or paths.default_db()) as store:
         render_compare(out, store.load(before), store.load(after))
 
@@ -298,7 +330,11 @@ def servers_up(
 ) -> None:
     """Start sshd, smbd, the rsync daemon and 'serve' with private configs; returns once all listen."""
     from workbench.servers.supervisor import up
+    from workbench.validate import check_host
 
+    bind = check_host(bind, source="--bind")
+    if not root.is_dir():
+        raise NotFoundError(f"--root {root} is not an existing directory", "create it first or pass another --root")
     state = up(root, bind, state_dir or paths.default_state_dir(), only=only.split(",") if only else None)
     for line in state.lines():
         out.print(line)
@@ -362,7 +398,10 @@ def lab(
 ) -> None:
     """Two emulated hosts joined by a real link (rate, delay, MTU) with real servers; runs the comparison."""
     from workbench.labrun import LabRequest, run_lab
+    from workbench.validate import check_label, check_output_file
 
+    check_label(label)
+    check_output_file(json_out)
     run = run_lab(
         LabRequest(
             preset=link,

@@ -42,6 +42,7 @@ from workbench.validate import (
     check_host,
     check_range,
     flag,
+    named,
     parse_model,
 )
 
@@ -96,6 +97,9 @@ class ConfigFile(BaseModel):
     compress: bool | None = Field(None, **_doc("true or false", "compress = false"))
     ports: PortsTable | None = Field(None, **_doc("a table of service = port", "ports = {http = 8181}"))  # type: ignore[valid-type]
     seed: int | None = Field(None, ge=0, le=(1 << 63) - 1, **_doc("a whole number 0 or more", "seed = 1"))
+    stall_timeout: float | None = Field(
+        None, ge=1, le=3600, **_doc("a number of seconds 1..3600", "stall_timeout = 30")
+    )
     block_size: int | None = Field(
         None, ge=4096, le=64 << 20, **_doc("a whole number of bytes 4096..67108864", "block_size = 1048576")
     )
@@ -128,14 +132,6 @@ def _text(value: Any) -> str:
     return ",".join(value) if isinstance(value, list) else str(value)
 
 
-def _named(where: str, parse: Callable[[Any], Any], value: Any) -> Any:
-    """Run a parser, putting the flag or config key that supplied the value at the front of its message."""
-    try:
-        return parse(value)
-    except UsageError as exc:
-        raise UsageError(f"{where}: {exc.message}", exc.hint) from exc
-
-
 def _directions(text: str) -> tuple[str, ...]:
     words = tuple(w.strip() for w in text.split(",") if w.strip())
     bad = [w for w in words if w not in DIRECTIONS]
@@ -157,15 +153,15 @@ def plan_inputs(values: dict[str, Any], where: Callable[[str], str] = flag) -> d
 
     Nothing is contacted or written: `run` and `lab` call this before any server, file or namespace.
     """
-    for key in ("repeat", "warmup", "tcp_duration", "seed", "block_size"):
+    for key in ("repeat", "warmup", "tcp_duration", "seed", "block_size", "stall_timeout"):
         if values.get(key) is not None:
             check_range(key, values[key], source=where(key))
     sizes_text = _text(values["sizes"]) if values.get("sizes") is not None else "16M"
-    sizes = tuple(_named(where("sizes"), parse_sizes, sizes_text)) if sizes_text.strip() else ()
+    sizes = tuple(named(where("sizes"), parse_sizes, sizes_text)) if sizes_text.strip() else ()
     small = values.get("small") or []
     if isinstance(small, str):
         small = [small]
-    small_sets = tuple(_named(where("small"), parse_small_set, str(s)) for s in small)
+    small_sets = tuple(named(where("small"), parse_small_set, str(s)) for s in small)
     if not sizes and not small_sets:
         raise UsageError("nothing to copy: no --sizes and no --small sets", "e.g. --sizes 16M or --small 1000x16K")
     check_budget(sizes, small_sets)
@@ -173,13 +169,14 @@ def plan_inputs(values: dict[str, Any], where: Callable[[str], str] = flag) -> d
         compress=bool(values.get("compress")),
         verify_host_keys=bool(values.get("verify_host_keys", True)),
         block_size=int(values.get("block_size") or 1 << 20),
+        timeout=float(values.get("stall_timeout") or ClientOptions.timeout),
     )
     return {
-        "entries": tuple(_named(where("protocols"), registry.select, _text(values.get("protocols") or "http,ftp"))),
-        "directions": _named(where("directions"), _directions, _text(values.get("directions") or "upload,download")),
+        "entries": tuple(named(where("protocols"), registry.select, _text(values.get("protocols") or "http,ftp"))),
+        "directions": named(where("directions"), _directions, _text(values.get("directions") or "upload,download")),
         "sizes": sizes,
         "small_sets": small_sets,
-        "profile": _named(where("profile"), _profile, str(values.get("profile") or "random")),
+        "profile": named(where("profile"), _profile, str(values.get("profile") or "random")),
         "seed": int(values.get("seed") if values.get("seed") is not None else 1),
         "repeat": int(values.get("repeat") if values.get("repeat") is not None else 3),
         "warmup": int(values.get("warmup") if values.get("warmup") is not None else 1),

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 DEFAULT_PRESET = "wifi-ac"
 DEFAULT_SMALL = ("100x64K",)
+LAB_MAX_ESTIMATE_S = 4 * 3600  # refuse a lab whose copies alone would take longer (e.g. 1 GB files at 1 kbit/s)
 
 
 @dataclass(frozen=True)
@@ -53,18 +54,69 @@ class LabRequest:
 def link_spec(req: LabRequest) -> Any:
     from workbench.lab import PRESETS
     from workbench.sizes import parse_duration_ms, parse_rate
+    from workbench.validate import named
 
     if req.preset not in PRESETS:
-        raise UsageError(f"unknown link preset {req.preset!r}", f"choose from {', '.join(PRESETS)}")
+        raise UsageError(f"--link: unknown link preset {req.preset!r}", f"choose from {', '.join(PRESETS)}")
     spec = PRESETS[req.preset]
     changes: dict[str, Any] = {"loss": req.loss, "mtu": req.mtu, "cc": req.cc}
-    if req.rate:
-        changes["rate_bps"] = parse_rate(req.rate)
-    if req.rtt:
-        changes["rtt_ms"] = parse_duration_ms(req.rtt)
+    if req.rate is not None:
+        changes["rate_bps"] = named("--rate", parse_rate, req.rate)
+    if req.rtt is not None:
+        changes["rtt_ms"] = named("--rtt", parse_duration_ms, req.rtt)
     spec = dataclasses.replace(spec, **changes)
     spec.validate()
     return spec
+
+
+def validate_request(req: LabRequest) -> Any:
+    """Every lab input checked as `run` checks its own, without root and before any namespace; the link spec."""
+    from workbench.config import plan_inputs
+    from workbench.validate import check_free_space, check_loss, check_range, check_windows
+
+    check_loss(req.loss)
+    check_range("mtu", req.mtu)
+    if req.cc is not None:
+        available = _available_cc()
+        if req.cc not in available:
+            raise UsageError(
+                f"--cc {req.cc!r} is not a congestion control this kernel offers",
+                f"choose from {', '.join(available)}, e.g. --cc cubic",
+            )
+    inputs = plan_inputs(
+        {
+            "protocols": req.protocols,
+            "sizes": req.sizes,
+            "small": list(req.small),
+            "profile": req.profile,
+            "directions": req.directions,
+            "repeat": req.repeat,
+            "warmup": req.warmup,
+            "tcp_duration": req.tcp_duration,
+            "stall_timeout": req.stall_timeout,
+        }
+    )
+    check_windows(None, req.window_sweep, req.tcp_duration)
+    files_bytes = sum(inputs["sizes"]) + sum(s.count * s.size for s in inputs["small_sets"])
+    check_free_space(paths.data_dir() / "files", files_bytes)
+    spec = link_spec(req)
+    # The link rate is known before anything starts, so the copies' least duration is plain arithmetic.
+    copies = len(inputs["entries"]) * len(inputs["directions"]) * (inputs["repeat"] + inputs["warmup"])
+    least_s = copies * files_bytes * 8 / spec.rate_bps
+    if least_s > LAB_MAX_ESTIMATE_S:
+        raise UsageError(
+            f"the lab's copies would take at least {least_s / 3600:,.1f} h at {spec.rate_bps / 1e6:g} Mbit/s "
+            f"({copies} copies of {files_bytes / 1e6:,.1f} MB); at most {LAB_MAX_ESTIMATE_S / 3600:.0f} h",
+            "use smaller --sizes, fewer --protocols or --repeat, or a faster --rate",
+        )
+    return spec
+
+
+def _available_cc() -> list[str]:
+    try:
+        return Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    except OSError:
+        return ["cubic", "reno"]  # not Linux: check_available() says why the lab cannot run
 
 
 def link_document(described: dict[str, Any], preset: str) -> dict[str, Any]:
@@ -92,8 +144,8 @@ def run_lab(req: LabRequest, db_path: Path, json_out: Path | None, label: str | 
     """Build the lab, run the comparison inside it, tear it down (also on Ctrl-C and SIGTERM); the finished run."""
     from workbench.lab import Lab, check_available, cleanup_stale
 
+    spec = validate_request(req)  # before anything is built: a typo must not cost a namespace
     check_available()
-    spec = link_spec(req)
     for removed in cleanup_stale():
         console.print(f"removed a stale lab left by a killed run: {removed}")
     work = Path(tempfile.mkdtemp(prefix="workbench-lab-"))

@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 import types
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
@@ -41,6 +41,7 @@ RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "seed": (0, (1 << 63) - 1, False, True, "1"),
     "block_size": (4096, 64 << 20, False, True, "1048576"),
     "limit": (1, 1_000_000, False, True, "30"),
+    "stall_timeout": (1, 3600, False, False, "30"),
     "mtu": (576, 65_000, False, True, "1500"),  # what the lab's TUN link accepts (workbench.lab.link.LinkSpec)
 }
 
@@ -56,7 +57,10 @@ def check_range(name: str, value: float, *, source: str | None = None) -> None:
     if math.isfinite(value) and not below and value <= high and (not whole or value == int(value)):
         return
     kind = "a whole number" if whole else "a number"
-    bounds = f"above {low:g} and at most {high:g}" if low_open else f"{low:g}..{high:.0f}"
+    if low_open:
+        bounds = f"above {low:g} and at most {high:g}"
+    else:
+        bounds = f"{int(low)}..{int(high)}" if whole else f"{low:g}..{high:g}"
     where = source or flag(name)
     raise UsageError(f"{where} must be {kind} {bounds}, not {value!r}", f"e.g. {flag(name)} {example}")
 
@@ -69,12 +73,20 @@ def check_loss(value: float) -> None:
         )
 
 
-def check_port(name: str, value: int, *, allow_zero: bool) -> None:
+def named(where: str, parse: Callable[[Any], Any], value: Any) -> Any:
+    """Run a parser, putting the flag or config key that supplied the value at the front of its message."""
+    try:
+        return parse(value)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc.message}", exc.hint) from exc
+
+
+def check_port(name: str, value: int, *, allow_zero: bool, example: int = 8181) -> None:
     low = 0 if allow_zero else 1
     if not low <= value <= MAX_PORT:
         extra = " (0: any free port)" if allow_zero else ""
         raise UsageError(
-            f"{flag(name)} must be a port {low}..{MAX_PORT}{extra}, not {value}", f"e.g. {flag(name)} 8181"
+            f"{flag(name)} must be a port {low}..{MAX_PORT}{extra}, not {value}", f"e.g. {flag(name)} {example}"
         )
 
 
@@ -167,12 +179,41 @@ def _bytes_in(directory: Path) -> int:
 
 def check_free_space(directory: Path, needed_bytes: int, name: str = "--files") -> None:
     """Refuse test files that cannot fit on the local disk, saying how much is free."""
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"{name} {directory} is not a directory", f"e.g. {name} /var/tmp/workbench-files")
     free = shutil.disk_usage(_existing_ancestor(directory)).free + _bytes_in(directory)
     if needed_bytes > free:
         raise DiskError(
             f"the test files need {needed_bytes / 1e9:,.2f} GB but {directory} has {free / 1e9:,.2f} GB free",
             f"free some space, choose smaller sizes, or put the files elsewhere with {name} DIR",
         )
+
+
+def check_windows(
+    window: str | None, window_sweep: str | None, duration_s: float
+) -> tuple[int | None, list[int] | None]:
+    """--window and --window-sweep in bytes, within what the probe accepts, checked before any connection."""
+    from workbench.sizes import format_size, parse_size, parse_sizes
+    from workbench.tcpprobe import MAX_DURATION, MIN_WINDOW
+
+    def bounded(name: str, value: int) -> int:
+        if not MIN_WINDOW <= value <= 1 << 30:
+            raise UsageError(
+                f"{name} {format_size(value)} is out of range: use {MIN_WINDOW} bytes to 1G", f"e.g. {name} 64K"
+            )
+        return value
+
+    window_bytes = bounded("--window", named("--window", parse_size, window)) if window is not None else None
+    sweep = None
+    if window_sweep is not None:
+        sweep = [bounded("--window-sweep", w) for w in named("--window-sweep", parse_sizes, window_sweep)]
+        # the sweep measures each window for at most 3 s (workbench.baseline.measure_tcp)
+        if min(duration_s, 3.0) * len(sweep) > 10 * MAX_DURATION:
+            raise UsageError(
+                f"--window-sweep of {len(sweep)} windows would run over {10 * MAX_DURATION:.0f} s",
+                "use fewer windows, e.g. --window-sweep 32K,64K,128K,256K",
+            )
+    return window_bytes, sweep
 
 
 # ------------------------------------------------------------------ pydantic models -> one line
