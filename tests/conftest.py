@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 # Shared fixtures, imported once here instead of into each module (where they needed `noqa: F811`).
+from tests.far_host import far_host  # noqa: F401
 from tests.serve_fixtures import serve_runner, served  # noqa: F401
 
 STRICT_ENV = "WORKBENCH_TESTS_STRICT"

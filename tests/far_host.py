@@ -1,0 +1,153 @@
+"""A far host as users start it: `servers up` (serve + sshd) on 127.0.0.1 with free ports, and ways to watch
+a `workbench run` against it from outside (its database, the far host's upload directory, its processes)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from protocols.base import DEFAULT_PORTS
+from tests.helpers import free_port
+from workbench import procs
+from workbench import target as target_mod
+from workbench.servers import supervisor
+from workbench.servers.sshd import Sshd
+
+REPO = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+
+
+@dataclass
+class FarHost:
+    root: Path
+    state_dir: Path
+    ports: dict[str, int]
+    pids: dict[str, int]  # server name -> pid, as `servers up` recorded them
+
+    def run_args(self) -> list[str]:
+        return [
+            "--target",
+            str(self.state_dir / "target.json"),
+            "--credentials",
+            str(self.state_dir / "credentials.json"),
+        ]
+
+    def sessions(self, server: str = "sshd") -> list[int]:
+        """The per-connection processes a server runs (sshd forks one tree per login)."""
+        return procs.descendants(self.pids[server])
+
+
+@pytest.fixture
+def far_host(tmp_path: Path) -> Iterator[FarHost]:
+    if reason := Sshd.unavailable_reason():
+        pytest.skip(reason)
+    root = tmp_path / "far-root"
+    root.mkdir()
+    state_dir = tmp_path / "far-state"
+    ports = {s: free_port(HOST) for s in ("http", "ftp", "tcp", "iperf3", "ssh")}
+    state = supervisor.up(root, HOST, state_dir, only=["serve", "sshd"], ports=ports)
+    try:
+        pids = {s["name"]: int(s["pid"]) for s in state.servers if s.get("pid")}
+        assert set(pids) == {"serve", "sshd"}, state.servers
+        settle_serve(ports)
+        # KNOWN BUG (see test_servers_up_target_names_every_port): serve writes its own target.json, without
+        # sshd's port, after `servers up` wrote the full one. Written again here so the tests using this
+        # fixture test what they are about; remove once serve no longer races the supervisor.
+        target_mod.write(state_dir, HOST, {**DEFAULT_PORTS, **ports}, root.resolve(), "workbench")
+        yield FarHost(root, state_dir, ports, pids)
+    finally:
+        supervisor.down(state_dir)
+
+
+def settle_serve(ports: dict[str, int], timeout_s: float = 30) -> None:
+    """Wait until serve has started its iperf3 (its last step before it writes target.json) and a moment more."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            if sock.connect_ex((HOST, ports["iperf3"])) == 0:
+                time.sleep(0.5)
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"serve's iperf3 never listened on {HOST}:{ports['iperf3']}")
+
+
+def start_workbench(*args: str, home: Path) -> subprocess.Popen:
+    """`workbench ARGS` in the background, output unbuffered so a test can follow its progress."""
+    env = {**os.environ, "WORKBENCH_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
+    env.pop("WORKBENCH_PASSWORD", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "workbench", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def saved_rows(db: Path) -> int:
+    """Rows the run has committed so far (0 while the database does not exist yet)."""
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db) as conn:
+        try:
+            return int(conn.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+        except sqlite3.OperationalError:  # the tables are not created yet
+            return 0
+
+
+def wait_for(what: str, condition: Callable[[], bool], proc: subprocess.Popen, timeout_s: float = 120) -> None:
+    """Poll `condition` until true; fail with the run's output if the run ends or time runs out first."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the run ended (exit {proc.returncode}) before {what}:\n{out[-3000:]}\n{err[-3000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"no {what} within {timeout_s} s:\n{out[-3000:]}\n{err[-3000:]}")
+        time.sleep(0.005)
+
+
+def bytes_read(pid: int) -> int:
+    """Bytes a process has read so far (files, pipes and sockets alike), 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def with_program(name: str, pids: list[int]) -> list[int]:
+    """Those of pids whose program (argv[0]) ends with name."""
+    found = []
+    for pid in pids:
+        try:
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if argv0.decode(errors="replace").endswith(name):
+            found.append(pid)
+    return found
+
+
+def fuse_mounts(kind: str = "fuse.sshfs") -> set[str]:
+    return {line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if line.split()[2] == kind}
+
+
+def netns_names() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
