@@ -81,9 +81,16 @@ def settle_serve(ports: dict[str, int], timeout_s: float = 30) -> None:
     raise AssertionError(f"serve's iperf3 never listened on {HOST}:{ports['iperf3']}")
 
 
-def start_workbench(*args: str, home: Path) -> subprocess.Popen:
-    """`workbench ARGS` in the background, output unbuffered so a test can follow its progress."""
+def start_workbench(*args: str, home: Path, tmp_dir: Path | None = None) -> subprocess.Popen:
+    """`workbench ARGS` in the background, output unbuffered so a test can follow its progress.
+
+    With tmp_dir, the run's temporary files and mount points go there (TMPDIR), so a test can tell
+    what this run left from what other runs on the machine are doing.
+    """
     env = {**os.environ, "WORKBENCH_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    if tmp_dir is not None:
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = str(tmp_dir)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
     env.pop("WORKBENCH_PASSWORD", None)
     return subprocess.Popen(
@@ -144,10 +151,11 @@ def with_program(name: str, pids: list[int]) -> list[int]:
     return found
 
 
-def fuse_mounts(kind: str = "fuse.sshfs") -> set[str]:
-    return {line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if line.split()[2] == kind}
-
-
-def netns_names() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
+def fuse_mounts(source_contains: str, kind: str = "fuse.sshfs") -> set[str]:
+    """Mount points of `kind` whose source names source_contains (e.g. one far host's root)."""
+    found = set()
+    for line in Path("/proc/mounts").read_text().splitlines():
+        source, point, fstype = line.split()[:3]
+        if fstype == kind and source_contains in source:
+            found.add(point)
+    return found

@@ -27,11 +27,13 @@ from protocols.mounts import smb as smb_mount
 from protocols.mounts import sshfs as sshfs_mount
 from protocols.mounts.base import readahead_bytes
 from tests.contract import ClientContract, Counter
+from tests.far_host import FarHost, fuse_mounts, saved_rows, start_workbench, wait_for
 from tests.helpers import ensure_running, free_port, loopback_context, write_random
 from workbench import procs
 from workbench.credentials import Credentials
 from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 from workbench.servers.sshd import Sshd
+from workbench.store import Store
 
 HOST = "127.0.0.1"
 PASSWORD = "s3cret,with=odd chars"
@@ -397,3 +399,84 @@ def test_close_after_failed_connect_is_safe() -> None:
         client.connect()
     client.close()
     client.close()
+
+
+# --- Ctrl-C and SIGTERM while `workbench run` copies through an sshfs mount -------------------------
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_signal_during_an_sshfs_copy_keeps_rows_and_leaves_nothing(
+    far_host: FarHost, tmp_path: Path, signum: int, code: int, word: str
+) -> None:
+    if reason := SshfsClient.unavailable_reason():
+        pytest.skip(reason)
+    db, run_tmp = tmp_path / "runs.sqlite", tmp_path / "run-tmp"
+    far_root = str(far_host.root)
+    proc = start_workbench(
+        "run",
+        *far_host.run_args(),
+        "--protocols",
+        "sftp/sshfs",
+        "--directions",
+        "upload",
+        "--sizes",
+        "1M,128M",
+        "--repeat",
+        "3",
+        "--warmup",
+        "0",
+        "--tcp-duration",
+        "1",
+        "--files",
+        str(tmp_path / "files"),
+        "--db",
+        str(db),
+        home=tmp_path / "home",
+        tmp_dir=run_tmp,
+    )
+    incoming = far_host.root / "incoming"
+
+    def big_copy_under_way() -> bool:  # the 1M row is saved and the 128M upload is landing on the far host
+        landing = [p for p in incoming.rglob("*128M*") if p.is_file()]
+        return saved_rows(db) >= 1 and any(0 < p.stat().st_size < 128 << 20 for p in landing)
+
+    try:
+        wait_for("the 128M upload under way", big_copy_under_way, proc)
+        assert fuse_mounts(far_root)  # the copy runs through the run's own mount of the far root
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == code, out + err
+    assert word in err and "Traceback" not in err + out, err
+    with Store(db) as store:
+        run = store.load()
+    assert [(r.label, r.file_set, r.error, r.verified) for r in run.results][:1] == [("sftp/sshfs", "1M", None, True)]
+    # nothing left: the mount, sshfs and its ssh, the far host's sessions for them, the run's temporary files
+    # (`run` starts no servers or namespaces of its own: the lab's Ctrl-C test covers those)
+    deadline = time.monotonic() + 10
+    while (far_host.sessions() or fuse_mounts(far_root)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert fuse_mounts(far_root) == set()
+    assert not _ssh_clients_of(far_host.ports["ssh"])
+    assert far_host.sessions() == []
+    assert list(run_tmp.iterdir()) == []
+
+
+def _ssh_clients_of(port: int) -> list[int]:
+    """sshfs or ssh processes still talking to the far host's sshd port."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            names = (b"ssh", b"sshfs")
+            if Path(argv[0].decode(errors="replace")).name.encode() in names and str(port).encode() in b" ".join(argv):
+                found.append(int(entry))
+    return found
