@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -254,3 +255,82 @@ def test_cli_refusal_is_one_line(tmp_path: Path) -> None:
     text = (done.stdout + done.stderr).strip()
     assert "Traceback" not in text and len(text.splitlines()) == 1, text
     assert "whole file system" in text
+
+
+# ------------------------------------------------------------------ a SIGKILLed lab leaves nothing
+
+
+def _lab_reason() -> str | None:
+    try:
+        from workbench.lab import check_available
+
+        check_available()
+    except Exception as exc:  # any reason the lab cannot run here is a reason to skip
+        return str(exc)
+    if shutil.which("sshfs") is None or not os.path.exists("/dev/fuse"):
+        return "sshfs/FUSE missing"
+    return None
+
+
+def _owned_mounts(owner: int) -> list[str]:
+    from protocols.mounts import stale
+
+    return [p for p, _ in stale.mounts() if stale.owner_of(p) == owner]
+
+
+def _lab_dirs(owner: int) -> list[Path]:
+    from workbench.lab.leftovers import LAB_DIR_PREFIX, lab_dir_owner
+
+    base = Path(tempfile.gettempdir())
+    return [p for p in base.iterdir() if p.name.startswith(LAB_DIR_PREFIX) and lab_dir_owner(p) == owner]
+
+
+@pytest.mark.lab
+@pytest.mark.skipif(_lab_reason() is not None, reason=f"lab unavailable: {_lab_reason()}")
+def test_a_sigkilled_lab_is_cleaned_by_the_next(tmp_path: Path) -> None:
+    from protocols.mounts import stale
+    from workbench.lab import cleanup_stale, netns
+    from workbench.lab.link import _forwarder_pids
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "PYTHONPATH": str(repo)}
+    env.pop("WORKBENCH_PASSWORD", None)
+    # a slow link keeps the sshfs mount up long enough to be caught mid-copy
+    argv = [sys.executable, "-m", "workbench", "lab", "--protocols", "sftp/sshfs", "--sizes", "4M", "--rate", "40mbit"]
+    argv += ["--small", "none", "--repeat", "1", "--warmup", "0", "--tcp-duration", "1"]
+    log = open(tmp_path / "lab.log", "wb")  # noqa: SIM115 -- closed in finally
+    lab = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=repo)
+    try:
+        assert _wait_until(lambda: bool(_owned_mounts(lab.pid)) or lab.poll() is not None, 180), "no mount in time"
+        assert lab.poll() is None, (tmp_path / "lab.log").read_text()[-2000:]
+        os.kill(lab.pid, signal.SIGKILL)
+        lab.wait()
+        # what the killed lab left (so the checks below can fail)
+        namespaces = [n for n in netns.lab_namespaces() if netns.owner_of(n) == lab.pid]
+        dirs = _lab_dirs(lab.pid)
+        mounts = _owned_mounts(lab.pid)
+        assert namespaces and dirs and mounts
+        # The namespace cleanup SIGTERMs sshfs, which then unmounts itself; an sshfs killed outright (OOM,
+        # kill -9) leaves a dead mount (ENOTCONN) that only an unmount removes: make that the case here.
+        for pid in procs.with_argument(mounts[0]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert _wait_until(lambda: not procs.with_argument(mounts[0]), 5)
+        assert mounts[0] in _owned_mounts(lab.pid), "a SIGKILLed sshfs should leave its mount behind"
+        recorded = json.loads((dirs[0] / "state" / "servers.json").read_text())["servers"]
+        server_pids = [(s["pid"], s["start_ticks"]) for s in recorded if s.get("pid")]
+        removed = cleanup_stale()
+        assert any("mount" in r for r in removed) and any("namespace" in r for r in removed), removed
+    finally:
+        if lab.poll() is None:
+            lab.kill()
+            lab.wait()
+        log.close()
+        cleanup_stale()
+    assert not [n for n in netns.lab_namespaces() if netns.owner_of(n) == lab.pid]
+    assert not _owned_mounts(lab.pid)
+    assert not [f for f, owner in _forwarder_pids().items() if owner == lab.pid], "the emulator survived"
+    assert not _lab_dirs(lab.pid), "the lab's root, keys or uploads survived"
+    assert not [p for p in Path(tempfile.gettempdir()).iterdir() if stale.owner_of(p) == lab.pid]
+    for pid, start in server_pids:
+        assert not procs.same_process(pid, start, None) or not procs.pid_alive(pid), f"server pid {pid} survived"

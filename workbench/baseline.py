@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +42,7 @@ def iperf3_auth(target: Target) -> Iterator[iperf.IperfAuth | None]:
     if key is None:
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="workbench-iperf3-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"workbench-iperf3-{os.getpid()}-") as tmp:
         path = Path(tmp) / "public.pem"
         path.write_bytes(key)
         yield iperf.IperfAuth(target.credentials.user, target.credentials.password, path)

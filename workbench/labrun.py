@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -148,7 +149,7 @@ def run_lab(req: LabRequest, db_path: Path, json_out: Path | None, label: str | 
     check_available()
     for removed in cleanup_stale():
         console.print(f"removed a stale lab left by a killed run: {removed}")
-    work = Path(tempfile.mkdtemp(prefix="workbench-lab-"))
+    work = Path(tempfile.mkdtemp(prefix=f"workbench-lab-{os.getpid()}-"))  # owner pid: see lab/leftovers.py
     root = work / "root"
     root.mkdir()
     state = work / "state"

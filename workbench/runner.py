@@ -161,7 +161,8 @@ def _unavailable_rows(entry: registry.Entry, reason: str, plan: Plan) -> list[Re
 
 @contextlib.contextmanager
 def _scratch_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="workbench-dl-"))
+    # the owner pid in the name lets the next lab remove what a SIGKILLed one left (lab/leftovers.py)
+    path = Path(tempfile.mkdtemp(prefix=f"workbench-dl-{os.getpid()}-"))
     try:
         yield path
     finally:

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 from protocols.base import Client, ClientOptions, Progress, Target
+from protocols.mounts import stale
 from protocols.mounts.runner import CommandRunner, Outcome
 from workbench import procs
 from workbench.errors import (
@@ -106,7 +107,10 @@ class MountClient(Client):
         reason = self.runner.unavailable(type(self))
         if reason:
             raise UnavailableError(f"{self.label} cannot run here: {reason}", "see 'workbench doctor'")
-        self.mountpoint = Path(tempfile.mkdtemp(prefix=f"workbench-{self.name}-"))  # mode 0700
+        # a mount left by a SIGKILLed run would otherwise stay until reboot: the next mount detaches it
+        stale.unmount_stale()
+        # mode 0700; the owner pid in the name lets the next run tell a leftover from a live mount
+        self.mountpoint = Path(tempfile.mkdtemp(prefix=stale.owned_prefix(self.name)))
         try:
             outcome = self._mount(self.mountpoint)
             if not outcome.ok:

@@ -19,6 +19,7 @@ from urllib.parse import quote
 from protocols.base import url_host
 from protocols.mounts.base import MountClient, classify, which
 from protocols.mounts.runner import Outcome
+from protocols.mounts.stale import owned_prefix
 from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 
 # mount.cifs prints "mount error(N): <strerror>"; N is the kernel's errno.
@@ -91,7 +92,7 @@ class CifsClient(MountClient):
         return ["mount", "-t", "cifs", unc, str(mountpoint), "-o", ",".join(opts)]
 
     def _mount(self, mountpoint: Path) -> Outcome:
-        self._secret_dir = Path(tempfile.mkdtemp(prefix="workbench-cifs-cred-"))
+        self._secret_dir = Path(tempfile.mkdtemp(prefix=owned_prefix("cifs-cred")))  # owner pid: see stale.py
         creds_file = self._secret_dir / "credentials"
         fd = os.open(creds_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:

@@ -115,7 +115,11 @@ def _forwarder_pids() -> dict[int, int]:
 
 
 def cleanup_stale() -> list[str]:
-    """Remove labs whose owning process is gone (namespaces, forwarders, their TUNs); return what went."""
+    """Remove labs whose owning process is gone; return what went.
+
+    Their forwarders, namespaces (with the TUNs, servers and FUSE daemons inside), then the mounts,
+    temporary keys and work directories they left: see leftovers.py. A live lab's are never touched.
+    """
     removed = []
     for pid, owner in _forwarder_pids().items():
         if not pid_alive(owner):
@@ -127,6 +131,9 @@ def cleanup_stale() -> list[str]:
         if owner is not None and not pid_alive(owner):
             netns.delete(name)  # its TUN device and every process inside go with it
             removed.append(f"namespace {name}")
+    from workbench.lab.leftovers import cleanup_leftovers
+
+    removed += cleanup_leftovers()
     return removed
 
 

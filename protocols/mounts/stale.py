@@ -1,0 +1,138 @@
+"""Mounts and temporary files a SIGKILLed workbench left behind: find them, and remove only those.
+
+Everything workbench creates in the temporary directory is named ``workbench-<kind>-<owner pid>-<random>``
+(mount points, the sshfs log, the CIFS credentials). A leftover is one whose owner pid no longer
+runs; a live run's or lab's files are never touched. A FUSE mount under a ``workbench-`` mount point
+whose daemon is gone (ENOTCONN) is dead for everyone and is detached too, whatever its name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from workbench.procs import pid_alive
+
+# The random tail is mkdtemp's 8 characters, which never contain '-': an old-style name whose random part
+# happens to be all digits ("workbench-sshfs-12345678") cannot be mistaken for an owner pid.
+OWNED_NAME = re.compile(r"^workbench-(?P<kind>[a-z0-9_]+(?:-[a-z0-9_]+)*?)-(?P<pid>\d+)-[a-z0-9_]{8}$")
+
+
+def owned_prefix(kind: str) -> str:
+    """The mkdtemp prefix for something this process owns: `workbench-<kind>-<pid>-`."""
+    return f"workbench-{kind}-{os.getpid()}-"
+
+
+def owner_of(path: str | Path) -> int | None:
+    """The owner pid recorded in a workbench temporary name, or None for any other name."""
+    match = OWNED_NAME.match(Path(path).name)
+    return int(match.group("pid")) if match else None
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mounts() -> list[tuple[str, str]]:
+    """(mount point, file system type) of every mount this process sees (Linux; empty elsewhere)."""
+    try:
+        text = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        if len(fields) >= 5 and right:
+            found.append((_unescape(fields[4]), right.split()[0]))
+    return found
+
+
+def _dead_fuse(path: str, fstype: str) -> bool:
+    if not fstype.startswith("fuse"):
+        return False
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+    return False
+
+
+def stale_mounts() -> list[tuple[str, str]]:
+    """workbench mounts whose owner is gone, or FUSE mounts of workbench whose daemon is gone."""
+    stale = []
+    for path, fstype in mounts():
+        name = Path(path).name
+        if not name.startswith("workbench-"):
+            continue
+        owner = owner_of(name)
+        if (owner is not None and not pid_alive(owner)) or _dead_fuse(path, fstype):
+            stale.append((path, fstype))
+    return stale
+
+
+def _detach(path: str, fstype: str) -> bool:
+    """Lazily detach one mount (it may be busy or its server gone); True when it is no longer mounted."""
+    if fstype.startswith("fuse"):
+        commands = [["fusermount3", "-u", "-z", path], ["fusermount", "-u", "-z", path], ["umount", "-l", path]]
+    else:
+        commands = [["umount", "-l", path]]
+    for argv in commands:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run(argv, capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
+        if all(p != path for p, _ in mounts()):
+            return True
+    return False
+
+
+def unmount_stale() -> list[str]:
+    """Detach every stale workbench mount and remove its empty mount point; return what went."""
+    removed = []
+    # deepest first, so a mount on top of another goes before the one below it
+    for path, fstype in sorted(stale_mounts(), key=lambda m: -len(m[0])):
+        if _detach(path, fstype):
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+            removed.append(f"mount {path} ({fstype})")
+    return removed
+
+
+def _holds_a_mount(path: Path, points: list[str]) -> bool:
+    prefix = str(path).rstrip("/") + "/"
+    return any(p == str(path) or p.startswith(prefix) for p in points)
+
+
+def remove_stale_temp(tmp: Path | None = None) -> list[str]:
+    """Remove `workbench-<kind>-<pid>-*` entries of the temporary directory whose owner is gone.
+
+    Never one that still holds a mount: removing files through a live mount would delete them on the server.
+    """
+    base = Path(tmp or tempfile.gettempdir())
+    points = [p for p, _ in mounts()]
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in base.iterdir():
+            owner = owner_of(entry.name)
+            if owner is None or pid_alive(owner) or _holds_a_mount(entry, points):
+                continue
+            if remove_tree(entry):
+                removed.append(f"temporary {entry}")
+    return removed
+
+
+def remove_tree(path: Path) -> bool:
+    """rmtree without following links (shutil's default), True when the path is gone."""
+    import shutil
+
+    if path.is_symlink() or not path.is_dir():
+        with contextlib.suppress(OSError):
+            path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+    return not os.path.lexists(path)
