@@ -334,3 +334,22 @@ def test_a_sigkilled_lab_is_cleaned_by_the_next(tmp_path: Path) -> None:
     assert not [p for p in Path(tempfile.gettempdir()).iterdir() if stale.owner_of(p) == lab.pid]
     for pid, start in server_pids:
         assert not procs.same_process(pid, start, None) or not procs.pid_alive(pid), f"server pid {pid} survived"
+
+
+def test_only_a_dead_owners_temporary_files_are_removed(tmp_path: Path) -> None:
+    from protocols.mounts import stale
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid now names no process
+    dead = tmp_path / f"workbench-dl-{gone.pid}-abcd_123"
+    live = tmp_path / f"workbench-cifs-cred-{os.getpid()}-abcd_123"
+    ownerless = tmp_path / "workbench-dl-12345678"  # an old name whose random part is all digits: no owner
+    other = tmp_path / f"something-{gone.pid}-abcd_123"
+    for path in (dead, live, ownerless, other):
+        (path / "sub").mkdir(parents=True)
+        (path / "sub" / "secret").write_text("x")
+    assert stale.owner_of(live) == os.getpid() and stale.owner_of(ownerless) is None
+    assert stale.owner_of(tmp_path / "workbench-sshfs-log-77-abcdefgh") == 77
+    removed = stale.remove_stale_temp(tmp_path)
+    assert removed == [f"temporary {dead}"]
+    assert not dead.exists() and live.exists() and ownerless.exists() and other.exists()

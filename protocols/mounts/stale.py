@@ -2,20 +2,20 @@
 
 Everything workbench creates in the temporary directory is named ``workbench-<kind>-<owner pid>-<random>``
 (mount points, the sshfs log, the CIFS credentials). A leftover is one whose owner pid no longer
-runs; a live run's or lab's files are never touched. A FUSE mount under a ``workbench-`` mount point
-whose daemon is gone (ENOTCONN) is dead for everyone and is detached too, whatever its name.
+runs; a live run's or lab's files are never touched. A FUSE mount at an older, ownerless
+``workbench-`` mount point is detached when its daemon is gone (it is dead for everyone).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
 import subprocess
 import tempfile
 from pathlib import Path
 
+from workbench import procs
 from workbench.procs import pid_alive
 
 # The random tail is mkdtemp's 8 characters, which never contain '-': an old-style name whose random part
@@ -54,25 +54,23 @@ def mounts() -> list[tuple[str, str]]:
     return found
 
 
-def _dead_fuse(path: str, fstype: str) -> bool:
-    if not fstype.startswith("fuse"):
-        return False
-    try:
-        os.stat(path)
-    except OSError as exc:
-        return exc.errno in (errno.ENOTCONN, errno.ECONNABORTED)
-    return False
+def _daemon_gone(path: str, fstype: str) -> bool:
+    """A FUSE mount whose daemon (sshfs keeps the mount point among its arguments) no longer runs.
+
+    Decided from /proc, never by touching the mount: a stat on a mount whose server is stopped would hang.
+    """
+    return fstype.startswith("fuse") and not procs.with_argument(path)
 
 
 def stale_mounts() -> list[tuple[str, str]]:
-    """workbench mounts whose owner is gone, or FUSE mounts of workbench whose daemon is gone."""
+    """workbench mounts whose owner is gone; for names without an owner, FUSE mounts whose daemon is gone."""
     stale = []
     for path, fstype in mounts():
         name = Path(path).name
         if not name.startswith("workbench-"):
             continue
         owner = owner_of(name)
-        if (owner is not None and not pid_alive(owner)) or _dead_fuse(path, fstype):
+        if (not pid_alive(owner)) if owner is not None else _daemon_gone(path, fstype):
             stale.append((path, fstype))
     return stale
 
