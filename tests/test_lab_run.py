@@ -95,47 +95,60 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
 @pytest.mark.lab
 @pytest.mark.skipif(_lab_reason() is not None, reason=f"lab unavailable: {_lab_reason()}")
 def test_ctrl_c_mid_run_tears_everything_down(tmp_path: Path) -> None:
+    import shutil
     import signal
-    import time
+    import tempfile
 
-    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "workbench",
-            "lab",
-            "--link",
-            "wan",
-            "--protocols",
-            "http",
-            "--sizes",
-            "64M",
-            "--repeat",
-            "3",
-            "--tcp-duration",
-            "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
+    from tests.far_host import saved_rows, start_workbench, wait_for
+    from workbench.store import Store
+
+    # a short TMPDIR of this test's own: smbd's socket paths under a long pytest path overflow AF_UNIX's limit
+    db, lab_tmp = tmp_path / "runs.sqlite", Path(tempfile.mkdtemp(prefix="wbt-"))
+    proc = start_workbench(
+        "lab",
+        "--link",
+        "wan",
+        "--protocols",
+        "http/aiohttp",
+        "--directions",
+        "upload",
+        "--sizes",
+        "1M,64M",
+        "--small",
+        "none",
+        "--repeat",
+        "3",
+        "--warmup",
+        "0",
+        "--tcp-duration",
+        "1",
+        "--db",
+        str(db),
+        home=tmp_path / "home",
+        tmp_dir=lab_tmp,  # the lab's far root lives here: its incoming/ shows the copy arriving
     )
-    assert proc.stdout is not None
-    seen = ""
-    deadline = time.monotonic() + 120
-    while "measuring the raw TCP limit" not in seen and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen += line
-    assert "measuring the raw TCP limit" in seen, seen
-    time.sleep(3)  # into the copies (64 MiB over 100 Mbit/s takes ~6 s each)
-    proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, seen + rest
-    assert "Traceback" not in rest
+
+    def big_copy_under_way() -> bool:  # the 1M row is saved and a 64M upload (~6 s over 100 Mbit/s) is landing
+        landing = [p for p in lab_tmp.glob("workbench-lab-*/root/incoming/**/*64M*") if p.is_file()]
+        return saved_rows(db) >= 1 and any(0 < p.stat().st_size < 64 << 20 for p in landing)
+
+    try:
+        wait_for("the 64M upload under way", big_copy_under_way, proc, timeout_s=300)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        left = list(lab_tmp.iterdir())
+        shutil.rmtree(lab_tmp, ignore_errors=True)
+    assert proc.returncode == 130, out[-3000:] + err[-3000:]
+    assert "interrupted" in err and "Traceback" not in out + err
+    with Store(db) as store:
+        rows = store.load().results
+    assert [(r.label, r.file_set, r.error, r.verified) for r in rows][:1] == [("http/aiohttp", "1M", None, True)]
     assert "wb-lab-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    leftovers = subprocess.run(["pgrep", "-f", "workbench-lab-"], capture_output=True, text=True).stdout
-    assert not leftovers.strip(), leftovers
+    leftovers = subprocess.run(["pgrep", "-f", str(lab_tmp)], capture_output=True, text=True).stdout
+    assert not leftovers.strip(), leftovers  # no server of this lab is left running
+    assert str(lab_tmp) not in Path("/proc/mounts").read_text()
+    assert left == []  # its root, state and keys are gone
