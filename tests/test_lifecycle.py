@@ -21,7 +21,6 @@ import pytest
 from tests.helpers import free_port
 from workbench import procs
 from workbench.errors import UsageError
-from workbench.serve import ServeConfig, ServeThread
 from workbench.servers import supervisor
 from workbench.servers.base import port_open
 
@@ -165,17 +164,6 @@ def test_iperf3_dies_with_a_sigkilled_serve_and_down_leaves_nothing(layout: tupl
         assert not port_open(HOST, port)
 
 
-@needs_iperf3
-def test_iperf3_of_a_serve_thread_stops_with_it(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    ports = _ports()
-    with ServeThread(ServeConfig(root=root, bind=HOST, state_dir=tmp_path / "state", ports=ports)) as serve:
-        assert "iperf3" in serve.ports
-        assert port_open(HOST, ports["iperf3"])
-    assert _wait_until(lambda: not port_open(HOST, ports["iperf3"]), 2.0)
-
-
 # ------------------------------------------------------------------ refused layouts
 
 
@@ -201,12 +189,34 @@ def test_root_inside_the_state_is_refused(tmp_path: Path) -> None:
         supervisor.up(state / "sshd", HOST, state, only=["serve"])
 
 
+def _workbench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, WORKBENCH_HOME=str(tmp_path / "home"))
+    env.pop("WORKBENCH_PASSWORD", None)
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+
+
+def _one_line_refusal(done: subprocess.CompletedProcess[str], words: str) -> None:
+    text = (done.stdout + done.stderr).strip()
+    assert done.returncode == 2, text
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
+    assert words in text, text
+
+
 def test_serve_refuses_credentials_inside_the_root(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
-    cfg = ServeConfig(root=root, bind=HOST, state_dir=tmp_path / "state", credentials_file=root / "c.json")
-    with pytest.raises(UsageError, match="contains the credentials file"):
-        ServeThread(cfg).start()
+    creds = root / "c.json"
+    state = str(tmp_path / "s")
+    done = _workbench(tmp_path, "serve", "--root", str(root), "--state-dir", state, "--credentials", str(creds))
+    _one_line_refusal(done, "contains the credentials file")
+    assert not creds.exists() and not (root / "files").exists()
 
 
 def test_state_dir_open_to_others_is_refused(layout: tuple[Path, Path]) -> None:
@@ -216,8 +226,8 @@ def test_state_dir_open_to_others_is_refused(layout: tuple[Path, Path]) -> None:
     with pytest.raises(UsageError, match="open to others") as exc:
         supervisor.up(root, HOST, state, only=["serve"])
     assert exc.value.hint == f"chmod 700 {state}"
-    with pytest.raises(UsageError, match="open to others"):
-        ServeThread(ServeConfig(root=root, bind=HOST, state_dir=state, ports=_ports())).start()
+    done = _workbench(root.parent, "serve", "--root", str(root), "--state-dir", str(state), "--http-port", "0")
+    _one_line_refusal(done, "open to others")
 
 
 def test_state_dir_of_another_user_is_refused(layout: tuple[Path, Path]) -> None:
@@ -242,19 +252,10 @@ def test_missing_state_dir_is_created_private(layout: tuple[Path, Path]) -> None
 
 
 def test_cli_refusal_is_one_line(tmp_path: Path) -> None:
-    env = dict(os.environ, WORKBENCH_HOME=str(tmp_path / "home"))
-    done = subprocess.run(
-        [sys.executable, "-m", "workbench", "servers", "up", "--root", "/", "--state-dir", str(tmp_path / "s")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    assert done.returncode == 2
-    text = (done.stdout + done.stderr).strip()
-    assert "Traceback" not in text and len(text.splitlines()) == 1, text
-    assert "whole file system" in text
+    done = _workbench(tmp_path, "servers", "up", "--root", "/", "--state-dir", str(tmp_path / "s"))
+    _one_line_refusal(done, "whole file system")
+    done = _workbench(tmp_path, "serve", "--root", str(tmp_path), "--state-dir", str(tmp_path / "s"))
+    _one_line_refusal(done, "contains the state directory")
 
 
 # ------------------------------------------------------------------ a SIGKILLed lab leaves nothing

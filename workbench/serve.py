@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import signal
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,7 @@ def _server_pgids(state_dir: Path) -> Callable[[], set[int]]:
 
 
 async def _serve(
-    cfg: ServeConfig, on_ready: Callable[[dict[str, int]], None] | None, stop: asyncio.Event, in_main_thread: bool
+    cfg: ServeConfig, on_ready: Callable[[dict[str, int]], None] | None, stop: asyncio.Event
 ) -> None:
     if not cfg.root.is_dir():
         raise NotFoundError(f"root directory {cfg.root} does not exist", "create it or pass another --root")
@@ -104,11 +103,10 @@ async def _serve(
         target_mod.write(cfg.state_dir, cfg.bind, ports, cfg.root.resolve(), "workbench")
         if on_ready:
             on_ready(ports)
-        if in_main_thread:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.add_signal_handler(sig, stop.set)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await runner.cleanup()
     finally:
@@ -119,55 +117,6 @@ def serve(cfg: ServeConfig, on_ready: Callable[[dict[str, int]], None] | None = 
     """Run until SIGINT/SIGTERM. `on_ready` receives the real ports once everything listens."""
 
     async def main() -> None:
-        await _serve(cfg, on_ready, asyncio.Event(), in_main_thread=True)
+        await _serve(cfg, on_ready, asyncio.Event())
 
     asyncio.run(main())
-
-
-class ServeThread:
-    """`serve` in a background thread (tests, loopback runs): start() returns the ports, stop() ends it."""
-
-    def __init__(self, cfg: ServeConfig) -> None:
-        self.cfg = cfg
-        self.ports: dict[str, int] = {}
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._main, name="workbench-serve", daemon=True)
-
-    def _main(self) -> None:
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            await _serve(self.cfg, self._on_ready, self._stop, in_main_thread=False)
-
-        try:
-            asyncio.run(main())
-        except BaseException as exc:
-            self._error = exc
-        finally:
-            self._ready.set()
-
-    def _on_ready(self, ports: dict[str, int]) -> None:
-        self.ports = ports
-        self._ready.set()
-
-    def start(self, timeout: float = 30.0) -> dict[str, int]:
-        self._thread.start()
-        self._ready.wait(timeout)
-        if self._error is not None:
-            raise self._error
-        return self.ports
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=10)
-
-    def __enter__(self) -> ServeThread:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

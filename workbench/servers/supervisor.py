@@ -18,7 +18,7 @@ from protocols.base import DEFAULT_PORTS
 from workbench import credentials as creds_mod
 from workbench import procs
 from workbench import target as target_mod
-from workbench.errors import NotFoundError, UsageError, WorkbenchError
+from workbench.errors import NotFoundError, UsageError
 from workbench.servers.base import ManagedServer, ServerContext, stop_recorded
 from workbench.servers.layout import check_layout, private_state_dir
 
@@ -186,10 +186,3 @@ def status(state_dir: Path) -> list[str]:
             line += "  (no recorded start time: cannot tell whether this pid is still the server)"
         lines.append(line)
     return lines
-
-
-def require_running(state_dir: Path) -> ServersState:
-    state = read_state(state_dir)
-    if state is None:
-        raise WorkbenchError(f"no servers running from {state_dir}", "start them with 'workbench servers up'")
-    return state
