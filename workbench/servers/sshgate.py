@@ -69,7 +69,14 @@ class _PathBeneath(ctypes.Structure):
 
 
 def confine(read_write: list[str], read_exec: list[str]) -> None:
-    """Restrict this process and what it execs to the given trees (Landlock); raise OSError if impossible."""
+    """Restrict this process and what it execs to the given trees, with no setuid/setgid files, device
+    nodes, FIFOs, sockets or symlinks (Landlock and seccomp); raise OSError if impossible."""
+    restrict_paths(read_write, read_exec)
+    forbid_setid_files()
+
+
+def restrict_paths(read_write: list[str], read_exec: list[str]) -> None:
+    """The Landlock half of `confine`: what may be opened, created, removed or linked, and where."""
     abi = landlock_abi()
     if abi < 1:
         raise OSError("Landlock is not available in this kernel")
@@ -91,7 +98,6 @@ def confine(read_write: list[str], read_exec: list[str]) -> None:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     finally:
         os.close(ruleset)
-    forbid_setid_files()
 
 
 def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
