@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from workbench import paths
-from workbench.errors import ExitCode, NotFoundError, Terminated, WorkbenchError, from_os_error
+from workbench.errors import ExitCode, NotFoundError, Terminated, UsageError, WorkbenchError, from_os_error
 
 if TYPE_CHECKING:
     from workbench.results import Run
@@ -82,10 +82,12 @@ def files_make(
 ) -> None:
     """Write test files of several sizes (and small-file sets) with a manifest of xxh3-128 hashes."""
     from fixtures.generate import make
+    from workbench.config import check_profile
     from workbench.sizes import parse_sizes, parse_small_set
     from workbench.validate import check_budget, check_free_space, check_range, named
 
     check_range("seed", seed)
+    named("--profile", check_profile, profile)
     size_list = named("--sizes", parse_sizes, sizes)
     sets = [named("--small", parse_small_set, s) for s in small or []]
     check_free_space(directory, check_budget(size_list, sets), "DIRECTORY")
@@ -116,6 +118,8 @@ def serve(
     from workbench.validate import check_host, check_port
 
     bind = check_host(bind, source="--bind")
+    if not root.is_dir():
+        raise NotFoundError(f"root directory {root} does not exist", "create it or pass another --root")
     for name, number, usual in (
         ("http_port", http_port, 8181),
         ("ftp_port", ftp_port, 2121),
@@ -123,7 +127,7 @@ def serve(
         ("iperf3_port", iperf3_port, 5201),
     ):
         check_port(name, number, allow_zero=True, example=usual)
-    state = state_dir or paths.default_state_dir()
+    state = _state_dir(state_dir)
     cfg = ServeConfig(
         root=root,
         bind=bind,
@@ -321,6 +325,14 @@ def compare(
 
 
 # ---------------------------------------------------------------- servers / doctor
+def _state_dir(given: Path | None) -> Path:
+    """--state-dir (or the default), refused up front when it names something that is not a directory."""
+    state = given or paths.default_state_dir()
+    if state.exists() and not state.is_dir():
+        raise UsageError(f"--state-dir {state} is not a directory", "give a directory, e.g. --state-dir ~/wb-state")
+    return state
+
+
 @servers_app.command("up")
 def servers_up(
     root: Annotated[Path, typer.Option(help="The served directory.")],
@@ -334,8 +346,8 @@ def servers_up(
 
     bind = check_host(bind, source="--bind")
     if not root.is_dir():
-        raise NotFoundError(f"--root {root} is not an existing directory", "create it first or pass another --root")
-    state = up(root, bind, state_dir or paths.default_state_dir(), only=only.split(",") if only else None)
+        raise NotFoundError(f"--root {root} does not exist as a directory", "create it first or pass another --root")
+    state = up(root, bind, _state_dir(state_dir), only=only.split(",") if only else None)
     for line in state.lines():
         out.print(line)
 
@@ -347,7 +359,7 @@ def servers_down(
     """Stop every server 'servers up' started; leaves nothing running."""
     from workbench.servers.supervisor import down
 
-    for line in down(state_dir or paths.default_state_dir()):
+    for line in down(_state_dir(state_dir)):
         out.print(line)
 
 
@@ -358,7 +370,7 @@ def servers_status(
     """Show which servers are running, where, and their pids."""
     from workbench.servers.supervisor import status
 
-    for line in status(state_dir or paths.default_state_dir()):
+    for line in status(_state_dir(state_dir)):
         out.print(line)
 
 

@@ -140,7 +140,18 @@ def _directions(text: str) -> tuple[str, ...]:
     return words
 
 
-def _profile(name: str) -> str:
+def _given(values: dict[str, Any], key: str, default: Any) -> Any:
+    """The value the user gave (even an empty one, which is then refused), else the default."""
+    return default if values.get(key) is None else values[key]
+
+
+def _protocols(text: str) -> list[registry.Entry]:
+    if not text.strip(" ,"):
+        raise UsageError("no protocol given", "e.g. http,ftp or all")
+    return registry.select(text)
+
+
+def check_profile(name: str) -> str:
     from fixtures.profiles import PROFILES
 
     if name not in PROFILES:
@@ -172,11 +183,11 @@ def plan_inputs(values: dict[str, Any], where: Callable[[str], str] = flag) -> d
         timeout=float(values.get("stall_timeout") or ClientOptions.timeout),
     )
     return {
-        "entries": tuple(named(where("protocols"), registry.select, _text(values.get("protocols") or "http,ftp"))),
-        "directions": named(where("directions"), _directions, _text(values.get("directions") or "upload,download")),
+        "entries": tuple(named(where("protocols"), _protocols, _text(_given(values, "protocols", "http,ftp")))),
+        "directions": named(where("directions"), _directions, _text(_given(values, "directions", "upload,download"))),
         "sizes": sizes,
         "small_sets": small_sets,
-        "profile": named(where("profile"), _profile, str(values.get("profile") or "random")),
+        "profile": named(where("profile"), check_profile, str(values.get("profile") or "random")),
         "seed": int(values.get("seed") if values.get("seed") is not None else 1),
         "repeat": int(values.get("repeat") if values.get("repeat") is not None else 3),
         "warmup": int(values.get("warmup") if values.get("warmup") is not None else 1),

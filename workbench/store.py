@@ -134,8 +134,8 @@ class Store:
             (run_id,) if run_id is not None else (),
         ).fetchone()
         if row is None:
-            what = f"run {run_id}" if run_id is not None else "any run"
-            raise NotFoundError(f"no {what} in {self.path}", "list runs with 'workbench history'")
+            what = f"no run {run_id}" if run_id is not None else "no runs yet"
+            raise NotFoundError(f"{what} in {self.path}", "list runs with 'workbench history'")
         rid, meta, baseline, link, sweep, warnings = row
         results = [
             Result.from_json(json.loads(doc))

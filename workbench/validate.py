@@ -177,6 +177,10 @@ def _bytes_in(directory: Path) -> int:
     return total
 
 
+def _bytes_text(n: float) -> str:
+    return f"{n / 1e9:,.2f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
+
+
 def check_free_space(directory: Path, needed_bytes: int, name: str = "--files") -> None:
     """Refuse test files that cannot fit on the local disk, saying how much is free."""
     if directory.exists() and not directory.is_dir():
@@ -184,8 +188,9 @@ def check_free_space(directory: Path, needed_bytes: int, name: str = "--files") 
     free = shutil.disk_usage(_existing_ancestor(directory)).free + _bytes_in(directory)
     if needed_bytes > free:
         raise DiskError(
-            f"the test files need {needed_bytes / 1e9:,.2f} GB but {directory} has {free / 1e9:,.2f} GB free",
-            f"free some space, choose smaller sizes, or put the files elsewhere with {name} DIR",
+            f"the test files would leave the disk full: they need {_bytes_text(needed_bytes)}, "
+            f"{directory} has {_bytes_text(free)} free",
+            f"free some space, choose smaller sizes, or put the files elsewhere ({name})",
         )
 
 
