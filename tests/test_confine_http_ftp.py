@@ -259,6 +259,19 @@ def test_http_files_refuses_a_symlinked_files_dir(guarded: Far) -> None:
         os.rename(guarded.root / "files.real", files)
 
 
+def test_http_files_never_writes_through_a_link_planted_in_files(guarded: Far) -> None:
+    """The generator rewrites a file whose bytes do not match: a planted link there is dropped first."""
+    planted = guarded.root / "files" / "file-1000B.bin"
+    _remove(planted)
+    os.symlink(guarded.canary / "secret.txt", planted)
+    (guarded.root / "files" / "small-2x1000B").mkdir(exist_ok=True)
+    os.link(guarded.canary / "hard_target.txt", guarded.root / "files" / "small-2x1000B" / "f000000.bin")
+    status, body = _http(guarded, "POST", "/ctl/files", body=b'{"sizes": [1000], "small": [[2, 1000]]}')
+    assert status == 200, body
+    assert not planted.is_symlink() and planted.stat().st_size == 1000
+    assert (guarded.root / "files" / "small-2x1000B" / "f000000.bin").stat().st_nlink == 1
+
+
 def test_http_fifo_fails_promptly_and_the_server_stays_responsive(guarded: Far) -> None:
     for path in ("/f/fifo", "/ctl/hash?path=fifo"):
         start = time.monotonic()
