@@ -237,10 +237,14 @@ def render_compare(console: Console, before: Run, after: Run) -> None:
         a, b = before.baseline.for_direction(direction), after.baseline.for_direction(direction)
         if a or b:
             table.add_row("raw TCP", _SHORT[direction], "mem", _mb(a), _mb(b), f"{b / a:.2f}" if a and b else "—")
-    for row in after.results:
-        prev = old.get(key(row))
+    new = {key(r) for r in after.results}
+    # Rows of the later run in its order, then rows only the earlier run had: a client that vanished
+    # from the later run (it failed to start, or was not asked for) is part of the comparison too.
+    pairs: list[tuple[Result, Result | None, Result | None]] = [(r, old.get(key(r)), r) for r in after.results]
+    pairs += [(r, r, None) for r in before.results if key(r) not in new]
+    for shown, prev, row in pairs:
         a = prev.median_bps if prev else None
-        b = row.median_bps
+        b = row.median_bps if row else None
         ratio = f"{b / a:.2f}" if a and b else "—"
-        table.add_row(row.label, _SHORT.get(row.direction, row.direction), row.file_set, _mb(a), _mb(b), ratio)
+        table.add_row(shown.label, _SHORT.get(shown.direction, shown.direction), shown.file_set, _mb(a), _mb(b), ratio)
     console.print(table)
