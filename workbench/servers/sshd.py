@@ -8,7 +8,9 @@ gate (``sshgate.py``, run as a plain script) refuses shells and any command but 
 read/write only beneath the served root, plus read/execute of the program's own code. SFTP may read
 only the exact files its binary loads (and /etc/passwd, which sftp-server needs to start); rsync
 also goes through ``rrsync -munge ROOT``, which rejects paths that leave the root. Writes outside
-the root are impossible for both.
+the root are impossible for both. Beneath the root no device node, FIFO, socket or symlink can be
+made and no file can be hard-linked or renamed in from outside (Landlock grants none of those
+rights there), and a seccomp filter refuses setuid/setgid modes, mknod and extended attributes.
 """
 
 from __future__ import annotations
