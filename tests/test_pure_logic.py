@@ -14,7 +14,7 @@ from fixtures.manifest import hash_file
 from workbench import credentials as creds_mod
 from workbench.config import load_toml
 from workbench.confine import ServedRoot
-from workbench.errors import AuthError, NotFoundError, UsageError
+from workbench.errors import AuthError, NotFoundError, UsageError, WorkbenchError
 from workbench.results import Baseline, Result, Run, Sample
 from workbench.sizes import format_size, parse_duration_ms, parse_rate, parse_size, parse_sizes, parse_small_set
 from workbench.stats import find_stalls, summarize
@@ -299,3 +299,18 @@ def test_explain_notes_the_fixed_cost_of_per_copy_clients() -> None:
     assert large.details["streaming_bps"] == pytest.approx(58.5e6, rel=0.01)
     assert "fixed_cost_s" not in streaming.details  # one size: nothing to fit
     assert "incl. session setup ≈48" in _note(small, 2.8)
+
+
+def test_files_make_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"canary")
+    directory = tmp_path / "files"
+    directory.mkdir()
+    (directory / generate.file_name(4096)).symlink_to(outside)
+    (directory / "manifest.tmp").symlink_to(outside)
+    with pytest.raises((OSError, WorkbenchError)):  # the test file's own name is refused (ELOOP)
+        generate.make(directory, [4096], [], "random", 1)
+    (directory / generate.file_name(4096)).unlink()
+    generate.make(directory, [4096], [], "random", 1)  # the manifest's temporary name is replaced, not followed
+    assert outside.read_bytes() == b"canary"
+    assert not (directory / "manifest.tmp").exists()
