@@ -654,3 +654,25 @@ def test_smb_creates_no_setid_or_special_files(smb_far: Far) -> None:
     assert (smb_far.root / "incoming" / "newdir").stat().st_mode & 0o7777 == 0o755
     assert (smb_far.root / "incoming" / "newdir" / "f.bin").stat().st_mode & 0o7777 == 0o644
     shutil.rmtree(smb_far.root / "incoming" / "newdir")
+
+
+def test_rsync_daemon_without_acls_is_unavailable_not_weakened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system without POSIX ACLs makes the daemon unavailable with the reason; nothing is opened wider."""
+    import errno
+
+    from workbench.errors import UnavailableError
+    from workbench.servers import rsyncd as rsyncd_mod
+
+    if os.geteuid() != 0:
+        pytest.skip("only a daemon started as root needs ACLs for its own uid")
+    ctx = loopback_context(tmp_path, "rsync")
+    (ctx.root / "incoming").mkdir()
+    modes = {p: p.stat().st_mode for p in (ctx.root, ctx.root / "incoming")}
+
+    def no_acls(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+
+    monkeypatch.setattr(rsyncd_mod.os, "setxattr", no_acls)
+    with pytest.raises(UnavailableError, match="POSIX ACLs"):
+        Rsyncd(ctx).prepare()
+    assert {p: p.stat().st_mode for p in modes} == modes
