@@ -74,16 +74,19 @@ def test_rsync_over_ssh_cannot_write_outside_the_root(sshd: Served, tmp_path: Pa
     assert not (sshd.root.parent / "escaped.bin").exists()
 
 
-def test_rsync_daemon_is_chrooted_and_writes_as_the_server_account(rsyncd: Served, tmp_path: Path) -> None:
+def test_rsync_daemon_is_chrooted_and_never_writes_as_root(rsyncd: Served, tmp_path: Path) -> None:
     secret = write_random(rsyncd.root.parent / "secret.bin", 1000)
     write_random(tmp_path / "up.bin", 5000)
     with RsyncDaemonClient(rsyncd.target) as client:
         with pytest.raises(NotFoundError):
             client.download("../secret.bin", tmp_path / "leak.bin", Counter())
-        client.upload(tmp_path / "up.bin", "up.bin", Counter())
+        client.upload(tmp_path / "up.bin", "incoming/up.bin", Counter())
     assert not (tmp_path / "leak.bin").exists() or (tmp_path / "leak.bin").read_bytes() != secret
-    st = (rsyncd.root / "up.bin").stat()
-    assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid())
+    st = (rsyncd.root / "incoming" / "up.bin").stat()
+    # Started as root, the daemon transfers as an unprivileged uid/gid of its own; otherwise as the invoking user.
+    expected = rsyncd.server.transfer_ids or (os.getuid(), os.getgid())  # type: ignore[attr-defined]
+    assert (st.st_uid, st.st_gid) == expected
+    assert st.st_uid != 0 or os.getuid() != 0
 
 
 def test_compress_option_still_copies_exactly(rsyncd: Served, tmp_path: Path) -> None:
