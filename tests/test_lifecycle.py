@@ -75,6 +75,29 @@ def test_up_records_identity_and_down_stops_it(layout: tuple[Path, Path]) -> Non
     assert not procs.pid_alive(pid)
 
 
+@pytest.mark.skipif(not os.path.exists("/usr/sbin/sshd"), reason="sshd not installed")
+def test_sshd_rewriting_its_command_line_is_still_recognised(layout: tuple[Path, Path]) -> None:
+    import socket
+
+    root, state = layout
+    port = free_port(HOST)
+    supervisor.up(root, HOST, state, only=["sshd"], ports={"ssh": port})
+    record = json.loads((state / "servers.json").read_text())["servers"][0]
+    pid = record["pid"]
+    try:
+        # a connection still in pre-authentication changes sshd's title ("[listener] 1 of 10-100 startups")
+        with socket.create_connection((HOST, port), timeout=5) as conn:
+            conn.recv(64)  # its banner: the connection is accepted and counted
+            assert _wait_until(lambda: procs.cmdline(pid) != record["cmdline"], 5), procs.cmdline(pid)
+            assert "running" in supervisor.status(state)[0]
+            lines = supervisor.down(state)
+    finally:
+        supervisor.down(state)
+        _reap(pid)
+    assert lines[0].split()[1] == "stopped", lines
+    assert not procs.pid_alive(pid)
+
+
 def _fake_state(state: Path, record: dict) -> None:
     state.mkdir(mode=0o700, exist_ok=True)
     doc = {"bind": HOST, "root": "/nonexistent", "netns": None, "servers": [{"name": "serve", "ports": {}, **record}]}

@@ -122,26 +122,36 @@ def cmdline(pid: int) -> list[str] | None:
     return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]] if raw else []
 
 
+def executable(pid: int) -> str | None:
+    """The program file pid runs (/proc/PID/exe); None if it is gone or not ours to read."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
 def identity(pid: int) -> dict[str, object] | None:
-    """What `servers up` records of a process it started: start time and command line."""
+    """What `servers up` records of a process it started: start time, command line and program file."""
     ticks = start_ticks(pid)
     args = cmdline(pid)
     if ticks is None or args is None:
         return None
-    return {"start_ticks": ticks, "cmdline": args}
+    return {"start_ticks": ticks, "cmdline": args, "exe": executable(pid)}
 
 
-def same_process(pid: int, start: int, args: list[str] | None) -> bool:
+def same_process(pid: int, start: int, args: list[str] | None, exe: str | None = None) -> bool:
     """True when pid is still the process that started at `start` ticks with argv `args` (not a reuse).
 
-    A zombie keeps its start time but loses its argv: it counts as the same (dead) process.
+    The command line may also differ from the one recorded when the program file is the same: sshd
+    rewrites its own ("sshd: ... [listener] 1 of 10-100 startups") as connections come and go. A zombie
+    keeps its start time but loses both: it counts as the same (dead) process.
     """
     fields = stat_fields(pid)
     if fields is None or int(fields[19]) != start:
         return False
     if fields[0] == "Z" or args is None:
         return True
-    return cmdline(pid) == args
+    return cmdline(pid) == args or (exe is not None and executable(pid) == exe)
 
 
 def in_group(pgid: int, snap: dict[int, list[str]] | None = None) -> list[int]:

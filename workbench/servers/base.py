@@ -178,7 +178,9 @@ def stop_group(pid: int, grace: float = 5.0) -> None:
     _signal(pgid, below, signal.SIGKILL)
 
 
-def stop_recorded(pid: int, pgid: int, start_ticks: int | None, args: list[str] | None, grace: float = 5.0) -> str:
+def stop_recorded(
+    pid: int, pgid: int, start_ticks: int | None, args: list[str] | None, exe: str | None = None, grace: float = 5.0
+) -> str:
     """Stop a server `servers up` recorded, and only that one; returns what was done, for the user.
 
     The pid is signalled only while it is still the process that was started (same start time and
@@ -189,7 +191,7 @@ def stop_recorded(pid: int, pgid: int, start_ticks: int | None, args: list[str] 
     """
     if start_ticks is None:
         return f"pid {pid} has no recorded start time (servers.json from an older workbench); not signalled"
-    if procs.stat_fields(pid) is not None and not procs.same_process(pid, start_ticks, args):
+    if procs.stat_fields(pid) is not None and not procs.same_process(pid, start_ticks, args, exe):
         return f"pid {pid} is now another process; not signalled"
     if procs.pid_alive(pid):
         stop_group(pid, grace)

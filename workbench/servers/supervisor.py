@@ -39,7 +39,7 @@ class ServersState:
     bind: str
     root: str
     netns: str | None = None
-    # name, pid, pgid, start_ticks, cmdline, ports | name, unavailable reason
+    # name, pid, pgid, start_ticks, cmdline, exe, ports | name, unavailable reason
     servers: list[dict] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -121,6 +121,7 @@ def up(
                     "pgid": os.getpgid(pid),
                     "start_ticks": ident.get("start_ticks"),
                     "cmdline": ident.get("cmdline"),
+                    "exe": ident.get("exe"),
                     "ports": {s: all_ports[s] for s in cls.services},
                 }
             )
@@ -144,7 +145,9 @@ def _running(s: dict) -> bool:
     """True while the recorded pid is still the server that was started (not a reused pid) and runs."""
     start = s.get("start_ticks")
     pid = int(s["pid"])
-    return start is not None and procs.same_process(pid, int(start), s.get("cmdline")) and procs.pid_alive(pid)
+    if start is None or not procs.same_process(pid, int(start), s.get("cmdline"), s.get("exe")):
+        return False
+    return procs.pid_alive(pid)
 
 
 def down(state_dir: Path) -> list[str]:
@@ -157,7 +160,7 @@ def down(state_dir: Path) -> list[str]:
         if not s.get("pid"):
             continue
         pid = int(s["pid"])
-        done = stop_recorded(pid, int(s.get("pgid") or pid), s.get("start_ticks"), s.get("cmdline"))
+        done = stop_recorded(pid, int(s.get("pgid") or pid), s.get("start_ticks"), s.get("cmdline"), s.get("exe"))
         lines.append(f"{s['name']:8} {done}")
     (state_dir / SERVERS_FILE).unlink(missing_ok=True)
     return lines
@@ -175,7 +178,8 @@ def status(state_dir: Path) -> list[str]:
         pid = int(s["pid"])
         start = s.get("start_ticks")
         reused = start is None or (
-            procs.stat_fields(pid) is not None and not procs.same_process(pid, int(start), s.get("cmdline"))
+            procs.stat_fields(pid) is not None
+            and not procs.same_process(pid, int(start), s.get("cmdline"), s.get("exe"))
         )
         alive = "running" if _running(s) else "DEAD"
         ports = ", ".join(f"{k} {v}" for k, v in s.get("ports", {}).items())
