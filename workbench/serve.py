@@ -61,6 +61,21 @@ async def _serve(
     stack = contextlib.ExitStack()
     try:
         app = make_app(cfg.root, creds, _server_pgids(cfg.state_dir))
+        # iperf3 first: once HTTP, FTP and the probe listen (what `servers up` waits for) it is up too
+        iperf3_port = None
+        if cfg.iperf3:
+            from workbench.iperf import Iperf3Server, iperf3_available, write_server_auth
+
+            if iperf3_available() is None:
+                # Authenticated like everything else served: RSA key pair + users file from the credentials.
+                auth = write_server_auth(cfg.state_dir / "iperf3", creds.user, creds.password)
+                app[IPERF3_KEY_KEY] = auth.public_key
+                iperf = Iperf3Server(cfg.bind, wanted["iperf3"], auth)
+                with contextlib.suppress(Exception):  # iperf3 is only a cross-check
+                    iperf.start()
+                    stack.callback(iperf.stop)
+                    iperf3_port = wanted["iperf3"]
+
         # Stop promptly on SIGTERM (`servers down`): in-flight copies get 2 s, not aiohttp's default 60.
         runner = AuthDeadlineRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
@@ -86,19 +101,8 @@ async def _serve(
         except OSError as exc:
             raise from_os_error(exc, f"binding the TCP probe to {cfg.bind}:{wanted['tcp']}") from exc
         stack.callback(probe.stop)
-
-        if cfg.iperf3:
-            from workbench.iperf import Iperf3Server, iperf3_available, write_server_auth
-
-            if iperf3_available() is None:
-                # Authenticated like everything else served: RSA key pair + users file from the credentials.
-                auth = write_server_auth(cfg.state_dir / "iperf3", creds.user, creds.password)
-                app[IPERF3_KEY_KEY] = auth.public_key
-                iperf = Iperf3Server(cfg.bind, wanted["iperf3"], auth)
-                with contextlib.suppress(Exception):  # iperf3 is only a cross-check
-                    iperf.start()
-                    ports["iperf3"] = wanted["iperf3"]
-                    stack.callback(iperf.stop)
+        if iperf3_port is not None:
+            ports["iperf3"] = iperf3_port
 
         target_mod.write(cfg.state_dir, cfg.bind, ports, cfg.root.resolve(), "workbench")
         if on_ready:
