@@ -15,10 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from protocols.base import DEFAULT_PORTS
 from tests.helpers import free_port
 from workbench import procs
-from workbench import target as target_mod
 from workbench.servers import supervisor
 from workbench.servers.sshd import Sshd
 
@@ -59,17 +57,13 @@ def far_host(tmp_path: Path) -> Iterator[FarHost]:
         pids = {s["name"]: int(s["pid"]) for s in state.servers if s.get("pid")}
         assert set(pids) == {"serve", "sshd"}, state.servers
         settle_serve(ports)
-        # KNOWN BUG (see test_servers_up_target_names_every_port): serve writes its own target.json, without
-        # sshd's port, after `servers up` wrote the full one. Written again here so the tests using this
-        # fixture test what they are about; remove once serve no longer races the supervisor.
-        target_mod.write(state_dir, HOST, {**DEFAULT_PORTS, **ports}, root.resolve(), "workbench")
         yield FarHost(root, state_dir, ports, pids)
     finally:
         supervisor.down(state_dir)
 
 
 def settle_serve(ports: dict[str, int], timeout_s: float = 30) -> None:
-    """Wait until serve has started its iperf3 (its last step before it writes target.json) and a moment more."""
+    """Wait until serve's iperf3 listens (a client's baseline cross-checks with it), and a moment more."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with socket.socket() as sock:

@@ -18,6 +18,7 @@ import pytest
 from protocols.base import DEFAULT_PORTS, Client, ClientOptions, Target
 from tests.helpers import ensure_running, free_port
 from workbench import credentials as creds_mod
+from workbench import target as target_mod
 from workbench.servers.base import ServerContext
 from workbench.servers.serve_process import ServeProcess
 
@@ -36,6 +37,8 @@ class ServeRunner:
 
     def ensure(self) -> ServeProcess:
         ensure_running(self.server)
+        # As `servers up` does: a supervised serve leaves target.json to its supervisor.
+        target_mod.write(self.ctx.state_dir, HOST, dict(self.ctx.ports), self.ctx.root.resolve(), self.ctx.share)
         return self.server
 
     def stop(self) -> None:

@@ -111,6 +111,9 @@ def serve(
     tcp_port: Annotated[int, typer.Option(help="Raw-TCP probe port (0: any free).")] = 5301,
     iperf3_port: Annotated[int, typer.Option(help="iperf3 server port, when iperf3 is installed.")] = 5201,
     no_iperf3: Annotated[bool, typer.Option("--no-iperf3", help="Do not start an iperf3 server.")] = False,
+    no_target_file: Annotated[
+        bool, typer.Option("--no-target-file", hidden=True, help="Leave target.json to 'servers up'.")
+    ] = False,
 ) -> None:
     """Serve ROOT over HTTP, FTP and the raw-TCP probe (authenticated, confined to ROOT) until Ctrl-C."""
     from workbench.serve import ServeConfig
@@ -135,6 +138,7 @@ def serve(
         ports={"http": http_port, "ftp": ftp_port, "tcp": tcp_port, "iperf3": iperf3_port},
         credentials_file=credentials,
         iperf3=not no_iperf3,
+        write_target=not no_target_file,
     )
 
     def ready(ports: dict[str, int]) -> None:

@@ -31,6 +31,9 @@ class ServeConfig:
     ports: dict[str, int] | None = None  # service -> port; 0 = any free port
     credentials_file: Path | None = None
     iperf3: bool = True
+    # `servers up` writes target.json itself, with every server's port: a serve it supervises must not
+    # overwrite that file with its own ports only, however late it finishes starting.
+    write_target: bool = True
 
 
 def _server_pgids(state_dir: Path) -> Callable[[], set[int]]:
@@ -104,7 +107,8 @@ async def _serve(
         if iperf3_port is not None:
             ports["iperf3"] = iperf3_port
 
-        target_mod.write(cfg.state_dir, cfg.bind, ports, cfg.root.resolve(), "workbench")
+        if cfg.write_target:
+            target_mod.write(cfg.state_dir, cfg.bind, ports, cfg.root.resolve(), "workbench")
         if on_ready:
             on_ready(ports)
         loop = asyncio.get_running_loop()

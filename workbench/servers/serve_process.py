@@ -40,6 +40,7 @@ class ServeProcess(ManagedServer):
             str(p["tcp"]),
             "--iperf3-port",
             str(p["iperf3"]),
+            "--no-target-file",  # the supervisor writes target.json with every server's port
         ]
 
     def env(self) -> dict[str, str]:
