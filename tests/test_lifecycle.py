@@ -20,7 +20,7 @@ import pytest
 
 from tests.helpers import free_port
 from workbench import procs
-from workbench.errors import UsageError
+from workbench.errors import UnavailableError, UsageError
 from workbench.servers import supervisor
 from workbench.servers.base import port_open
 
@@ -73,6 +73,27 @@ def test_up_records_identity_and_down_stops_it(layout: tuple[Path, Path]) -> Non
     assert "stopped" in lines[0]
     _reap(pid)
     assert not procs.pid_alive(pid)
+
+
+def test_a_server_found_unavailable_at_start_is_marked_and_the_others_serve(
+    layout: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workbench.servers.rsyncd import Rsyncd
+
+    def no_acls(self: Rsyncd) -> None:  # stands for a root on a file system without POSIX ACLs
+        raise UnavailableError("the served root's file system has no POSIX ACLs", "serve a root on ext4 or tmpfs")
+
+    monkeypatch.setattr(Rsyncd, "prepare", no_acls)
+    root, state = layout
+    ports = {**_ports(), "rsync": free_port(HOST)}
+    started = supervisor.up(root, HOST, state, only=["serve", "rsyncd"], ports=ports)
+    try:
+        by_name = {s["name"]: s for s in started.servers}
+        assert "no POSIX ACLs" in by_name["rsyncd"]["unavailable"]
+        assert procs.pid_alive(by_name["serve"]["pid"]) and port_open(HOST, ports["http"])
+        assert any("rsyncd" in line and "unavailable" in line for line in supervisor.status(state))
+    finally:
+        supervisor.down(state)
 
 
 @pytest.mark.skipif(not os.path.exists("/usr/sbin/sshd"), reason="sshd not installed")

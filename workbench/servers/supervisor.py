@@ -18,7 +18,7 @@ from protocols.base import DEFAULT_PORTS
 from workbench import credentials as creds_mod
 from workbench import procs
 from workbench import target as target_mod
-from workbench.errors import NotFoundError, UsageError
+from workbench.errors import NotFoundError, UnavailableError, UsageError
 from workbench.servers.base import ManagedServer, ServerContext, stop_recorded
 from workbench.servers.layout import check_layout, private_state_dir
 
@@ -110,7 +110,13 @@ def up(
                 state.servers.append({"name": cls.name, "unavailable": reason})
                 continue
             server = cls(ctx)
-            pid = server.start()
+            try:
+                pid = server.start()
+            except UnavailableError as exc:
+                # Found only once it prepares (e.g. the rsync daemon on a root whose file system has no ACLs):
+                # that server's rows say why; the others still serve.
+                state.servers.append({"name": cls.name, "unavailable": exc.one_line()})
+                continue
             started.append(server)
             # read once it listens: by then `ip netns exec` has exec'd the server, so the argv is final
             ident = procs.identity(pid) or {}
