@@ -79,7 +79,9 @@ class ClientOptions:
     block_size: int = 1 << 20  # application read/write size where the client has one
     cipher: str | None = None  # SSH cipher; None pins the client's fastest default
     compress: bool = False  # rsync -z
-    timeout: float = 30.0  # seconds of silence before a transfer is declared dead
+    timeout: float = 30.0  # seconds without progress before a transfer is declared dead (--stall-timeout)
+    # A reachable host answers a TCP connect in milliseconds: a few seconds tell an unreachable one apart.
+    connect_timeout: float = 5.0
     verify_host_keys: bool = True
 
 

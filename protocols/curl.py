@@ -63,7 +63,7 @@ class _CurlClient(Client):
             "--max-time",
             str(MAX_TIME_S),
             "--connect-timeout",
-            str(int(self.options.timeout)),
+            str(max(1, round(self.options.connect_timeout))),
             "--speed-limit",
             "1",
             "--speed-time",
@@ -147,7 +147,8 @@ class CurlFtpClient(_CurlClient):
         # FTP may be served without the HTTP control API: check the FTP login itself.
         try:
             with ftplib.FTP(timeout=self.options.timeout) as ftp:
-                ftp.connect(self.target.host, self.target.port("ftp"))
+                ftp.connect(self.target.host, self.target.port("ftp"), timeout=self.options.connect_timeout)
+                ftp.sock.settimeout(self.options.timeout)
                 ftp.login(self.target.credentials.user, self.target.credentials.password)
         except ftplib.error_perm as exc:
             raise AuthError("FTP server refused the credentials", "check the credentials file") from exc

@@ -38,7 +38,10 @@ class FtplibClient(Client):
     def connect(self) -> None:
         ftp = ftplib.FTP(timeout=self.options.timeout)
         try:
-            ftp.connect(self.target.host, self.target.port("ftp"))
+            ftp.connect(self.target.host, self.target.port("ftp"), timeout=self.options.connect_timeout)
+            # from here on (and for every data connection) a stall is options.timeout without a byte
+            ftp.timeout = self.options.timeout
+            ftp.sock.settimeout(self.options.timeout)
             ftp.login(self.target.credentials.user, self.target.credentials.password)
             ftp.voidcmd("TYPE I")
         except (OSError, EOFError, ftplib.Error) as exc:

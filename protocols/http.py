@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,13 @@ class AiohttpClient(Client):
         super().__init__(*args, **kwargs)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: aiohttp.ClientSession | None = None
+        self._moved_at = 0.0  # loop time of the last byte moved (see _watchdog)
         self.base = f"http://{url_host(self.target.host)}:{self.target.port('http')}"
 
     def _run(self, coro: Any) -> Any:
         assert self._loop is not None, "connect() first"
         try:
-            return self._loop.run_until_complete(coro)
+            return self._loop.run_until_complete(self._watchdog(coro))
         except WorkbenchError:
             raise
         except aiohttp.ClientResponseError as exc:
@@ -48,6 +50,29 @@ class AiohttpClient(Client):
         except OSError as exc:
             raise from_os_error(exc, "copying over HTTP", self.target.host, self.target.port("http")) from exc
 
+    async def _watchdog(self, coro: Any) -> Any:
+        """Run coro, cancelling it when no bytes moved for options.timeout seconds.
+
+        aiohttp's sock_read only bounds reads: an upload to a server that stopped reading waits in the
+        transport's drain forever. Progress (a chunk read, or the next chunk asked for) resets the clock.
+        """
+        loop = asyncio.get_running_loop()
+        self._moved_at = loop.time()
+        task = asyncio.ensure_future(coro)
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=min(1.0, self.options.timeout / 4))
+            if done:
+                return task.result()
+            if loop.time() - self._moved_at > self.options.timeout:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+                raise TimeoutError
+
+    def _moved(self, n: int, progress: Progress) -> None:
+        self._moved_at = asyncio.get_running_loop().time()
+        progress(n)
+
     def _status_error(self, status: int, what: str) -> WorkbenchError:
         if status == 401:
             return AuthError("HTTP server refused the credentials", "check --credentials / WORKBENCH_PASSWORD")
@@ -57,7 +82,9 @@ class AiohttpClient(Client):
 
     def connect(self) -> None:
         self._loop = asyncio.new_event_loop()
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.options.timeout, sock_read=self.options.timeout)
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.options.connect_timeout, sock_read=self.options.timeout
+        )
 
         async def open_session() -> None:
             creds = self.target.credentials
@@ -87,7 +114,7 @@ class AiohttpClient(Client):
                 try:
                     while chunk := await resp.content.read(self.options.block_size):
                         os.write(fd, chunk)
-                        progress(len(chunk))
+                        self._moved(len(chunk), progress)
                 finally:
                     os.close(fd)
                 if resp.content_length is not None and os.path.getsize(local) != resp.content_length:
@@ -103,7 +130,7 @@ class AiohttpClient(Client):
             with open(local, "rb", buffering=0) as fh:
                 while chunk := fh.read(block):
                     yield chunk
-                    progress(len(chunk))
+                    self._moved(len(chunk), progress)
 
         async def put() -> None:
             assert self._session is not None

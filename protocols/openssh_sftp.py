@@ -36,7 +36,7 @@ def ssh_options(target: Target, options: ClientOptions) -> list[str]:
     alive = max(1, round(options.timeout / 3))
     opts += [
         "-o",
-        f"ConnectTimeout={max(1, round(options.timeout))}",
+        f"ConnectTimeout={max(1, round(options.connect_timeout))}",
         "-o",
         f"ServerAliveInterval={alive}",
         "-o",

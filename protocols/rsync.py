@@ -271,7 +271,7 @@ class RsyncDaemonClient(_RsyncClient):
         return f"rsync://{user}@{host}:{self.target.port('rsync')}/{self.target.share}/{path.lstrip('/')}"
 
     def _transport_args(self) -> list[str]:
-        return [f"--contimeout={max(1, round(self.options.timeout))}", "--no-motd"]
+        return [f"--contimeout={max(1, round(self.options.connect_timeout))}", "--no-motd"]
 
     def _env(self) -> dict[str, str]:
         # The only way to hand rsync a daemon password without argv or a prompt.

@@ -61,7 +61,8 @@ class ParamikoClient(Client):
     def connect(self) -> None:
         host, port = self._where
         try:
-            sock = socket.create_connection((host, port), timeout=self.options.timeout)
+            sock = socket.create_connection((host, port), timeout=self.options.connect_timeout)
+            sock.settimeout(self.options.timeout)
         except OSError as exc:
             raise from_os_error(exc, "connecting over SSH", host, port) from exc
         try:
@@ -91,7 +92,7 @@ class ParamikoClient(Client):
         if known is None or not Path(known).exists():
             raise AuthError(
                 f"no known_hosts file to verify {host}:{port}",
-                "pass the server's known_hosts in the credentials, or --insecure-host-keys on a trusted link",
+                "pass the server's known_hosts in the credentials, or --no-verify-host-keys on a trusted link",
             )
         keys = paramiko.HostKeys(str(known))
         name = host if port == 22 else f"[{host}]:{port}"

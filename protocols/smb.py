@@ -140,7 +140,10 @@ class PysmbClient(Client):
         creds = self.target.credentials
         conn = _Connection(creds.user, creds.password, "workbench", self.target.host, is_direct_tcp=True)
         try:
-            ok = self._call(conn.connect, self.target.host, self.target.port("smb"), timeout=self.options.timeout)
+            # pysmb's timeout bounds the TCP connect and each reply of the login alike (replies take ms)
+            ok = self._call(
+                conn.connect, self.target.host, self.target.port("smb"), timeout=self.options.connect_timeout
+            )
         except WorkbenchError:
             conn.close()
             raise

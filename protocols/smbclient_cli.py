@@ -74,8 +74,7 @@ class SmbclientClient(Client):
 
     def connect(self) -> None:
         """Write the private auth file and check the login once (every copy logs in again)."""
-        # owner pid in the name: a SIGKILLed run's auth file is removed by the next lab (mounts/stale.py)
-        self._dir = Path(tempfile.mkdtemp(prefix=f"workbench-smbclient-{os.getpid()}-"))
+        self._dir = Path(tempfile.mkdtemp(prefix="workbench-smbclient-"))
         try:
             creds = self.target.credentials
             fd = os.open(self._auth_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -148,6 +147,8 @@ class SmbclientClient(Client):
         """Seconds a whole batch may take; stalls (no progress for options.timeout) are caught much sooner."""
         if total >= UNKNOWN_SIZE:
             return UNKNOWN_SIZE_BOUND
+        if total == 0:  # a login or mkdir: no bytes to watch, so no stall guard; bound it as connect + a stall
+            return self.options.connect_timeout + 2 * self.options.timeout
         return max(60.0, 2 * self.options.timeout) + total / MIN_RATE
 
     def _error(self, done: Completed, what: str, ignore: frozenset[str]) -> WorkbenchError | None:

@@ -14,6 +14,8 @@ version) falls back to the library's own code. Sets of small files go as related
 from __future__ import annotations
 
 import contextlib
+import socket
+import struct
 import uuid
 from collections import deque
 from collections.abc import Sequence
@@ -47,6 +49,7 @@ class SmbprotocolClient(Client):
         self._session: Any = None
         self._tree: Any = None
         self._fast: FastPath | None = None
+        self._stalled = False  # the server stopped answering: failing copies skip their polite CLOSE
         self.depth = DEPTH
 
     @classmethod
@@ -74,7 +77,11 @@ class SmbprotocolClient(Client):
         conn._receive_timeout = max(1, int(self.options.timeout))
         self._conn = conn
         try:
-            self._guard(conn.connect, timeout=self.options.timeout, what="connecting")
+            self._guard(conn.connect, timeout=self.options.connect_timeout, what="connecting")
+            # smbprotocol's socket blocks with no timeout: a server that stops reading would hold a send
+            # forever. A send timeout (the receive side has the reader thread's) makes it fail instead.
+            seconds = max(1, int(self.options.timeout))
+            conn.transport._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, 0))
             # Encryption off: the rows measure the transport; signing stays on because Samba insists.
             session = Session(conn, creds.user, creds.password, require_encryption=False, auth_protocol="ntlm")
             self._guard(session.connect, what=f"logging in as {creds.user!r}")
@@ -157,10 +164,16 @@ class SmbprotocolClient(Client):
             return WorkbenchError(f"{what} failed: NT status 0x{exc.status:08X}", "see the smbd log")
         if isinstance(exc, ex.SMBException):
             if "timeout" in str(exc).lower():
+                self._stalled = True
                 return NetworkError(
                     f"no reply from {self._where} for {self.options.timeout:.0f} s while {what}", "the server stalled"
                 )
             return NetworkError(f"SMB failure talking to {self._where} while {what}", "see the smbd log")
+        if isinstance(exc, BlockingIOError):  # the send timeout set in connect()
+            self._stalled = True
+            return NetworkError(
+                f"{self._where} took no data for {self.options.timeout:.0f} s while {what}", "the server stalled"
+            )
         if isinstance(exc, ValueError) and isinstance(exc.__cause__, OSError):
             # smbprotocol wraps connect() errors in ValueError("Failed to connect to ...").
             return from_os_error(exc.__cause__, what, self.target.host, self.target.port("smb"))
@@ -183,6 +196,8 @@ class SmbprotocolClient(Client):
         return handle
 
     def _close_handle(self, handle: Any, what: str, failing: bool) -> None:
+        if failing and self._stalled:
+            return  # a CLOSE to a server that stopped answering only waits again; the session is dropped anyway
         if failing:
             with contextlib.suppress(Exception):
                 handle.close()

@@ -20,7 +20,6 @@ from typing import Any
 from protocols.base import url_host
 from protocols.mounts.base import MountClient, classify, readahead_bytes, which
 from protocols.mounts.runner import Outcome
-from protocols.mounts.stale import owned_prefix
 from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 
 REQUEST_BYTES = 32 * 1024  # the kernel splits FUSE reads and writes into SFTP requests of this size
@@ -71,7 +70,7 @@ class SshfsClient(MountClient):
         timeout = max(1, math.ceil(self.options.timeout))
         ssh = {
             "BatchMode": "yes",
-            "ConnectTimeout": str(timeout),
+            "ConnectTimeout": str(max(1, math.ceil(self.options.connect_timeout))),
             # about `timeout` seconds of silence before ssh gives up and sshfs fails the reads
             "ServerAliveInterval": str(max(1, math.ceil(timeout / 3))),
             "ServerAliveCountMax": "3",
@@ -114,7 +113,7 @@ class SshfsClient(MountClient):
         key = self.target.credentials.ssh_key
         if key is not None and not Path(key).exists():
             raise AuthError(f"{self.label}: SSH key {key} not found", "start the server with 'workbench serve'")
-        self._log_dir = Path(tempfile.mkdtemp(prefix=owned_prefix("sshfs-log")))  # owner pid: see stale.py
+        self._log_dir = Path(tempfile.mkdtemp(prefix="workbench-sshfs-log-"))
         log = self._log_dir / "ssh.log"
         outcome = self.runner.run(self.mount_argv(mountpoint, log), timeout=self.mount_timeout)
         if not outcome.ok and log.exists():
