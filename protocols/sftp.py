@@ -92,7 +92,7 @@ class ParamikoClient(Client):
         if known is None or not Path(known).exists():
             raise AuthError(
                 f"no known_hosts file to verify {host}:{port}",
-                "pass the server's known_hosts in the credentials, or --no-verify-host-keys on a trusted link",
+                "pass the server's known_hosts in the credentials, or --insecure-host-keys on a trusted link",
             )
         keys = paramiko.HostKeys(str(known))
         name = host if port == 22 else f"[{host}]:{port}"

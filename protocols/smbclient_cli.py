@@ -74,7 +74,8 @@ class SmbclientClient(Client):
 
     def connect(self) -> None:
         """Write the private auth file and check the login once (every copy logs in again)."""
-        self._dir = Path(tempfile.mkdtemp(prefix="workbench-smbclient-"))
+        # owner pid in the name: a SIGKILLed run's auth file is removed by the next lab (mounts/stale.py)
+        self._dir = Path(tempfile.mkdtemp(prefix=f"workbench-smbclient-{os.getpid()}-"))
         try:
             creds = self.target.credentials
             fd = os.open(self._auth_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -20,6 +20,7 @@ from typing import Any
 from protocols.base import url_host
 from protocols.mounts.base import MountClient, classify, readahead_bytes, which
 from protocols.mounts.runner import Outcome
+from protocols.mounts.stale import owned_prefix
 from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 
 REQUEST_BYTES = 32 * 1024  # the kernel splits FUSE reads and writes into SFTP requests of this size
@@ -113,7 +114,7 @@ class SshfsClient(MountClient):
         key = self.target.credentials.ssh_key
         if key is not None and not Path(key).exists():
             raise AuthError(f"{self.label}: SSH key {key} not found", "start the server with 'workbench serve'")
-        self._log_dir = Path(tempfile.mkdtemp(prefix="workbench-sshfs-log-"))
+        self._log_dir = Path(tempfile.mkdtemp(prefix=owned_prefix("sshfs-log")))  # owner pid: see stale.py
         log = self._log_dir / "ssh.log"
         outcome = self.runner.run(self.mount_argv(mountpoint, log), timeout=self.mount_timeout)
         if not outcome.ok and log.exists():
