@@ -179,10 +179,17 @@ def failed_rows(run: Run) -> list[Result]:
 
 
 def _measure_rows(
-    plan: Plan, run_id: int, run_dir: str, manifest: Manifest, control: Control, store: Store, console: Console
+    plan: Plan,
+    run_id: int,
+    run_dir: str,
+    manifest: Manifest,
+    control: Control,
+    store: Store,
+    console: Console,
+    results: list[Result],
 ) -> list[Result]:
-    results: list[Result] = []
-    index = 0
+    """Measure every row, appending each to `results` as it finishes (so Ctrl-C/SIGTERM keep them in the JSON)."""
+    index = len(results)
 
     def save(row: Result) -> None:
         nonlocal index
@@ -347,7 +354,7 @@ def execute(
             console.print(f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…")
             run.baseline = measure_baseline(plan)
             store.save_baseline(run_id, run.baseline)
-            run.results = _measure_rows(plan, run_id, run_dir, manifest, control, store, console)
+            _measure_rows(plan, run_id, run_dir, manifest, control, store, console, run.results)
             run.warnings.extend(explain_rows(run, plan))
             for i, row in enumerate(run.results):
                 store.save_result(run_id, i, row)
