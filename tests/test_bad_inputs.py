@@ -460,3 +460,11 @@ def test_the_installed_console_script_says_one_line(tmp_path: Path, args: list[s
     assert "Traceback" not in proc.stderr + proc.stdout and "internal error" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
+
+
+def test_a_message_quoting_brackets_prints_them(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Errors quote user input; text such as '[bold]' or '[ports]' must be printed, never read as markup."""
+    missing = isolated / "[bold]conf[/bold].toml"
+    code, _, err = run_main(["run", "--host", "127.0.0.1", "--config", str(missing)], capsys)
+    assert code == ExitCode.NOT_FOUND
+    assert "[bold]conf[/bold].toml" in err

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape  # messages quote user input such as '[ports]': print it, never parse it
 
 from workbench import paths
 from workbench.errors import ExitCode, NotFoundError, Terminated, UsageError, WorkbenchError, from_os_error
@@ -477,7 +478,7 @@ def main(argv: list[str] | None = None) -> None:
     except WorkbenchError as exc:
         if _DEBUG["on"]:
             raise
-        err.print(f"[bold red]error:[/] {exc.one_line()}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(exc.one_line())}", soft_wrap=True)
         sys.exit(exc.exit_code)
     except Terminated:
         err.print("terminated")
@@ -496,7 +497,7 @@ def main(argv: list[str] | None = None) -> None:
         if _DEBUG["on"]:
             raise
         translated = from_os_error(exc, "running workbench")
-        err.print(f"[bold red]error:[/] {translated.one_line()}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(translated.one_line())}", soft_wrap=True)
         sys.exit(translated.exit_code)
     except Exception as exc:
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click's usage errors (typer vendors click)
@@ -504,5 +505,6 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(ExitCode.USAGE)
         if _DEBUG["on"] or os.environ.get("WORKBENCH_DEBUG"):
             raise
-        err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc} (rerun with --debug and report it)")
+        what = escape(f"{type(exc).__name__}: {exc}")
+        err.print(f"[bold red]internal error:[/] {what} (rerun with --debug and report it)")
         sys.exit(ExitCode.ERROR)
