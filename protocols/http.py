@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 
 from protocols.base import Client, Progress, url_host
-from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
+from workbench.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 # FACTS.md: aiohttp's default 64 KiB read buffer halves download speed; 4 MiB reached ~1 GB/s on loopback.
 READ_BUFSIZE = 4 << 20
@@ -49,6 +49,19 @@ class AiohttpClient(Client):
             raise NetworkError(f"HTTP transfer failed: {exc}", "the server stopped or dropped the connection") from exc
         except OSError as exc:
             raise from_os_error(exc, "copying over HTTP", self.target.host, self.target.port("http")) from exc
+        except BaseException:
+            # Ctrl-C or SIGTERM mid-copy: end the copy's task here, so closing the loop neither warns of a
+            # pending task nor leaves an exception "never retrieved" on the way out.
+            self._cancel_pending()
+            raise
+
+    def _cancel_pending(self) -> None:
+        assert self._loop is not None
+        pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
     async def _watchdog(self, coro: Any) -> Any:
         """Run coro, cancelling it when no bytes moved for options.timeout seconds.
@@ -78,6 +91,8 @@ class AiohttpClient(Client):
             return AuthError("HTTP server refused the credentials", "check --credentials / WORKBENCH_PASSWORD")
         if status == 404:
             return NotFoundError(f"not on the server: {what}", "generate the files on the server first")
+        if status == 507:
+            return DiskError(f"the far host's disk is full (HTTP 507) for {what}", "free space there or copy less")
         return WorkbenchError(f"HTTP {status} for {what}")
 
     def connect(self) -> None:
