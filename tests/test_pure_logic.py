@@ -314,3 +314,25 @@ def test_files_make_never_writes_through_a_planted_symlink(tmp_path: Path) -> No
     generate.make(directory, [4096], [], "random", 1)  # the manifest's temporary name is replaced, not followed
     assert outside.read_bytes() == b"canary"
     assert not (directory / "manifest.tmp").exists()
+
+
+def test_a_run_whose_copies_would_take_hours_is_refused_before_the_first_copy() -> None:
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from fixtures.manifest import FileEntry, FileSet, Manifest
+    from protocols import registry
+    from workbench.runner import _check_copy_estimate
+
+    both = ("upload", "download")
+    plan = SimpleNamespace(entries=registry.select("http/aiohttp"), warmup=1, repeat=3, directions=both)
+    gigabyte = Manifest(1, "random", [FileSet("1G", (FileEntry("f1G.bin", 10**9, "random", "0" * 32),))])
+    console = Console(record=True, width=200)
+    slow = Baseline(up_bps=125_000.0, down_bps=125_000.0)  # 1 Mbit/s: 8 copies of 1 GB take 17.8 h at least
+    with pytest.raises(UsageError) as info:
+        _check_copy_estimate(plan, gigabyte, slow, console)  # type: ignore[arg-type]
+    assert "17.8 h" in info.value.message and "8 copies" in info.value.message
+    fast = Baseline(up_bps=1e8, down_bps=1e8)  # 800 Mbit/s: 80 s
+    _check_copy_estimate(plan, gigabyte, fast, console)  # type: ignore[arg-type]
+    assert "at least 1 min" in console.export_text()

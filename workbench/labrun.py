@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 DEFAULT_PRESET = "wifi-ac"
 DEFAULT_SMALL = ("100x64K",)
-LAB_MAX_ESTIMATE_S = 4 * 3600  # refuse a lab whose copies alone would take longer (e.g. 1 GB files at 1 kbit/s)
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ def link_spec(req: LabRequest) -> Any:
 def validate_request(req: LabRequest) -> Any:
     """Every lab input checked as `run` checks its own, without root and before any namespace; the link spec."""
     from workbench.config import plan_inputs
-    from workbench.validate import check_free_space, check_loss, check_range, check_windows
+    from workbench.validate import MAX_COPY_ESTIMATE_S, check_free_space, check_loss, check_range, check_windows
 
     check_loss(req.loss)
     check_range("mtu", req.mtu)
@@ -104,10 +103,10 @@ def validate_request(req: LabRequest) -> Any:
     # The link rate is known before anything starts, so the copies' least duration is plain arithmetic.
     copies = len(inputs["entries"]) * len(inputs["directions"]) * (inputs["repeat"] + inputs["warmup"])
     least_s = copies * files_bytes * 8 / spec.rate_bps
-    if least_s > LAB_MAX_ESTIMATE_S:
+    if least_s > MAX_COPY_ESTIMATE_S:
         raise UsageError(
             f"the lab's copies would take at least {least_s / 3600:,.1f} h at {spec.rate_bps / 1e6:g} Mbit/s "
-            f"({copies} copies of {files_bytes / 1e6:,.1f} MB); at most {LAB_MAX_ESTIMATE_S / 3600:.0f} h",
+            f"({copies} copies of {files_bytes / 1e6:,.1f} MB); at most {MAX_COPY_ESTIMATE_S / 3600:.0f} h",
             "use smaller --sizes, fewer --protocols or --repeat, or a faster --rate",
         )
     return spec

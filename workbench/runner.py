@@ -29,7 +29,7 @@ from protocols import registry
 from protocols.base import Client, FileCopy
 from workbench import hostinfo
 from workbench.control import Control
-from workbench.errors import UnavailableError, WorkbenchError, from_os_error
+from workbench.errors import UnavailableError, UsageError, WorkbenchError, from_os_error
 from workbench.plan import Plan
 from workbench.results import Baseline, Result, Run, Sample
 from workbench.sampler import CopyMeter
@@ -93,6 +93,11 @@ class _Copier:
             error = exc.one_line()
         except OSError as exc:
             error = from_os_error(exc, f"{direction} over {self.client.label}").one_line()
+        except BaseException:
+            # Ctrl-C or SIGTERM mid-copy: stop the sampler before the progress bar it ticks is torn down.
+            meter.stop()
+            self._cleanup(jobs, direction)
+            raise
         seconds = time.perf_counter() - t0
         intervals = meter.stop()
         cpu = max(0.0, _cpu_now() + self.client.helper_cpu_seconds() - cpu0)  # 0 if the helper died
@@ -354,6 +359,7 @@ def execute(
             console.print(f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…")
             run.baseline = measure_baseline(plan)
             store.save_baseline(run_id, run.baseline)
+            _check_copy_estimate(plan, manifest, run.baseline, console)
             _measure_rows(plan, run_id, run_dir, manifest, control, store, console, run.results)
             run.warnings.extend(explain_rows(run, plan))
             for i, row in enumerate(run.results):
@@ -373,6 +379,39 @@ def execute(
     if json_out is not None:
         console.print(f"JSON document: {json_out}")
     return run
+
+
+def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, console: Console) -> None:
+    """Say how long the copies take at least, at the raw TCP rate just measured; refuse hours of them.
+
+    The raw TCP rate bounds every client, so this is a floor: a plan of 1 GB files over a 1 Mbit/s path
+    is refused here, before its first copy, not found out after a night.
+    """
+    from workbench.validate import MAX_COPY_ESTIMATE_S
+
+    runnable = [e for e in plan.entries if not isinstance(registry.load(e), str)]  # unavailable clients copy nothing
+    copies_per_direction = len(runnable) * (plan.warmup + plan.repeat)
+    set_bytes = sum(s.total_bytes for s in manifest.sets)
+    least_s = 0.0
+    for direction in plan.directions:
+        rate_bytes_per_s = baseline.for_direction(direction)
+        if not rate_bytes_per_s:
+            return  # no baseline this way: nothing to estimate from
+        least_s += copies_per_direction * set_bytes / rate_bytes_per_s
+    console.print(f"the copies take at least {_duration(least_s)} at the raw TCP rate")
+    if least_s > MAX_COPY_ESTIMATE_S:
+        raise UsageError(
+            f"the copies would take at least {_duration(least_s)} at the measured raw TCP rate "
+            f"({copies_per_direction * len(plan.directions)} copies of {set_bytes / 1e6:,.1f} MB); "
+            f"at most {MAX_COPY_ESTIMATE_S / 3600:.0f} h",
+            "use smaller --sizes, fewer --protocols or --repeat",
+        )
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:,.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def _check_writable(path: Path) -> None:

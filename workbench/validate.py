@@ -28,6 +28,9 @@ from workbench.errors import DiskError, UsageError
 MAX_FILES_PER_SET = 100_000
 MAX_TOTAL_BYTES = 64 << 30  # 64 GiB of test files per run
 MAX_PORT = 65_535
+# A plan whose copies alone would take longer than this at the path's rate (the lab's link rate, or a run's
+# measured raw TCP) is a typo more often than a test: 1 GB files at 1 kbit/s. Refused before the first copy.
+MAX_COPY_ESTIMATE_S = 4 * 3600
 MAX_RUN_ID = (1 << 63) - 1  # SQLite's INTEGER: larger ids overflow inside the driver
 
 # One table of numeric ranges for flags and config keys, so the CLI and the TOML file say the same thing.
