@@ -253,6 +253,7 @@ def _measure_row(
             copier.client.mkdir(upload_dir)
     except WorkbenchError as exc:
         row.error = exc.one_line()
+        copier.client = _reconnect(copier.client)  # a session that broke between rows must not fail the rest
         return row
     total = plan.warmup + plan.repeat
     task = bar.add_task(f"{entry.label} {direction} {file_set.name}", total=file_set.total_bytes)
