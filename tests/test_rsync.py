@@ -107,3 +107,29 @@ def test_no_temp_dir_left_behind(rsyncd: Served, tmp_path: Path) -> None:
         with pytest.raises(NotFoundError):
             client.download("missing.bin", tmp_path / "m.bin", Counter())
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".wb-rsync")) == []
+
+
+def test_the_rsync_daemon_writes_beneath_a_directory_serve_made(tmp_path: Path) -> None:
+    """A run's upload directory is made by serve (root); the daemon, transferring as its own uid, writes inside it."""
+    from protocols.base import DEFAULT_PORTS, Target
+    from tests.helpers import free_port
+    from workbench import credentials as creds_mod
+    from workbench.control import Control
+    from workbench.servers import supervisor
+
+    root, state = tmp_path / "root", tmp_path / "state"
+    root.mkdir()
+    ports = {s: free_port() for s in ("http", "ftp", "tcp", "iperf3", "rsync")}
+    supervisor.up(root, "127.0.0.1", state, only=["serve", "rsyncd"], ports=ports)
+    try:
+        creds = creds_mod.read(state / "credentials.json")
+        target = Target("127.0.0.1", creds, ports={**DEFAULT_PORTS, **ports}, remote_root=str(root))
+        Control(target).mkdir("incoming/run-1-abc")
+        write_random(tmp_path / "up.bin", 5000)
+        with RsyncDaemonClient(target) as client:
+            client.mkdir("incoming/run-1-abc/rsync-daemon-5K")
+            client.upload(tmp_path / "up.bin", "incoming/run-1-abc/rsync-daemon-5K/up.bin", Counter())
+        landed = root / "incoming/run-1-abc/rsync-daemon-5K/up.bin"
+        assert landed.read_bytes() == (tmp_path / "up.bin").read_bytes()
+    finally:
+        supervisor.down(state)

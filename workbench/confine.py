@@ -146,7 +146,9 @@ class ServedRoot:
         try:
             for part in parts:
                 with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o755, dir_fd=fd)  # mkdir never follows a link in its last component
+                    # 0o777 as mkdir(1) does: the umask, or a default ACL, decides (a fixed 0o755 would set the
+                    # ACL mask to r-x and cancel the rsync daemon's inherited write grant beneath incoming/).
+                    os.mkdir(part, 0o777, dir_fd=fd)  # mkdir never follows a link in its last component
                 nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)  # a symlink or a file here: ELOOP / ENOTDIR
                 os.close(fd)
                 fd = nxt

@@ -115,7 +115,7 @@ class ConfinedFS(AbstractedFS):
     def mkdir(self, path: str) -> None:
         dir_fd, name = self._served.parent(self._rel(path))
         try:
-            os.mkdir(name, 0o755, dir_fd=dir_fd)
+            os.mkdir(name, 0o777, dir_fd=dir_fd)  # the umask or a default ACL decides, as in ServedRoot.mkdirs
         finally:
             os.close(dir_fd)
 

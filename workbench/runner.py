@@ -361,6 +361,9 @@ def execute(
             run.baseline = measure_baseline(plan)
             store.save_baseline(run_id, run.baseline)
             _check_copy_estimate(plan, manifest, run.baseline, console)
+            # Made by serve before any client: every server may then write beneath it (the rsync daemon, which
+            # transfers as its own uid, through the write grant it inherits from incoming/'s default ACL).
+            control.mkdir(run_dir)
             _measure_rows(plan, run_id, run_dir, manifest, control, store, console, run.results)
             run.warnings.extend(explain_rows(run, plan))
             for i, row in enumerate(run.results):
