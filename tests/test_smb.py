@@ -6,6 +6,7 @@ import dataclasses
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -195,23 +196,30 @@ def test_unknown_share_is_not_found(cls: type[Client], smbd, smbd_runner: SmbdRu
 def test_a_stalled_server_fails_within_the_timeout(
     cls: type[Client], smbd, smbd_runner: SmbdRunner, served_root, tmp_path
 ) -> None:
-    write_random(served_root / "files" / "stall.bin", 48 * 1024 * 1024)
+    write_random(served_root / "files" / "stall.bin", 128 * 1024 * 1024)
     pgid = os.getpgid(smbd.proc.pid)
-    frozen = []
+    frozen: list[float] = []
+    lock = threading.Lock()
 
-    def freeze_once(n: int) -> None:
-        if not frozen:
-            frozen.append(time.monotonic())
-            os.killpg(pgid, signal.SIGSTOP)  # alive but silent: only a timeout can end the copy
+    def freeze_once(n: int = 0) -> None:
+        with lock:
+            if not frozen:
+                frozen.append(time.monotonic())
+                os.killpg(pgid, signal.SIGSTOP)  # alive but silent: only a timeout can end the copy
 
     client = cls(smbd_runner.target(), ClientOptions(timeout=2.0))
     client.connect()
+    # A native client's progress is polled: on a fast machine a copy can end before its first report, so a
+    # timer freezes the server mid-copy too, whichever comes first.
+    timer = threading.Timer(0.03, freeze_once)
     try:
+        timer.start()
         with pytest.raises(NetworkError):
             client.download("files/stall.bin", tmp_path / "stall.bin", freeze_once)
         assert frozen, "the copy finished before the server could be frozen"
         assert time.monotonic() - frozen[0] < 30
     finally:
+        timer.cancel()
         os.killpg(pgid, signal.SIGCONT)
         client.close()
 
