@@ -167,3 +167,33 @@ def test_a_connection_lost_mid_row_fails_that_row_and_the_run_goes_on(far_host: 
     assert [(r.client, r.direction, r.file_set, r.error) for r in stored] == [
         (r["client"], r["direction"], r["file_set"], r["error"]) for r in results
     ]
+
+
+def test_the_next_run_removes_the_uploads_of_a_killed_run_and_spares_a_live_one(
+    served: ServeRunner, tmp_path: Path
+) -> None:
+    from workbench import procs
+    from workbench.control import Control
+    from workbench.runner import _remove_uploads_of_killed_runs
+
+    target = served.target()
+    dead_pid = 1 << 22  # above Linux's largest pid_max (4,194,304 is the limit itself): never a live process
+    here = {"host": target.host, "ports": dict(target.ports)}
+    owners = {
+        "killed": {"pid": dead_pid, "start_ticks": 1},
+        "live": {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())},
+    }
+    control = Control(target)
+    with Store(tmp_path / "runs.sqlite") as store:
+        ids = {}
+        for name, owner in owners.items():
+            meta = {"target": here, "upload_token": f"{name}0123", "owner": owner}
+            ids[name] = store.begin_run(meta)
+            control.mkdir(f"incoming/run-{ids[name]}-{name}0123/http-aiohttp-1M")
+        _remove_uploads_of_killed_runs(store, control, target)
+        metas = dict(store.unfinished_runs())
+    incoming = served.ctx.root / "incoming"
+    assert not (incoming / f"run-{ids['killed']}-killed0123").exists()
+    assert (incoming / f"run-{ids['live']}-live0123" / "http-aiohttp-1M").is_dir()
+    assert metas[ids["killed"]].get("upload_removed") is True and "upload_removed" not in metas[ids["live"]]
+    control.delete(f"incoming/run-{ids['live']}-live0123")

@@ -26,10 +26,10 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from fixtures import generate
 from fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
 from protocols import registry
-from protocols.base import Client, FileCopy
-from workbench import hostinfo
+from protocols.base import Client, FileCopy, Target
+from workbench import hostinfo, procs
 from workbench.control import Control
-from workbench.errors import UnavailableError, UsageError, WorkbenchError, from_os_error
+from workbench.errors import NotFoundError, UnavailableError, UsageError, WorkbenchError, from_os_error
 from workbench.plan import Plan
 from workbench.results import Baseline, Result, Run, Sample
 from workbench.sampler import CopyMeter
@@ -347,8 +347,11 @@ def execute(
         # Uploads go under a directory no other client can pick: the database id alone is per client, so two
         # clients with their own databases would share incoming/run-1 and delete each other's files.
         meta["upload_token"] = secrets.token_hex(8)
+        # Who runs it: a later run from this database can tell a killed run (owner gone) from a live one.
+        meta["owner"] = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
+        _remove_uploads_of_killed_runs(store, control, plan.target)
         run_id = store.begin_run(meta, label)
-        run_dir = f"{INCOMING_DIR}/run-{run_id}-{meta['upload_token']}"
+        run_dir = _run_dir(run_id, meta["upload_token"])
         meta["upload_dir"] = run_dir
         run = Run(id=run_id, meta=meta, baseline=Baseline(), link=plan.link)
         if extra:
@@ -383,6 +386,35 @@ def execute(
     if json_out is not None:
         console.print(f"JSON document: {json_out}")
     return run
+
+
+def _run_dir(run_id: int, token: str) -> str:
+    return f"{INCOMING_DIR}/run-{run_id}-{token}"
+
+
+def _remove_uploads_of_killed_runs(store: Store, control: Control, target: Target) -> None:
+    """Delete on the far host the upload directory of each earlier run of this database that was killed.
+
+    A run ended by Ctrl-C or SIGTERM removes its own; one killed outright (SIGKILL) cannot, and no other
+    client may guess it (its name holds a random token). Only runs against this same target whose owning
+    process is gone are touched: a run still going in another shell keeps its files.
+    """
+    here = {"host": target.host, "ports": dict(target.ports)}
+    for run_id, meta in store.unfinished_runs():
+        owner, token = meta.get("owner") or {}, meta.get("upload_token")
+        if not token or meta.get("upload_removed") or meta.get("target") != here:
+            continue
+        pid, start = owner.get("pid"), owner.get("start_ticks")
+        if not isinstance(pid, int) or procs.start_ticks(pid) == start:
+            continue  # still running, or not a run that says who owns it
+        try:
+            control.delete(_run_dir(run_id, token))
+        except NotFoundError:
+            pass  # already gone
+        except WorkbenchError:
+            continue  # the far host is unwell: try again next run
+        meta["upload_removed"] = True
+        store.update_meta(run_id, meta)
 
 
 def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, console: Console) -> None:

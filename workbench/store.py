@@ -124,6 +124,15 @@ class Store:
             if meta is not None:
                 cur.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(meta), run_id))
 
+    def unfinished_runs(self) -> list[tuple[int, dict[str, Any]]]:
+        """(id, meta) of runs that never finished: still going, or killed outright (SIGKILL, power cut)."""
+        rows = self.db.execute("SELECT id, meta FROM runs WHERE finished_utc IS NULL ORDER BY id").fetchall()
+        return [(int(i), json.loads(m)) for i, m in rows]
+
+    def update_meta(self, run_id: int, meta: dict[str, Any]) -> None:
+        with self._tx() as cur:
+            cur.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(meta), run_id))
+
     def load(self, run_id: int | None = None) -> Run:
         """A run by id, or the latest when run_id is None."""
         if run_id is not None:
