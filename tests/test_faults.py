@@ -286,12 +286,8 @@ def _bad_target(far: Far, label: str) -> Target:
     return dataclasses.replace(far.target, credentials=wrong)
 
 
-@pytest.mark.parametrize("label", CLIENTS)
-def test_bad_credentials_fail_the_login(far: Far, label: str) -> None:
-    far.restart_serve_if_dead()
-    # pyftpdlib answers a failed login after 3 s (its brake on guessing): a shorter stall timeout would
-    # call that a stalled server, so this test leaves more time
-    client = _client(label, _bad_target(far, label), timeout=5.0)
+def _failed_login(client: Client, what: str, label: str) -> tuple[WorkbenchError, float]:
+    """client.connect() must fail: the error and the seconds it took (printed for the closing figures)."""
     started = time.monotonic()
     try:
         with pytest.raises(WorkbenchError) as caught:
@@ -299,9 +295,17 @@ def test_bad_credentials_fail_the_login(far: Far, label: str) -> None:
     finally:
         client.close()
     elapsed = time.monotonic() - started
-    line = _one_line(caught.value)
-    print(f"\nBAD CREDENTIALS {label}: {elapsed:.1f} s: {type(caught.value).__name__}: {line}")
-    assert isinstance(caught.value, AuthError), line
+    print(f"\n{what} {label}: {elapsed:.1f} s: {type(caught.value).__name__}: {_one_line(caught.value)}")
+    return caught.value, elapsed
+
+
+@pytest.mark.parametrize("label", CLIENTS)
+def test_bad_credentials_fail_the_login(far: Far, label: str) -> None:
+    far.restart_serve_if_dead()
+    # pyftpdlib answers a failed login after 3 s (its brake on guessing): a shorter stall timeout would
+    # call that a stalled server, so this test leaves more time
+    error, elapsed = _failed_login(_client(label, _bad_target(far, label), timeout=5.0), "BAD CREDENTIALS", label)
+    assert isinstance(error, AuthError), _one_line(error)
     assert elapsed < 10
 
 
@@ -314,17 +318,8 @@ def _retarget(far: Far, label: str, port: int) -> Target:
 
 @pytest.mark.parametrize("label", CLIENTS)
 def test_refused_port_fails_the_login_at_once(far: Far, label: str) -> None:
-    client = _client(label, _retarget(far, label, free_port(HOST)))
-    started = time.monotonic()
-    try:
-        with pytest.raises(WorkbenchError) as caught:
-            client.connect()
-    finally:
-        client.close()
-    elapsed = time.monotonic() - started
-    line = _one_line(caught.value)
-    print(f"\nREFUSED {label}: {elapsed:.1f} s: {type(caught.value).__name__}: {line}")
-    assert isinstance(caught.value, NetworkError | DiskError) or "refused" in line, line
+    error, elapsed = _failed_login(_client(label, _retarget(far, label, free_port(HOST))), "REFUSED", label)
+    assert isinstance(error, NetworkError | DiskError) or "refused" in _one_line(error), _one_line(error)
     assert elapsed < 5
 
 
@@ -357,17 +352,10 @@ class Garbage:
 @pytest.mark.parametrize("label", CLIENTS)
 def test_wrong_service_on_the_port_fails_the_login(far: Far, label: str) -> None:
     garbage = Garbage()
-    client = _client(label, _retarget(far, label, garbage.port))
-    started = time.monotonic()
     try:
-        with pytest.raises(WorkbenchError) as caught:
-            client.connect()
+        _, elapsed = _failed_login(_client(label, _retarget(far, label, garbage.port)), "WRONG SERVICE", label)
     finally:
-        client.close()
         garbage.close()
-    elapsed = time.monotonic() - started
-    line = _one_line(caught.value)
-    print(f"\nWRONG SERVICE {label}: {elapsed:.1f} s: {type(caught.value).__name__}: {line}")
     # a connect deadline (5 s) and two stalls at worst (smbclient's login bound), never a hang
     assert elapsed < ClientOptions.connect_timeout + 3 * STALL_S + 2
 

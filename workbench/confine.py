@@ -19,6 +19,7 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 _SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}.get(os.uname().machine)
@@ -191,20 +192,20 @@ class ServedRoot:
         finally:
             os.close(dir_fd)
 
-    def unlink(self, rel: str) -> None:
-        """Remove a file, symlink or special (the entry itself, never what a link names)."""
+    def _on_name(self, rel: str, op: Callable[..., None]) -> None:
+        """op(name, dir_fd=...) on rel's last name, from a descriptor of its directory."""
         dir_fd, name = self.parent(rel)
         try:
-            os.unlink(name, dir_fd=dir_fd)
+            op(name, dir_fd=dir_fd)
         finally:
             os.close(dir_fd)
 
+    def unlink(self, rel: str) -> None:
+        """Remove a file, symlink or special (the entry itself, never what a link names)."""
+        self._on_name(rel, os.unlink)
+
     def rmdir(self, rel: str) -> None:
-        dir_fd, name = self.parent(rel)
-        try:
-            os.rmdir(name, dir_fd=dir_fd)
-        finally:
-            os.close(dir_fd)
+        self._on_name(rel, os.rmdir)
 
     def remove_tree(self, rel: str) -> None:
         """rm -rf rel beneath the root: shutil.rmtree with dir_fd walks by descriptor and never follows links."""
