@@ -103,8 +103,8 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
                     assert 0 < sample["seconds"] < wall_s
                 median = sorted(s["bytes"] / s["seconds"] for s in row["samples"])
                 assert row["median_bps"] == pytest.approx(sum(median) / 2)
-                tcp_bps = baseline["up_bps"] if direction == "upload" else baseline["down_bps"]
-                assert row["pct_of_tcp"] == pytest.approx(100 * row["median_bps"] / tcp_bps)
+                tcp_bytes_per_s = baseline["up_bps"] if direction == "upload" else baseline["down_bps"]
+                assert row["pct_of_tcp"] == pytest.approx(100 * row["median_bps"] / tcp_bytes_per_s)
     # nothing serves SMB here: that client's rows fail with the reason, and the run went on
     smb = [r for r in doc["results"] if r["client"] == "pysmb"]
     assert smb and all(r["error"] and ("refused" in r["error"] or "unavailable" in r["error"]) for r in smb)
@@ -120,10 +120,12 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
     assert history.returncode == 0 and str(doc["run"]["id"]) in history.stdout
 
 
-def _stored_run(store: Store, up_bps: float, down_bps: float, rows: dict[tuple[str, str], list[float]]) -> int:
+def _stored_run(
+    store: Store, up_bytes_per_s: float, down_bytes_per_s: float, rows: dict[tuple[str, str], list[float]]
+) -> int:
     """A finished run in `store` whose rows ((label, direction) -> sample rates in B/s) copied 16M each."""
     run_id = store.begin_run({"started_utc": "2026-11-23T00:00:00Z"})
-    store.save_baseline(run_id, Baseline(up_bps=up_bps, down_bps=down_bps, rtt_ms=1.0))
+    store.save_baseline(run_id, Baseline(up_bps=up_bytes_per_s, down_bps=down_bytes_per_s, rtt_ms=1.0))
     for i, ((label, direction), rates) in enumerate(rows.items()):
         protocol, client = label.split("/")
         size = 16_000_000
