@@ -39,6 +39,13 @@ class FtplibClient(Client):
         ftp = ftplib.FTP(timeout=self.options.timeout)
         try:
             ftp.connect(self.target.host, self.target.port("ftp"), timeout=self.options.connect_timeout)
+        except OSError as exc:  # refused, unreachable, or a silent host (a timeout here is no stalled transfer)
+            ftp.close()
+            raise from_os_error(exc, "connecting over FTP", self.target.host, self.target.port("ftp")) from exc
+        except (EOFError, ftplib.Error) as exc:  # something answered, but not an FTP server's greeting
+            ftp.close()
+            raise self._translate(exc, "login") from exc
+        try:
             # from here on (and for every data connection) a stall is options.timeout without a byte
             ftp.timeout = self.options.timeout
             ftp.sock.settimeout(self.options.timeout)

@@ -37,6 +37,10 @@ class AiohttpClient(Client):
             raise
         except aiohttp.ClientResponseError as exc:
             raise self._status_error(exc.status, str(exc.request_info.url)) from exc
+        except aiohttp.ConnectionTimeoutError as exc:  # before TimeoutError: a silent host is not a stall
+            raise from_os_error(
+                TimeoutError(), "connecting over HTTP", self.target.host, self.target.port("http")
+            ) from exc
         except TimeoutError as exc:
             raise NetworkError(
                 f"HTTP transfer stalled for {self.options.timeout:.0f} s", "the server stopped or the link is down"

@@ -262,4 +262,6 @@ def test_each_client_fails_fast_on_an_unreachable_host(
     assert line and "\n" not in line and "Traceback" not in line
     # an unreachable host is a network failure (exit 3), not a login or a generic one
     assert isinstance(caught.value, NetworkError), line
+    # no byte ever moved: a connect that got no answer must not be reported as a stalled transfer
+    assert "stalled for" not in line, line
     assert elapsed <= BOUND_S, f"{label} took {elapsed:.1f} s (bound {BOUND_S:.0f} s): {line}"

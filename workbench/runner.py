@@ -294,10 +294,7 @@ def _reconnect(client: Client) -> Client:
     return fresh
 
 
-def run_meta(plan: Plan, control: Control) -> dict[str, Any]:
-    server = {}
-    with contextlib.suppress(WorkbenchError):
-        server = control.info()
+def run_meta(plan: Plan, server: dict[str, Any]) -> dict[str, Any]:
     return {
         "started_utc": _utc_now(),
         "client": hostinfo.describe(plan.target.host),
@@ -338,9 +335,8 @@ def execute(
 
     # A control call that gets no answer for the stall timeout is as dead as a stalled copy (at most 30 s).
     control = Control(plan.target, timeout=plan.options.timeout)
-    meta = run_meta(plan, control)  # reaches the server: an unreachable host or bad password stops here
-    if not meta["server"]:
-        control.info()  # re-raise the real error (unreachable, refused, auth) as one line
+    # The first call reaches the server: an unreachable host or a bad password stops here, in one line.
+    meta = run_meta(plan, control.info())
     if json_out is not None:
         _check_writable(json_out)
     with Store(db_path) as store:
