@@ -184,17 +184,30 @@ def test_stopped_server_fails_the_copy_in_about_the_stall_timeout(
     client = _client(label, far.target)
     stopped: list[int] = []
     began: list[float] = []
+    lock = threading.Lock()
+    resumed = threading.Event()
 
     def resume() -> None:
-        for pid in stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        resumed.set()
+        with lock:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
+    def keep_frozen() -> None:
+        # A session child forked just after the first freeze (sshd's per-login child, when the timer fires
+        # during an SSH login) would carry the copy on: stop every new process of the server's tree too.
+        while not resumed.wait(0.02):
+            with lock:
+                for pid in procs.tree([far.pid(name)], procs.snapshot()):
+                    if pid not in stopped:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGSTOP)
+                            stopped.append(pid)
 
     # A client that ignores the stall would wait forever: the server wakes up again after this long, so
     # such a client ends (and fails the time check below) instead of hanging the suite.
     waker = threading.Timer(3 * STALL_S + 8, resume)
-
-    lock = threading.Lock()
 
     def freeze_once(n: int) -> None:
         with lock:
@@ -206,6 +219,7 @@ def test_stopped_server_fails_the_copy_in_about_the_stall_timeout(
             for pid in stopped:
                 os.kill(pid, signal.SIGSTOP)
             waker.start()
+            threading.Thread(target=keep_frozen, daemon=True).start()
 
     # curl and rsync move 64 MiB in about the 50 ms between two progress polls: a timer stops the server
     # 10 ms into the copy in case the first progress report would only come at its end
