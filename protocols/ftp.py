@@ -59,7 +59,8 @@ class FtplibClient(Client):
 
     @property
     def ftp(self) -> ftplib.FTP:
-        assert self._ftp is not None, "connect() first"
+        if self._ftp is None:  # a reconnect after a failed row did not get through: fail the row, not the run
+            raise NetworkError("not connected to the FTP server", "the server stopped or refused the login")
         return self._ftp
 
     def download(self, remote: str, local: Path, progress: Progress) -> None:

@@ -74,3 +74,21 @@ def test_ftp_refuses_paths_outside_the_root(served: ServeRunner, tmp_path: Path)
     (served.ctx.root.parent / "secret2.txt").write_text("outside")
     with FtplibClient(served.target()) as client, pytest.raises(WorkbenchError):
         client.download("../secret2.txt", tmp_path / "y", lambda n: None)
+
+
+def test_ftp_session_that_never_came_back_fails_its_copy_in_one_line(tmp_path: Path) -> None:
+    """After a failed row the runner reconnects; when the server stays down, the next copy must fail its row
+    with a NetworkError (as SFTP and SMB do), never an AssertionError that ends the whole run."""
+    from protocols.base import ClientOptions, Target
+    from tests.helpers import free_port
+    from workbench.credentials import generate
+    from workbench.errors import NetworkError
+
+    target = Target("127.0.0.1", generate(), ports={"ftp": free_port()})  # nothing listens there
+    client = FtplibClient(target, ClientOptions(timeout=2.0))
+    with pytest.raises(NetworkError):
+        client.connect()
+    for call in (lambda: client.mkdir("incoming/x"), lambda: client.download("files/a", tmp_path / "a", print)):
+        with pytest.raises(NetworkError):
+            call()
+    client.close()
