@@ -13,6 +13,7 @@ import ftplib
 import hashlib
 import http.client
 import io
+import json
 import os
 import socket
 import stat
@@ -210,7 +211,17 @@ HTTP_REFUSED_WRITES = [
     ("POST", "/ctl/delete?path=link_dir"),
     ("POST", "/ctl/delete?path=files/ok.bin"),
     ("POST", "/ctl/delete?path=/tmp"),
+    ("POST", "/ctl/delete?path=incoming"),  # every client's uploads, and the rsync daemon's ACL
+    ("POST", "/ctl/delete?path=incoming/"),
 ]
+
+
+def test_http_file_requests_are_bounded_like_the_cli(guarded: Far) -> None:
+    body = json.dumps({"sizes": [], "small": [[1_000_000_000, 1024]], "profile": "random", "seed": 1}).encode()
+    status, text = _http(guarded, "POST", "/ctl/files", body=body)
+    assert status == 403 and b"100,000" in text, (status, text[:200])
+    assert not (guarded.root / "files" / "small-1000000000x1K").exists()
+    assert (guarded.root / "incoming").is_dir()
 
 
 @pytest.mark.parametrize(("method", "path"), HTTP_REFUSED_WRITES)

@@ -41,6 +41,7 @@ from workbench.confine import PathRefused, ServedRoot, create_temp, replace_from
 from workbench.credentials import Credentials
 from workbench.errors import UsageError, WorkbenchError
 from workbench.sizes import SmallSet
+from workbench.validate import check_budget
 
 CHUNK = 1 << 20
 FILES_DIR = "files"
@@ -244,7 +245,8 @@ async def ctl_hash(request: web.Request) -> web.Response:
 async def ctl_delete(request: web.Request) -> web.Response:
     rel = request.query.get("path", "")
     parts = split_rel(rel)
-    if parts[0] != INCOMING_DIR:
+    # Beneath incoming/, never incoming/ itself: it holds every client's uploads and the rsync daemon's ACL.
+    if parts[0] != INCOMING_DIR or len(parts) < 2:
         raise web.HTTPForbidden(text="only files under incoming/ can be deleted")
     with contextlib.suppress(FileNotFoundError):  # already gone is what the caller wants
         await asyncio.get_running_loop().run_in_executor(None, _served(request).remove_tree, rel)
@@ -260,6 +262,7 @@ async def ctl_files(request: web.Request) -> web.Response:
         seed = int(body.get("seed", 1))
     except (TypeError, ValueError) as exc:
         raise web.HTTPBadRequest(text=f"bad file request: {exc}") from exc
+    check_budget(sizes, small)  # a client's request is bounded as the CLI's is: no billion files on the far host
     served = _served(request)
     # files/ must be a real directory of the root (a symlink or a file there is refused, not followed).
     dir_fd = served.open_dir(FILES_DIR, create=True)
