@@ -212,17 +212,24 @@ class Iperf3Server:
             str(self.auth.users),
         ]
 
+    @property
+    def log_path(self) -> Path:
+        return self.auth.private_key.parent / "iperf3.log"
+
     def start(self, timeout: float = 10.0) -> int:
         """Launch and wait until the port accepts; returns the pid."""
         reason = iperf3_available()
         if reason:
             raise NotFoundError(reason)
-        self.proc = subprocess.Popen(
-            with_parent_death_signal(self.command()),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        # stderr to a file, never a pipe: nobody reads a pipe once it listens, and after 64 KiB of failed
+        # logins iperf3 would block on its next write and stop serving.
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                with_parent_death_signal(self.command()),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         try:
             self._wait_ready(timeout)
         except BaseException:
@@ -235,7 +242,7 @@ class Iperf3Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
+                err = self.log_path.read_bytes()[-200:].decode(errors="replace").strip()
                 raise NetworkError(
                     f"iperf3 server exited at start: {err[:200] or self.proc.returncode}",
                     "is the port in use? choose another",
@@ -253,8 +260,6 @@ class Iperf3Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
-            if self.proc.stderr:
-                self.proc.stderr.close()
             self.proc = None
 
     def __enter__(self) -> Iperf3Server:
