@@ -136,6 +136,9 @@ class Sshd(ManagedServer):
             "PrintMotd no",
             "UseDNS no",
             "Compression no",
+            # A connection that has not logged in 10 s after accept is dropped, as serve's listeners do:
+            # sshd's default of 120 s would let slow clients hold its pre-auth slots.
+            "LoginGraceTime 10",
             "ClientAliveInterval 15",
             "ClientAliveCountMax 4",
             "LogLevel INFO",
