@@ -395,6 +395,8 @@ def test_only_a_dead_owners_temporary_files_are_removed(tmp_path: Path) -> None:
         (path / "sub" / "secret").write_text("x")
     assert stale.owner_of(live) == os.getpid() and stale.owner_of(ownerless) is None
     assert stale.owner_of(tmp_path / "workbench-sshfs-log-77-abcdefgh") == 77
-    removed = stale.remove_stale_temp(tmp_path)
+    dead_lab = tmp_path / f"workbench-lab-{gone.pid}-abcd_123"  # names a dead lab's servers: the next lab's to clean
+    (dead_lab / "state").mkdir(parents=True)
+    removed = stale.remove_stale_temp(tmp_path, keep_kinds=("lab",))
     assert removed == [f"temporary {dead}"]
-    assert not dead.exists() and live.exists() and ownerless.exists() and other.exists()
+    assert not dead.exists() and live.exists() and ownerless.exists() and other.exists() and dead_lab.exists()

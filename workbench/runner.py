@@ -329,6 +329,12 @@ def execute(
 
     `on_finish(run)` may amend the run (the lab adds what its emulator did) and returns notes to add.
     """
+    from protocols.mounts import stale
+
+    # What a run killed outright left on this machine: mounts, then its temporary files (an smbclient auth
+    # file holds a password). A dead lab's directory is the next lab's to clean: it names that lab's servers.
+    stale.unmount_stale()
+    stale.remove_stale_temp(keep_kinds=("lab",))
     from workbench.baseline import measure_baseline
     from workbench.explain import explain_rows
     from workbench.report import render_run

@@ -106,18 +106,22 @@ def _holds_a_mount(path: Path, points: list[str]) -> bool:
     return any(p == str(path) or p.startswith(prefix) for p in points)
 
 
-def remove_stale_temp(tmp: Path | None = None) -> list[str]:
+def remove_stale_temp(tmp: Path | None = None, keep_kinds: tuple[str, ...] = ()) -> list[str]:
     """Remove `workbench-<kind>-<pid>-*` entries of the temporary directory whose owner is gone.
 
     Never one that still holds a mount: removing files through a live mount would delete them on the server.
+    `keep_kinds` are left alone (a dead lab's directory records the servers only the next lab may stop).
     """
     base = Path(tmp or tempfile.gettempdir())
     points = [p for p, _ in mounts()]
     removed = []
     with contextlib.suppress(OSError):
         for entry in base.iterdir():
-            owner = owner_of(entry.name)
-            if owner is None or pid_alive(owner) or _holds_a_mount(entry, points):
+            match = OWNED_NAME.match(entry.name)
+            if match is None or match.group("kind") in keep_kinds:
+                continue
+            owner = int(match.group("pid"))
+            if pid_alive(owner) or _holds_a_mount(entry, points):
                 continue
             if remove_tree(entry):
                 removed.append(f"temporary {entry}")
