@@ -189,6 +189,8 @@ class Lab:
             return
 
         def on_term(signum: int, frame: Any) -> None:
+            # Once, as the CLI's own handler: a second SIGTERM must not cut short the teardown the first began.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             raise SystemExit(128 + signum)
 
         self._old_sigterm = signal.signal(signal.SIGTERM, on_term) or signal.SIG_DFL
