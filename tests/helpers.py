@@ -57,3 +57,16 @@ def assert_lab_rtt_honest(measured_ms: float, target_ms: float, notes: str | lis
     if measured_ms > target_ms + 0.3:
         text = notes if isinstance(notes, str) else " ".join(notes)
         assert "RTT" in text, f"idle RTT {measured_ms:.3f} ms for {target_ms} ms and no note says so: {notes!r}"
+
+
+def lab_unavailable() -> str | None:
+    """Why the lab (root, namespaces, TUN) cannot run here, or None."""
+    from workbench.errors import UnavailableError
+    from workbench.lab import check_available
+
+    try:
+        check_available()
+    except UnavailableError as exc:
+        return exc.one_line()
+    return None
+

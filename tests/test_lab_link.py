@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import assert_lab_rtt_honest
+from tests.helpers import assert_lab_rtt_honest, lab_unavailable
 from workbench.errors import UnavailableError, UsageError
 from workbench.lab import PRESETS, Lab, LinkSpec, check_available, cleanup_stale, expected_goodput_bps, netns
 from workbench.lab import link as lab_link
@@ -23,15 +23,7 @@ from workbench.lab.linkemu import VNET_HDR, wire_bytes
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _lab_unavailable() -> str | None:
-    try:
-        check_available()
-    except UnavailableError as exc:
-        return exc.one_line()
-    return None
-
-
-needs_lab = pytest.mark.skipif(_lab_unavailable() is not None, reason=_lab_unavailable() or "")
+needs_lab = pytest.mark.skipif(lab_unavailable() is not None, reason=lab_unavailable() or "")
 
 
 def _forwarders_of(owner: int) -> list[int]:

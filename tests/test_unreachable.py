@@ -34,9 +34,10 @@ import pytest
 
 from protocols import registry
 from protocols.base import Client, ClientOptions, Target
+from tests.helpers import lab_unavailable
+from workbench import procs
 from workbench.credentials import Credentials
-from workbench.errors import ExitCode, NetworkError, UnavailableError, WorkbenchError
-from workbench.lab import check_available
+from workbench.errors import ExitCode, NetworkError, WorkbenchError
 
 REPO = Path(__file__).resolve().parents[1]
 BOUND_S = 15.0
@@ -51,15 +52,7 @@ CLIENTS = [e.label for e in registry.KNOWN_CLIENTS if e.label not in ("smb/mount
 MODES = ["no-answer", "silent"]
 
 
-def _lab_unavailable() -> str | None:
-    try:
-        check_available()
-    except UnavailableError as exc:
-        return exc.one_line()
-    return None
-
-
-needs_lab = pytest.mark.skipif(_lab_unavailable() is not None, reason=_lab_unavailable() or "")
+needs_lab = pytest.mark.skipif(lab_unavailable() is not None, reason=lab_unavailable() or "")
 pytestmark = [pytest.mark.lab, needs_lab]
 
 
@@ -70,22 +63,12 @@ def _ip(*args: str, check: bool = True) -> str:
     return done.stdout
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale() -> None:
     """Namespaces of a test run that was killed (its pid is gone): their veth pairs go with them."""
     for line in _ip("netns", "list").splitlines():
         name = line.split()[0] if line.split() else ""
         found = _NAME.match(name)
-        if found and not _pid_alive(int(found.group(1))):
+        if found and not procs.pid_alive(int(found.group(1))):
             _ip("netns", "del", name, check=False)
 
 
