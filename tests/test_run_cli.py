@@ -203,10 +203,10 @@ def assert_probe_figures(probe: dict, bps: float, duration_s: float) -> None:
     assert 0.5 * duration_s <= probe["seconds"] <= duration_s + 2
 
 
-def assert_same_magnitude(iperf3_bps: float | None, probe_bps: float) -> None:
+def assert_same_magnitude(iperf3_bytes_per_s: float | None, probe_bytes_per_s: float) -> None:
     """iperf3 and the probe measure the same loopback path in bytes/s: a bits/bytes slip (8x) shows here."""
-    assert iperf3_bps is not None
-    assert probe_bps / 4 < iperf3_bps < probe_bps * 4, (iperf3_bps, probe_bps)
+    assert iperf3_bytes_per_s is not None
+    assert probe_bytes_per_s / 4 < iperf3_bytes_per_s < probe_bytes_per_s * 4, (iperf3_bytes_per_s, probe_bytes_per_s)
 
 
 def test_wrong_password_is_one_line(served: ServeRunner, tmp_path: Path) -> None:
@@ -303,8 +303,8 @@ def test_tcp_command_reports_both_directions_and_a_window_sweep(served: ServeRun
     for direction in ("upload", "download"):
         figures = doc["directions"][direction]
         # probe_bps counts the bytes timed after the first one arrived: never more than all bytes / seconds
-        all_bps = figures["bytes"] / figures["seconds"]
-        assert 0.5 * all_bps < figures["probe_bps"] <= all_bps
+        all_bytes_per_s = figures["bytes"] / figures["seconds"]
+        assert 0.5 * all_bytes_per_s < figures["probe_bps"] <= all_bytes_per_s
         assert 0.5 <= figures["seconds"] <= 1 + 2
         if shutil.which("iperf3"):
             assert_same_magnitude(figures["iperf3_bps"], figures["probe_bps"])
