@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -448,6 +449,8 @@ def test_signal_during_an_sshfs_copy_keeps_rows_and_leaves_nothing(
         str(tmp_path / "files"),
         "--db",
         str(db),
+        "--json",
+        str(tmp_path / "run.json"),
         home=tmp_path / "home",
         tmp_dir=run_tmp,
     )
@@ -471,6 +474,9 @@ def test_signal_during_an_sshfs_copy_keeps_rows_and_leaves_nothing(
     with Store(db) as store:
         run = store.load()
     assert [(r.label, r.file_set, r.error, r.verified) for r in run.results][:1] == [("sftp/sshfs", "1M", None, True)]
+    doc = json.loads((tmp_path / "run.json").read_text())  # the JSON is written on the way out too
+    assert [(r["file_set"], r["verified"]) for r in doc["results"]][:1] == [("1M", True)], doc["results"]
+    assert not (far_host.root / doc["run"]["upload_dir"]).exists()  # the run's upload directory went with it
     # nothing left: the mount, sshfs and its ssh, the far host's sessions for them, the run's temporary files
     # (`run` starts no servers or namespaces of its own: the lab's Ctrl-C test covers those)
     deadline = time.monotonic() + 10
