@@ -49,7 +49,6 @@ INCOMING_DIR = "incoming"
 AUTH_DEADLINE_S = 10.0  # from accept to the first authorized request's headers, whatever the client sends
 UPLOAD_STALL_S = 20.0  # a PUT body that delivers nothing for this long is aborted
 
-ROOT_KEY = web.AppKey("root", Path)
 SERVED_KEY = web.AppKey("served", ServedRoot)
 CREDS_KEY = web.AppKey("creds", Credentials)
 PGIDS_KEY = web.AppKey("pgids", Callable)
@@ -315,7 +314,6 @@ async def ctl_cpu(request: web.Request) -> web.Response:
 
 def make_app(root: Path, creds: Credentials, server_pgids: Callable[[], set[int]] = set) -> web.Application:
     app = web.Application(middlewares=[_auth_and_errors], client_max_size=1 << 20)
-    app[ROOT_KEY] = root
     served = ServedRoot(root)
     app[SERVED_KEY] = served
     app[UNAUTHED_KEY] = set()

@@ -72,7 +72,7 @@ def link_spec(req: LabRequest) -> Any:
 def validate_request(req: LabRequest) -> Any:
     """Every lab input checked as `run` checks its own, without root and before any namespace; the link spec."""
     from workbench.config import plan_inputs
-    from workbench.validate import MAX_COPY_ESTIMATE_S, check_free_space, check_loss, check_range, check_windows
+    from workbench.validate import check_copy_estimate, check_free_space, check_loss, check_range, check_windows
 
     check_loss(req.loss)
     check_range("mtu", req.mtu)
@@ -102,13 +102,14 @@ def validate_request(req: LabRequest) -> Any:
     spec = link_spec(req)
     # The link rate is known before anything starts, so the copies' least duration is plain arithmetic.
     copies = len(inputs["entries"]) * len(inputs["directions"]) * (inputs["repeat"] + inputs["warmup"])
-    least_s = copies * files_bytes * 8 / spec.rate_bps
-    if least_s > MAX_COPY_ESTIMATE_S:
-        raise UsageError(
-            f"the lab's copies would take at least {least_s / 3600:,.1f} h at {spec.rate_bps / 1e6:g} Mbit/s "
-            f"({copies} copies of {files_bytes / 1e6:,.1f} MB); at most {MAX_COPY_ESTIMATE_S / 3600:.0f} h",
-            "use smaller --sizes, fewer --protocols or --repeat, or a faster --rate",
-        )
+    least_s = copies * files_bytes * 8 / spec.rate_bps  # LinkSpec's rate is in bits per second
+    check_copy_estimate(
+        least_s,
+        copies,
+        files_bytes,
+        f"on the lab's {spec.rate_bps / 1e6:g} Mbit/s link",
+        "use smaller --sizes, fewer --protocols or --repeat, or a faster --rate",
+    )
     return spec
 
 

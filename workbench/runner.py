@@ -29,7 +29,7 @@ from protocols import registry
 from protocols.base import Client, FileCopy, Target
 from workbench import hostinfo, procs
 from workbench.control import Control
-from workbench.errors import NotFoundError, UnavailableError, UsageError, WorkbenchError, from_os_error
+from workbench.errors import NotFoundError, UnavailableError, WorkbenchError, from_os_error
 from workbench.plan import Plan
 from workbench.results import Baseline, Result, Run, Sample
 from workbench.sampler import CopyMeter
@@ -425,7 +425,7 @@ def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, con
     The raw TCP rate bounds every client, so this is a floor: a plan of 1 GB files over a 1 Mbit/s path
     is refused here, before its first copy, not found out after a night.
     """
-    from workbench.validate import MAX_COPY_ESTIMATE_S
+    from workbench.validate import check_copy_estimate, format_duration
 
     runnable = [e for e in plan.entries if not isinstance(registry.load(e), str)]  # unavailable clients copy nothing
     copies_per_direction = len(runnable) * (plan.warmup + plan.repeat)
@@ -436,20 +436,14 @@ def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, con
         if not rate_bytes_per_s:
             return  # no baseline this way: nothing to estimate from
         least_s += copies_per_direction * set_bytes / rate_bytes_per_s
-    console.print(f"the copies take at least {_duration(least_s)} at the raw TCP rate")
-    if least_s > MAX_COPY_ESTIMATE_S:
-        raise UsageError(
-            f"the copies would take at least {_duration(least_s)} at the measured raw TCP rate "
-            f"({copies_per_direction * len(plan.directions)} copies of {set_bytes / 1e6:,.1f} MB); "
-            f"at most {MAX_COPY_ESTIMATE_S / 3600:.0f} h",
-            "use smaller --sizes, fewer --protocols or --repeat",
-        )
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:,.1f} h"
-    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+    console.print(f"the copies take at least {format_duration(least_s)} at the raw TCP rate")
+    check_copy_estimate(
+        least_s,
+        copies_per_direction * len(plan.directions),
+        set_bytes,
+        "at the measured raw TCP rate",
+        "use smaller --sizes, fewer --protocols or --repeat",
+    )
 
 
 def _check_writable(path: Path) -> None:

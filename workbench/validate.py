@@ -316,3 +316,19 @@ def parse_model(model: type[BaseModel], data: Any, what: str, example_doc: str, 
         return model.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc, model, what, example_doc, echo_input) from exc
+
+
+def check_copy_estimate(least_s: float, copies: int, set_bytes: int, where: str, hint: str) -> None:
+    """Refuse a plan whose copies alone take more than MAX_COPY_ESTIMATE_S at the path's rate (`where`)."""
+    if least_s > MAX_COPY_ESTIMATE_S:
+        raise UsageError(
+            f"the copies would take at least {format_duration(least_s)} {where} ({copies} copies of "
+            f"{set_bytes / 1e6:,.1f} MB); at most {MAX_COPY_ESTIMATE_S / 3600:.0f} h",
+            hint,
+        )
+
+
+def format_duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:,.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
