@@ -154,6 +154,16 @@ def same_process(pid: int, start: int, args: list[str] | None, exe: str | None =
     return cmdline(pid) == args or (exe is not None and executable(pid) == exe)
 
 
+def recorded_is(pid: int, start: int | None, args: list[str] | None, exe: str | None = None) -> str:
+    """What a recorded pid names now: 'unknown' (no start time was recorded), 'reused' (another process has
+    the pid), 'gone' (nothing has it) or 'same' (the recorded process, possibly a zombie)."""
+    if start is None:
+        return "unknown"
+    if stat_fields(pid) is None:
+        return "gone"
+    return "same" if same_process(pid, start, args, exe) else "reused"
+
+
 def in_group(pgid: int, snap: dict[int, list[str]] | None = None) -> list[int]:
     """Processes of process group `pgid` (zombies excluded: they are already dead)."""
     snap = snap if snap is not None else snapshot()

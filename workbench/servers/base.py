@@ -189,10 +189,12 @@ def stop_recorded(
     a pid that still names a process group, so members of `pgid` that started no earlier than the
     leader are its own children (serve's iperf3), never someone else's.
     """
-    if start_ticks is None:
+    now = procs.recorded_is(pid, start_ticks, args, exe)
+    if now == "unknown":
         return f"pid {pid} has no recorded start time (servers.json from an older workbench); not signalled"
-    if procs.stat_fields(pid) is not None and not procs.same_process(pid, start_ticks, args, exe):
+    if now == "reused":
         return f"pid {pid} is now another process; not signalled"
+    assert start_ticks is not None
     if procs.pid_alive(pid):
         stop_group(pid, grace)
         return f"stopped (pid {pid})"

@@ -147,13 +147,15 @@ def up(
     return state
 
 
+def _recorded_is(s: dict) -> str:
+    """What the recorded server's pid names now: see procs.recorded_is."""
+    start = s.get("start_ticks")
+    return procs.recorded_is(int(s["pid"]), int(start) if start is not None else None, s.get("cmdline"), s.get("exe"))
+
+
 def _running(s: dict) -> bool:
     """True while the recorded pid is still the server that was started (not a reused pid) and runs."""
-    start = s.get("start_ticks")
-    pid = int(s["pid"])
-    if start is None or not procs.same_process(pid, int(start), s.get("cmdline"), s.get("exe")):
-        return False
-    return procs.pid_alive(pid)
+    return _recorded_is(s) == "same" and procs.pid_alive(int(s["pid"]))
 
 
 def down(state_dir: Path) -> list[str]:
@@ -182,17 +184,13 @@ def status(state_dir: Path) -> list[str]:
             lines.append(f"{s['name']:8} unavailable: {s['unavailable']}")
             continue
         pid = int(s["pid"])
-        start = s.get("start_ticks")
-        reused = start is None or (
-            procs.stat_fields(pid) is not None
-            and not procs.same_process(pid, int(start), s.get("cmdline"), s.get("exe"))
-        )
-        alive = "running" if _running(s) else "DEAD"
+        now = _recorded_is(s)
+        alive = "running" if now == "same" and procs.pid_alive(pid) else "DEAD"
         ports = ", ".join(f"{k} {v}" for k, v in s.get("ports", {}).items())
         line = f"{s['name']:8} {alive:7} pid {pid:>7}  {state.bind}: {ports}"
-        if reused and start is not None:
+        if now == "reused":
             line += f"  (pid {pid} is now another process)"
-        elif start is None:
+        elif now == "unknown":
             line += "  (no recorded start time: cannot tell whether this pid is still the server)"
         lines.append(line)
     return lines
