@@ -17,12 +17,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fixtures import generate
-from protocols import registry
-from protocols.base import Client, ClientOptions, Target
-from workbench import credentials as creds_mod
-from workbench import target as target_mod
-from workbench.servers import supervisor
+from workbench.fixtures import generate
+from workbench.protocols import registry
+from workbench.protocols.base import Client, ClientOptions
+
+from workbench.server.daemons import supervisor
+from workbench.shared import credentials as creds_mod
+from workbench.shared import target as target_mod
+from workbench.shared.target import Target
 
 HOST = "127.0.0.1"
 

@@ -11,7 +11,7 @@ import argparse
 
 from _common import compare, loopback_servers
 
-from workbench.sizes import parse_size
+from workbench.shared.sizes import parse_size
 
 PAIRS = {
     "sftp": [("sftp/paramiko", "sftp/openssh")],

@@ -17,9 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fixtures import generate
-from fixtures.profiles import chunks
-from workbench.sizes import parse_size
+from workbench.fixtures import generate
+from workbench.fixtures.profiles import chunks
+
+from workbench.shared.sizes import parse_size
 
 
 def main() -> None:

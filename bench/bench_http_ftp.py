@@ -10,7 +10,7 @@ import argparse
 
 from _common import compare, loopback_servers
 
-from workbench.sizes import parse_size
+from workbench.shared.sizes import parse_size
 
 
 def main() -> None:

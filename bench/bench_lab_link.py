@@ -12,8 +12,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.errors import WorkbenchError
 from workbench.lab import PRESETS, Lab, expected_goodput_bps
+from workbench.shared.errors import WorkbenchError
 
 
 def bench(name: str, seconds: float, mtu: int | None) -> None:

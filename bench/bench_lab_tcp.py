@@ -16,13 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench import credentials as creds_mod
-from workbench import target as target_mod
-from workbench.baseline import iperf3_auth
-from workbench.iperf import run_iperf3
+from workbench.core.baseline import iperf3_auth
 from workbench.lab import PRESETS, Lab
-from workbench.servers import supervisor
-from workbench.tcpprobe import measure
+from workbench.probe.iperf import run_iperf3
+from workbench.probe.tcpprobe import measure
+from workbench.server.daemons import supervisor
+from workbench.shared import credentials as creds_mod
+from workbench.shared import target as target_mod
 
 
 def main() -> int:

@@ -18,15 +18,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.errors import WorkbenchError
-from workbench.iperf import Iperf3Server, IperfAuth, iperf3_available, run_iperf3, write_server_auth
-from workbench.servers.base import port_open, stop_group
-from workbench.tcpprobe import measure
+from workbench.probe.iperf import Iperf3Server, IperfAuth, iperf3_available, run_iperf3, write_server_auth
+from workbench.probe.tcpprobe import measure
+from workbench.server.daemons.base import stop_group
+from workbench.shared.errors import WorkbenchError
+from workbench.shared.net import port_open
 
 HOST = "127.0.0.1"
 _SERVER = """
 import os, signal, sys, time
-from workbench.tcpprobe import ProbeServer
+from workbench.probe.tcpprobe import ProbeServer
 server = ProbeServer(sys.argv[1], int(sys.argv[2]), os.environ["WB_PROBE_SECRET"])
 server.start()
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

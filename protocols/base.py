@@ -8,52 +8,22 @@ otherwise in ``details()['timed_includes_setup']`` (native CLI clients must conn
 
 Clients never print. They report bytes as they move through ``progress(n)`` so the runner can
 sample throughput every 100 ms, and they translate their library's errors into
-``workbench.errors`` at this boundary.
+``workbench.shared.errors`` at this boundary.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from workbench.credentials import Credentials
-from workbench.errors import WorkbenchError
+from workbench.shared.errors import WorkbenchError
+from workbench.shared.target import Target
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved (not a running total)."""
-
-DEFAULT_PORTS: Mapping[str, int] = {
-    "tcp": 5301,  # workbench's raw-TCP probe
-    "http": 8181,
-    "ftp": 2121,
-    "ssh": 2222,
-    "smb": 4445,
-    "rsync": 8730,
-    "iperf3": 5201,
-}
-
-
-def url_host(host: str) -> str:
-    """The host as it goes into a URL or a user@host:path argument: IPv6 addresses in brackets."""
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-@dataclass(frozen=True)
-class Target:
-    """The far host: where its services listen and how to log in."""
-
-    host: str
-    credentials: Credentials
-    ports: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_PORTS))
-    remote_root: str = ""  # absolute path of the served root on the far host (sftp, rsync over ssh)
-    share: str = "workbench"  # SMB share and rsync module name, both exporting the served root
-
-    def port(self, service: str) -> int:
-        return int(self.ports.get(service, DEFAULT_PORTS[service]))
-
 
 def call_translating(
     translate: Callable[[Exception, str], WorkbenchError | None],

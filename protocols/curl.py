@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from protocols.base import Client, FileCopy, Progress, url_host
-from protocols.process import Completed, last_line, run_native
-from workbench.control import Control
-from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
+from workbench.protocols.base import Client, FileCopy, Progress
+from workbench.protocols.control import Control
+from workbench.protocols.process import Completed, last_line, run_native
+
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
+from workbench.shared.target import url_host
 
 # Generous: a copy on a slow link (100 Mbit/s WAN, 1 GiB) takes ~90 s; the stall guard ends dead ones sooner.
 MAX_TIME_S = 1800
@@ -156,7 +158,7 @@ class CurlFtpClient(_CurlClient):
             raise NetworkError(f"cannot reach the FTP server: {exc}", "is 'workbench serve' running?") from exc
 
     def mkdir(self, remote_dir: str) -> None:
-        from protocols.ftp import FtplibClient
+        from workbench.protocols.ftp import FtplibClient
 
         with FtplibClient(self.target, self.options) as ftp:
             ftp.mkdir(remote_dir)

@@ -7,8 +7,9 @@ import socket
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from protocols.base import Client, Progress
-from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
+from workbench.protocols.base import Client, Progress
+
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 
 class FtplibClient(Client):

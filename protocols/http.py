@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from workbench.protocols.base import Client, Progress
 
-from protocols.base import Client, Progress, url_host
-from workbench.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError, from_os_error
+from workbench.shared.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError, from_os_error
+from workbench.shared.target import url_host
 
 # FACTS.md: aiohttp's default 64 KiB read buffer halves download speed; 4 MiB reached ~1 GB/s on loopback.
 READ_BUFSIZE = 4 << 20

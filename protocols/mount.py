@@ -7,10 +7,10 @@ the filesystem, and always unmount.
 
 from __future__ import annotations
 
-from protocols.mounts.afp import AfpClient
-from protocols.mounts.base import MountClient
-from protocols.mounts.runner import CommandRunner, Outcome
-from protocols.mounts.smb import CifsClient, SmbfsClient
-from protocols.mounts.sshfs import SshfsClient
+from workbench.protocols.mounts.afp import AfpClient
+from workbench.protocols.mounts.base import MountClient
+from workbench.protocols.mounts.runner import CommandRunner, Outcome
+from workbench.protocols.mounts.smb import CifsClient, SmbfsClient
+from workbench.protocols.mounts.sshfs import SshfsClient
 
 __all__ = ["AfpClient", "CifsClient", "CommandRunner", "MountClient", "Outcome", "SmbfsClient", "SshfsClient"]

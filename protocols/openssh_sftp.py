@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from protocols.base import Client, ClientOptions, FileCopy, Progress, Target, url_host
-from protocols.process import Completed, last_line, run_native
-from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
+from workbench.protocols.base import Client, ClientOptions, FileCopy, Progress
+from workbench.protocols.process import Completed, last_line, run_native
+
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
+from workbench.shared.target import Target, url_host
 
 DEFAULT_CIPHER = "aes128-gcm@openssh.com"  # 20-45 % faster than chacha20-poly1305 with AES-NI (FACTS.md)
 REQUEST_BYTES = 32768  # sftp -B default

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from protocols.base import Progress
-from workbench.errors import NetworkError, WorkbenchError
+from workbench.protocols.base import Progress
+
+from workbench.shared.errors import NetworkError, WorkbenchError
 
 POLL_SECONDS = 0.05
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from protocols.base import Client
-from workbench.errors import UsageError
+from workbench.protocols.base import Client
+
+from workbench.shared.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -20,21 +21,21 @@ class Entry:
 
 # Order is the order rows appear in: Python client first, its native reference next.
 KNOWN_CLIENTS: tuple[Entry, ...] = (
-    Entry("http/aiohttp", "protocols.http:AiohttpClient", "pip install aiohttp"),
-    Entry("http/curl", "protocols.curl:CurlHttpClient", "apt-get install curl", reference=True),
-    Entry("ftp/ftplib", "protocols.ftp:FtplibClient", "ftplib ships with Python"),
-    Entry("ftp/curl", "protocols.curl:CurlFtpClient", "apt-get install curl", reference=True),
-    Entry("sftp/paramiko", "protocols.sftp:ParamikoClient", "pip install paramiko"),
-    Entry("sftp/openssh", "protocols.openssh_sftp:OpenSSHSftpClient", "apt-get install openssh-client", True),
-    Entry("rsync/ssh", "protocols.rsync:RsyncSshClient", "apt-get install rsync openssh-client", True),
-    Entry("rsync/daemon", "protocols.rsync:RsyncDaemonClient", "apt-get install rsync", True),
-    Entry("smb/pysmb", "protocols.smb:PysmbClient", "pip install pysmb"),
-    Entry("smb/smbprotocol", "protocols.smbprotocol_client:SmbprotocolClient", "pip install smbprotocol"),
-    Entry("smb/smbclient", "protocols.smbclient_cli:SmbclientClient", "apt-get install smbclient", True),
-    Entry("sftp/sshfs", "protocols.mount:SshfsClient", "apt-get install sshfs fuse3"),
-    Entry("smb/cifs", "protocols.mount:CifsClient", "apt-get install cifs-utils"),
-    Entry("smb/mount_smbfs", "protocols.mount:SmbfsClient", "macOS only"),
-    Entry("afp/mount_afp", "protocols.mount:AfpClient", "macOS only"),
+    Entry("http/aiohttp", "workbench.protocols.http:AiohttpClient", "pip install aiohttp"),
+    Entry("http/curl", "workbench.protocols.curl:CurlHttpClient", "apt-get install curl", reference=True),
+    Entry("ftp/ftplib", "workbench.protocols.ftp:FtplibClient", "ftplib ships with Python"),
+    Entry("ftp/curl", "workbench.protocols.curl:CurlFtpClient", "apt-get install curl", reference=True),
+    Entry("sftp/paramiko", "workbench.protocols.sftp:ParamikoClient", "pip install paramiko"),
+    Entry("sftp/openssh", "workbench.protocols.openssh_sftp:OpenSSHSftpClient", "apt-get install openssh-client", True),
+    Entry("rsync/ssh", "workbench.protocols.rsync:RsyncSshClient", "apt-get install rsync openssh-client", True),
+    Entry("rsync/daemon", "workbench.protocols.rsync:RsyncDaemonClient", "apt-get install rsync", True),
+    Entry("smb/pysmb", "workbench.protocols.smb:PysmbClient", "pip install pysmb"),
+    Entry("smb/smbprotocol", "workbench.protocols.smbprotocol_client:SmbprotocolClient", "pip install smbprotocol"),
+    Entry("smb/smbclient", "workbench.protocols.smbclient_cli:SmbclientClient", "apt-get install smbclient", True),
+    Entry("sftp/sshfs", "workbench.protocols.mount:SshfsClient", "apt-get install sshfs fuse3"),
+    Entry("smb/cifs", "workbench.protocols.mount:CifsClient", "apt-get install cifs-utils"),
+    Entry("smb/mount_smbfs", "workbench.protocols.mount:SmbfsClient", "macOS only"),
+    Entry("afp/mount_afp", "workbench.protocols.mount:AfpClient", "macOS only"),
 )
 
 _BY_LABEL = {e.label: e for e in KNOWN_CLIENTS}

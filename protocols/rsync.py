@@ -20,10 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-from protocols.base import Client, FileCopy, Progress, url_host
-from protocols.openssh_sftp import DEFAULT_CIPHER, ssh_error, ssh_login, ssh_options
-from protocols.process import Completed, last_line, run_native
-from workbench.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError
+from workbench.protocols.base import Client, FileCopy, Progress
+from workbench.protocols.openssh_sftp import DEFAULT_CIPHER, ssh_error, ssh_login, ssh_options
+from workbench.protocols.process import Completed, last_line, run_native
+
+from workbench.shared.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError
+from workbench.shared.target import url_host
 
 MAX_BUDGET_BYTES = 1 << 40  # caps the deadline when a download's size is unknown
 MIN_RATE = 1_000_000  # bytes/s below which a whole copy is declared dead (besides --timeout)

@@ -10,8 +10,9 @@ from collections import deque
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from protocols.base import Client, Progress
-from workbench.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError, from_os_error
+from workbench.protocols.base import Client, Progress
+
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError, from_os_error
 
 try:
     import paramiko

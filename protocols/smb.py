@@ -11,8 +11,9 @@ import socket
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from protocols.base import Client, Progress, call_translating
-from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
+from workbench.protocols.base import Client, Progress, call_translating
+
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 STATUS_OBJECT_NAME_NOT_FOUND = 0xC0000034
 STATUS_OBJECT_NAME_COLLISION = 0xC0000035

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import from_os_error
+from workbench.shared.errors import from_os_error
 
 # -- zero-copy READ/WRITE on top of the library's session ---------------------------------------
 

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from protocols.base import Client, FileCopy, Progress
-from protocols.process import Completed, run_native
-from workbench.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError
+from workbench.protocols.base import Client, FileCopy, Progress
+from workbench.protocols.process import Completed, run_native
+
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError
 
 BINARY = "smbclient"
 _STATUS = re.compile(r"NT_STATUS_[A-Z_]+")

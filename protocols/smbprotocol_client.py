@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from protocols.base import Client, FileCopy, Progress, call_translating
-from protocols.smb import local_peer_pids
-from protocols.smb_fastpath import FastPath, read_all, read_payload, size_of
-from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
+from workbench.protocols.base import Client, FileCopy, Progress, call_translating
+from workbench.protocols.smb import local_peer_pids
+from workbench.protocols.smb_fastpath import FastPath, read_all, read_payload, size_of
+
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 DEPTH = 4  # requests kept in flight per file
 FILES_IN_FLIGHT = 8  # small files of a set copied at once, each as one CREATE+READ/WRITE+CLOSE compound

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import free_port
-from workbench import procs
-from workbench.servers import supervisor
-from workbench.servers.sshd import Sshd
+from workbench.server.daemons import supervisor
+from workbench.server.daemons.sshd import Sshd
+from workbench.shared import procs
 
 REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"

@@ -6,8 +6,8 @@ import os
 import socket
 from pathlib import Path
 
-from workbench.credentials import Credentials, generate
-from workbench.servers.base import ManagedServer, ServerContext
+from workbench.server.daemons.base import ManagedServer, ServerContext
+from workbench.shared.credentials import Credentials, generate
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -61,8 +61,8 @@ def assert_lab_rtt_honest(measured_ms: float, target_ms: float, notes: str | lis
 
 def lab_unavailable() -> str | None:
     """Why the lab (root, namespaces, TUN) cannot run here, or None."""
-    from workbench.errors import UnavailableError
     from workbench.lab import check_available
+    from workbench.shared.errors import UnavailableError
 
     try:
         check_available()

@@ -14,13 +14,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from workbench.protocols.base import Client, ClientOptions
 
-from protocols.base import DEFAULT_PORTS, Client, ClientOptions, Target
 from tests.helpers import ensure_running, free_port
-from workbench import credentials as creds_mod
-from workbench import target as target_mod
-from workbench.servers.base import ServerContext
-from workbench.servers.serve_process import ServeProcess
+from workbench.server.daemons.base import ServerContext
+from workbench.server.daemons.serve_process import ServeProcess
+from workbench.shared import credentials as creds_mod
+from workbench.shared import target as target_mod
+from workbench.shared.target import DEFAULT_PORTS, Target
 
 HOST = "127.0.0.1"
 

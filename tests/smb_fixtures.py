@@ -8,11 +8,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from workbench.protocols.base import Client, ClientOptions
 
-from protocols.base import Client, ClientOptions, Target
 from tests.helpers import ensure_running, loopback_context
-from workbench.credentials import Credentials
-from workbench.servers.smbd import Smbd
+from workbench.server.daemons.smbd import Smbd
+from workbench.shared.credentials import Credentials
+from workbench.shared.target import Target
 
 HOST = "127.0.0.1"
 

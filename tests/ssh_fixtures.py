@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from protocols.base import Target
 from tests.helpers import loopback_context
-from workbench.credentials import generate
-from workbench.servers.base import ManagedServer
-from workbench.servers.rsyncd import Rsyncd
-from workbench.servers.sshd import Sshd
+from workbench.server.daemons.base import ManagedServer
+from workbench.server.daemons.rsyncd import Rsyncd
+from workbench.server.daemons.sshd import Sshd
+from workbench.shared.credentials import generate
+from workbench.shared.target import Target
 
 HOST = "127.0.0.1"
 

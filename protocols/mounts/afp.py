@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
-from protocols.base import url_host
-from protocols.mounts.base import MountClient, classify, which
-from protocols.mounts.runner import Outcome
-from workbench.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
+from workbench.protocols.mounts.base import MountClient, classify, which
+from workbench.protocols.mounts.runner import Outcome
+
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
+from workbench.shared.target import url_host
 
 AFP_PORT = 548
 

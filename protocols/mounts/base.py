@@ -19,11 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-from protocols.base import Client, ClientOptions, Progress, Target
-from protocols.mounts import stale
-from protocols.mounts.runner import CommandRunner, Outcome
-from workbench import procs
-from workbench.errors import (
+from workbench.protocols.base import Client, ClientOptions, Progress
+from workbench.protocols.mounts import stale
+from workbench.protocols.mounts.runner import CommandRunner, Outcome
+
+from workbench.shared import procs
+from workbench.shared.errors import (
     AuthError,
     DiskError,
     NetworkError,
@@ -33,6 +34,7 @@ from workbench.errors import (
     WorkbenchError,
     from_os_error,
 )
+from workbench.shared.target import Target
 
 # Errors a mounted file returns when the server or the link behind it is gone.
 LINK_ERRNOS = frozenset(

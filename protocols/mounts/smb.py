@@ -16,11 +16,12 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
-from protocols.base import url_host
-from protocols.mounts.base import MountClient, classify, which
-from protocols.mounts.runner import Outcome
-from protocols.mounts.stale import owned_prefix
-from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
+from workbench.protocols.mounts.base import MountClient, classify, which
+from workbench.protocols.mounts.runner import Outcome
+from workbench.protocols.mounts.stale import owned_prefix
+
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
+from workbench.shared.target import url_host
 
 # mount.cifs prints "mount error(N): <strerror>"; N is the kernel's errno.
 _CIFS_FAILURES: tuple[tuple[str, type], ...] = (

@@ -17,11 +17,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from protocols.base import url_host
-from protocols.mounts.base import MountClient, classify, readahead_bytes, which
-from protocols.mounts.runner import Outcome
-from protocols.mounts.stale import owned_prefix
-from workbench.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
+from workbench.protocols.mounts.base import MountClient, classify, readahead_bytes, which
+from workbench.protocols.mounts.runner import Outcome
+from workbench.protocols.mounts.stale import owned_prefix
+
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
+from workbench.shared.target import url_host
 
 REQUEST_BYTES = 32 * 1024  # the kernel splits FUSE reads and writes into SFTP requests of this size
 DEFAULT_CIPHER = "aes128-gcm@openssh.com"  # AES-NI: 20-45 % faster than chacha20 here (FACTS.md)

@@ -15,8 +15,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from workbench import procs
-from workbench.procs import pid_alive
+from workbench.shared import procs
+from workbench.shared.procs import pid_alive
 
 # The random tail is mkdtemp's 8 characters, which never contain '-': an old-style name whose random part
 # happens to be all digits ("workbench-sshfs-12345678") cannot be mistaken for an owner pid.

@@ -11,9 +11,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from protocols.mounts import stale
 from workbench.lab import netns
-from workbench.procs import pid_alive
+from workbench.protocols.mounts import stale
+from workbench.shared.paths import SERVERS_FILE
+from workbench.shared.procs import pid_alive
 
 LAB_DIR_PREFIX = "workbench-lab-"  # labrun's work directory: served root, server state (keys, credentials)
 
@@ -24,7 +25,7 @@ def lab_dir_owner(path: Path) -> int | None:
     if owner is not None:
         return owner
     try:
-        recorded = json.loads((path / "state" / "servers.json").read_text()).get("netns")
+        recorded = json.loads((path / "state" / SERVERS_FILE).read_text()).get("netns")
     except (OSError, ValueError, AttributeError):
         return None
     return netns.owner_of(recorded) if isinstance(recorded, str) else None
@@ -32,8 +33,8 @@ def lab_dir_owner(path: Path) -> int | None:
 
 def remove_stale_lab_dirs(tmp: Path | None = None) -> list[str]:
     """Stop what a dead lab's servers.json still names (identity-checked) and remove its work directory."""
-    from workbench.errors import WorkbenchError
-    from workbench.servers import supervisor
+    from workbench.server.daemons import supervisor
+    from workbench.shared.errors import WorkbenchError
 
     base = Path(tmp or tempfile.gettempdir())
     points = [p for p, _ in stale.mounts()]

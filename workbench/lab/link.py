@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import UnavailableError, UsageError, WorkbenchError
 from workbench.lab import netns
 from workbench.lab.linkemu import EmuConfig, expected_goodput_bps
-from workbench.procs import pid_alive
+from workbench.shared.errors import UnavailableError, UsageError, WorkbenchError
+from workbench.shared.procs import pid_alive
 
 LOOPBACK_HINT = "run 'workbench run' against 'workbench serve' on loopback instead"
 CLIENT_ADDR = "10.77.0.1"

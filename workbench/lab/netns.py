@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from workbench.errors import UnavailableError, WorkbenchError
+from workbench.shared.errors import UnavailableError, WorkbenchError
 
 PREFIX = "wb-lab-"
 NETNS_DIR = Path("/run/netns")

@@ -1,0 +1,155 @@
+"""Client of `serve`'s control API: prepare files on the far host, verify uploads, read its CPU and info.
+
+Plain urllib (blocking, tiny requests); the password goes in an Authorization header, never a URL.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import http.client
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
+from workbench.shared.target import Target, url_host
+
+# Deadlines (issue 8, "nothing hangs"). A reachable host answers a TCP connect in milliseconds, so a few
+# seconds separate "unreachable" from "slow"; every call then waits at most CALL_TIMEOUT_S per read.
+CONNECT_TIMEOUT_S = 5.0
+CALL_TIMEOUT_S = 30.0
+# /ctl/files writes the test files before it answers: several GiB on a slow far disk (an SD card, a NAS on
+# USB 2) legitimately take minutes, so that one call's deadline grows with the bytes asked for, assuming
+# the far host writes at least this fast (first-touch tmpfs here is ~370 MB/s, a USB 2 disk ~30 MB/s).
+SLOWEST_GENERATE_BYTES_PER_S = 10_000_000
+# /ctl/hash reads the uploaded file once (xxh3 runs at GB/s; the far disk is the bound).
+SLOWEST_HASH_BYTES_PER_S = 20_000_000
+
+
+class _DeadlineConnection(http.client.HTTPConnection):
+    """An HTTP connection whose connect has its own, short deadline (urllib uses one timeout for both)."""
+
+    def __init__(self, *args: object, connect_timeout_s: float = CONNECT_TIMEOUT_S, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.connect_timeout_s = connect_timeout_s
+
+    def connect(self) -> None:
+        limit = self.connect_timeout_s if self.timeout is None else min(self.connect_timeout_s, self.timeout)
+        self.sock = socket.create_connection((self.host, self.port), limit, self.source_address)
+        self.sock.settimeout(self.timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _DeadlineHandler(urllib.request.HTTPHandler):
+    def __init__(self, connect_timeout_s: float) -> None:
+        super().__init__()
+        self.connect_timeout_s = connect_timeout_s
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_DeadlineConnection, connect_timeout_s=self.connect_timeout_s), req)
+
+
+class Control:
+    def __init__(
+        self, target: Target, timeout: float = CALL_TIMEOUT_S, connect_timeout: float = CONNECT_TIMEOUT_S
+    ) -> None:
+        self.target = target
+        self.base = f"http://{url_host(target.host)}:{target.port('http')}/ctl/"
+        token = base64.b64encode(f"{target.credentials.user}:{target.credentials.password}".encode()).decode()
+        self._auth = f"Basic {token}"
+        self.timeout = min(timeout, CALL_TIMEOUT_S)
+        self._opener = urllib.request.build_opener(_DeadlineHandler(connect_timeout))
+        self._where = (target.host, target.port("http"))
+
+    def _call(
+        self,
+        method: str,
+        name: str,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        raw: bool = False,
+        timeout: float | None = None,
+    ) -> Any:
+        url = self.base + name + ("?" + urllib.parse.urlencode(params) if params else "")
+        data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Authorization", self._auth)
+        request.add_header("Content-Type", "application/json")
+        try:
+            with self._opener.open(request, timeout=timeout or self.timeout) as response:
+                data = response.read()
+                return data if raw else json.loads(data or b"null")
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode(errors="replace")[:200]
+            if exc.code == 401:
+                raise AuthError(
+                    "the server refused the credentials", "check --credentials / WORKBENCH_PASSWORD"
+                ) from exc
+            if exc.code == 404:
+                raise NotFoundError(f"not found on the server: {params}", "check the path") from exc
+            raise WorkbenchError(f"server control call {name} failed: HTTP {exc.code} {text}") from exc
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, http.client.HTTPException):
+                raise self._not_serve(name, exc.reason) from exc
+            reason = exc.reason if isinstance(exc.reason, OSError) else OSError(str(exc.reason))
+            raise from_os_error(
+                reason, "talking to workbench serve", self.target.host, self.target.port("http")
+            ) from exc
+        except http.client.HTTPException as exc:  # before OSError: RemoteDisconnected is both
+            raise self._not_serve(name, exc) from exc
+        except OSError as exc:
+            raise from_os_error(exc, "talking to workbench serve", self.target.host, self.target.port("http")) from exc
+        except ValueError as exc:
+            raise NetworkError("the server's control API answered garbage", "is it workbench serve?") from exc
+
+    def _not_serve(self, name: str, exc: http.client.HTTPException) -> NetworkError:
+        """Something listens on the HTTP port but did not answer HTTP as serve does (BadStatusLine and kin)."""
+        host, port = self._where
+        where = f"{url_host(host)}:{port}"
+        if isinstance(exc, http.client.RemoteDisconnected):
+            return NetworkError(
+                f"control call {name} on {where} got no HTTP answer (the connection closed)",
+                "is another service on that port, or did workbench serve stop?",
+            )
+        return NetworkError(
+            f"control call {name} on {where} did not answer as workbench serve ({type(exc).__name__})",
+            "is another service on that port?",
+        )
+
+    def mkdir(self, path: str) -> None:
+        self._call("POST", "mkdir", {"path": path})
+
+    def hash(self, path: str, size_bytes: int = 0) -> dict[str, Any]:
+        return self._call("GET", "hash", {"path": path}, timeout=self.timeout + size_bytes / SLOWEST_HASH_BYTES_PER_S)
+
+    def delete(self, path: str) -> None:
+        self._call("POST", "delete", {"path": path})
+
+    def make_files(self, sizes: list[int], small: list[tuple[int, int]], profile: str, seed: int) -> dict[str, Any]:
+        total_bytes = sum(sizes) + sum(count * size for count, size in small)
+        return self._call(
+            "POST",
+            "files",
+            body={"sizes": sizes, "small": small, "profile": profile, "seed": seed},
+            timeout=self.timeout + total_bytes / SLOWEST_GENERATE_BYTES_PER_S,
+        )
+
+    def info(self) -> dict[str, Any]:
+        return self._call("GET", "info")
+
+    def iperf3_key(self) -> bytes | None:
+        """The public key of the far host's authenticated iperf3 server, or None if it runs none."""
+        try:
+            return self._call("GET", "iperf3-key", raw=True)
+        except NotFoundError:
+            return None
+
+    def cpu_seconds(self) -> float | None:
+        try:
+            return float(self._call("GET", "cpu")["cpu_s"])
+        except (WorkbenchError, KeyError, TypeError, ValueError):
+            return None

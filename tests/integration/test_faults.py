@@ -1,0 +1,461 @@
+"""The fault matrix: every client family against the real servers when the far side misbehaves.
+
+For each client (HTTP aiohttp + curl, FTP ftplib + curl, SFTP paramiko + OpenSSH + sshfs, rsync over ssh
+and to the daemon, SMB pysmb + smbprotocol + smbclient): the server stopped (SIGSTOP) mid-copy, the
+process serving the connection killed mid-copy, a full disk on the far side, bad credentials, a refused
+port and a port that speaks something else. Each must end in one WorkbenchError line within a bound set
+by the stall timeout, never a hang. Then `workbench run` end to end: exit codes 0 / 8, and Ctrl-C and
+SIGTERM in the middle of an sshfs copy (exit 130 / 143, finished rows saved, the JSON written, nothing
+left running or mounted).
+
+The stall timeout is short here (STALL_S) to keep the module fast; the default is 30 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from workbench.protocols import registry
+from workbench.protocols.base import Client, ClientOptions
+
+from tests.helpers import free_port, write_random
+from workbench.core.store import Store
+from workbench.server.daemons import supervisor
+from workbench.server.daemons.base import ServerContext
+from workbench.server.daemons.serve_process import ServeProcess
+from workbench.shared import credentials as creds_mod
+from workbench.shared import procs
+from workbench.shared import target as target_mod
+from workbench.shared.errors import AuthError, DiskError, NetworkError, WorkbenchError
+from workbench.shared.target import Target
+
+REPO = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+STALL_S = 2.0
+BIG_BYTES = 64 << 20  # more than loopback's socket buffers hold (4 MiB send + up to 32 MiB receive)
+# Which server process serves each client (ssh-based clients all reach sshd).
+SERVER_OF = {
+    "http": "serve",
+    "ftp": "serve",
+    "sftp": "sshd",
+    "rsync/ssh": "sshd",
+    "rsync/daemon": "rsyncd",
+    "smb": "smbd",
+}
+SERVICE_OF = {"serve": "http", "sshd": "ssh", "rsyncd": "rsync", "smbd": "smb"}
+CLIENTS = [
+    "http/aiohttp",
+    "http/curl",
+    "ftp/ftplib",
+    "ftp/curl",
+    "sftp/paramiko",
+    "sftp/openssh",
+    "sftp/sshfs",
+    "rsync/ssh",
+    "rsync/daemon",
+    "smb/pysmb",
+    "smb/smbprotocol",
+    "smb/smbclient",
+]
+
+
+def _server_name(label: str) -> str:
+    return SERVER_OF.get(label) or SERVER_OF[label.split("/")[0]]
+
+
+class Far:
+    """Every real server (`servers up`) on loopback with free ports, a private root and state."""
+
+    def __init__(self, base: Path) -> None:
+        self.root = base / "root"
+        self.root.mkdir()
+        self.state = base / "state"
+        ports = {s: free_port(HOST) for s in ("tcp", "http", "ftp", "ssh", "smb", "rsync", "iperf3")}
+        supervisor.up(self.root, HOST, self.state, ports=ports)
+        self.creds = creds_mod.read(self.state / "credentials.json")
+        self.target = target_mod.read(self.state / "target.json", self.creds)
+        self.restarted: list[ServeProcess] = []
+        write_random(self.root / "files" / "big.bin", BIG_BYTES)
+        write_random(base / "big.bin", BIG_BYTES)
+        self.local_big = base / "big.bin"
+        wrong_key = base / "wrong_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong_key)], check=True)
+        self.wrong_key = wrong_key
+
+    def pid(self, name: str) -> int:
+        if name == "serve" and self.restarted:
+            assert self.restarted[-1].proc is not None
+            return self.restarted[-1].proc.pid
+        state = supervisor.read_state(self.state)
+        assert state is not None
+        return next(int(s["pid"]) for s in state.servers if s["name"] == name)
+
+    def port(self, name: str) -> int:
+        return self.target.port(SERVICE_OF[name])
+
+    def connection_pids(self, name: str) -> list[int]:
+        """Processes holding the server side of an established connection to `name`'s port."""
+        port = self.port(name)
+        out = subprocess.run(
+            ["ss", "-Htnp", "state", "established", f"( sport = :{port} )"], capture_output=True, text=True
+        ).stdout
+        below = set(procs.tree([self.pid(name)], procs.snapshot()))
+        return sorted({int(p) for p in re.findall(r"pid=(\d+)", out)} & below)
+
+    def restart_serve_if_dead(self) -> None:
+        if procs.pid_alive(self.pid("serve")):
+            return
+        ctx = ServerContext(
+            root=self.root.resolve(), bind=HOST, state_dir=self.state, credentials=self.creds, ports=self.target.ports
+        )
+        server = ServeProcess(ctx)
+        server.start()
+        self.restarted.append(server)
+
+    def down(self) -> None:
+        for server in self.restarted:
+            server.stop()
+        supervisor.down(self.state)
+
+
+@pytest.fixture(scope="module")
+def far(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Far]:
+    if os.geteuid() != 0:
+        pytest.skip("the servers' private state and the sshfs mount need root")
+    far = Far(tmp_path_factory.mktemp("far"))
+    try:
+        yield far
+    finally:
+        far.down()
+
+
+def _client_class(label: str) -> type[Client]:
+    entry = next(e for e in registry.KNOWN_CLIENTS if e.label == label)
+    loaded = registry.load(entry)
+    if isinstance(loaded, str):
+        pytest.skip(f"{label}: {loaded}")
+    return loaded
+
+
+def _client(label: str, target: Target, timeout: float = STALL_S) -> Client:
+    return _client_class(label)(target, ClientOptions(timeout=timeout))
+
+
+def _upload_dir(client: Client) -> str:
+    remote_dir = f"incoming/faults-{uuid.uuid4().hex[:8]}"
+    client.mkdir(remote_dir)
+    return remote_dir
+
+
+def _copy(client: Client, far: Far, direction: str, remote_dir: str, local: Path, hook: Callable[[int], None]) -> None:
+    if direction == "download":
+        client.download("files/big.bin", local, hook)
+    else:
+        client.upload(far.local_big, f"{remote_dir}/big.bin", hook)
+
+
+def _one_line(exc: WorkbenchError) -> str:
+    line = exc.one_line()
+    assert line and "\n" not in line and "Traceback" not in line
+    return line
+
+
+# ------------------------------------------------------------------ faults mid-copy, per client
+@pytest.mark.parametrize("direction", ["download", "upload"])
+@pytest.mark.parametrize("label", CLIENTS)
+def test_stopped_server_fails_the_copy_in_about_the_stall_timeout(
+    far: Far, tmp_path: Path, label: str, direction: str
+) -> None:
+    far.restart_serve_if_dead()
+    name = _server_name(label)
+    client = _client(label, far.target)
+    stopped: list[int] = []
+    began: list[float] = []
+    lock = threading.Lock()
+    resumed = threading.Event()
+
+    def resume() -> None:
+        resumed.set()
+        with lock:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
+    def keep_frozen() -> None:
+        # A session child forked just after the first freeze (sshd's per-login child, when the timer fires
+        # during an SSH login) would carry the copy on: stop every new process of the server's tree too.
+        while not resumed.wait(0.02):
+            with lock:
+                for pid in procs.tree([far.pid(name)], procs.snapshot()):
+                    if pid not in stopped:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGSTOP)
+                            stopped.append(pid)
+
+    # A client that ignores the stall would wait forever: the server wakes up again after this long, so
+    # such a client ends (and fails the time check below) instead of hanging the suite.
+    waker = threading.Timer(3 * STALL_S + 8, resume)
+
+    def freeze_once(n: int) -> None:
+        with lock:
+            if stopped:
+                return
+            # the server stops answering, its TCP connections stay open
+            began.append(time.monotonic())
+            stopped.extend(procs.tree([far.pid(name)], procs.snapshot()))
+            for pid in stopped:
+                os.kill(pid, signal.SIGSTOP)
+            waker.start()
+            threading.Thread(target=keep_frozen, daemon=True).start()
+
+    # curl and rsync move 64 MiB in about the 50 ms between two progress polls: a timer stops the server
+    # 10 ms into the copy in case the first progress report would only come at its end
+    early = threading.Timer(0.01, freeze_once, args=(0,))
+    client.connect()
+    try:
+        remote_dir = _upload_dir(client) if direction == "upload" else ""
+        with pytest.raises(WorkbenchError) as caught:
+            early.start()
+            _copy(client, far, direction, remote_dir, tmp_path / "big.bin", freeze_once)
+        elapsed = time.monotonic() - began[0]
+    finally:
+        early.cancel()
+        waker.cancel()
+        resume()
+        client.close()
+    line = _one_line(caught.value)
+    print(f"\nSTOPPED {label} {direction}: {elapsed:.1f} s: {line}")
+    assert stopped, "the copy finished before the server could be stopped"
+    # rsync's own --timeout speaks at about STALL_S, the watchdog behind it at 2 x; ssh's keep-alives at ~3 x / 3.
+    assert elapsed < 3 * STALL_S + 3, f"{label} {direction} took {elapsed:.1f} s to notice a stopped server"
+
+
+@pytest.mark.parametrize("label", CLIENTS)
+def test_server_killed_mid_copy_fails_the_copy_at_once(far: Far, tmp_path: Path, label: str) -> None:
+    far.restart_serve_if_dead()
+    name = _server_name(label)
+    client = _client(label, far.target)
+    killed: list[int] = []
+    began: list[float] = []
+
+    def kill_once(n: int) -> None:
+        if not killed:  # only the process serving this connection (serve serves all in one: it dies whole)
+            began.append(time.monotonic())
+            killed.extend(far.connection_pids(name) or [far.pid(name)])
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+
+    client.connect()
+    try:
+        with pytest.raises(WorkbenchError) as caught:
+            _copy(client, far, "download", "", tmp_path / "big.bin", kill_once)
+        elapsed = time.monotonic() - began[0]
+    finally:
+        client.close()
+        far.restart_serve_if_dead()
+    line = _one_line(caught.value)
+    print(f"\nKILLED {label}: {elapsed:.1f} s: {line}")
+    assert killed
+    assert elapsed < STALL_S + 3, f"{label} took {elapsed:.1f} s to notice its server died"
+
+
+@pytest.mark.parametrize("label", CLIENTS)
+def test_disk_full_on_the_far_side_fails_the_upload(far: Far, label: str) -> None:
+    far.restart_serve_if_dead()
+    full = far.root / "incoming" / f"full-{uuid.uuid4().hex[:8]}"
+    full.mkdir()
+    # a 4 MiB tmpfs inside the served root; mode 1777: the rsync daemon may write as an unprivileged user
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=1777", "tmpfs", str(full)], check=True)
+    client = _client(label, far.target)
+    try:
+        client.connect()
+        started = time.monotonic()
+        with pytest.raises(WorkbenchError) as caught:
+            client.upload(far.local_big, f"incoming/{full.name}/big.bin", lambda n: None)
+        elapsed = time.monotonic() - started
+    finally:
+        client.close()
+        subprocess.run(["umount", "-l", str(full)], check=True)
+        full.rmdir()
+    line = _one_line(caught.value)
+    print(f"\nDISK FULL {label}: {elapsed:.1f} s: {type(caught.value).__name__}: {line}")
+    assert elapsed < 3 * STALL_S + 3
+
+
+def _bad_target(far: Far, label: str) -> Target:
+    wrong = dataclasses.replace(far.creds, password=far.creds.password + "x", ssh_key=far.wrong_key)
+    return dataclasses.replace(far.target, credentials=wrong)
+
+
+def _failed_login(client: Client, what: str, label: str) -> tuple[WorkbenchError, float]:
+    """client.connect() must fail: the error and the seconds it took (printed for the closing figures)."""
+    started = time.monotonic()
+    try:
+        with pytest.raises(WorkbenchError) as caught:
+            client.connect()
+    finally:
+        client.close()
+    elapsed = time.monotonic() - started
+    print(f"\n{what} {label}: {elapsed:.1f} s: {type(caught.value).__name__}: {_one_line(caught.value)}")
+    return caught.value, elapsed
+
+
+@pytest.mark.parametrize("label", CLIENTS)
+def test_bad_credentials_fail_the_login(far: Far, label: str) -> None:
+    far.restart_serve_if_dead()
+    # pyftpdlib answers a failed login after 3 s (its brake on guessing): a shorter stall timeout would
+    # call that a stalled server, so this test leaves more time
+    error, elapsed = _failed_login(_client(label, _bad_target(far, label), timeout=5.0), "BAD CREDENTIALS", label)
+    assert isinstance(error, AuthError), _one_line(error)
+    assert elapsed < 10
+
+
+def _retarget(far: Far, label: str, port: int) -> Target:
+    service = SERVICE_OF[_server_name(label)]
+    if label in ("ftp/ftplib", "ftp/curl"):
+        service = "ftp"
+    return dataclasses.replace(far.target, ports={**far.target.ports, service: port})
+
+
+@pytest.mark.parametrize("label", CLIENTS)
+def test_refused_port_fails_the_login_at_once(far: Far, label: str) -> None:
+    error, elapsed = _failed_login(_client(label, _retarget(far, label, free_port(HOST))), "REFUSED", label)
+    assert isinstance(error, NetworkError | DiskError) or "refused" in _one_line(error), _one_line(error)
+    assert elapsed < 5
+
+
+class Garbage:
+    """A TCP listener on loopback that answers every connection with a line of nonsense and then waits."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server((HOST, 0))
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            with contextlib.suppress(OSError):
+                conn.sendall(b"GARBAGE 42 this is not the service you are looking for\r\n")
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.conns:
+            conn.close()
+
+
+@pytest.mark.parametrize("label", CLIENTS)
+def test_wrong_service_on_the_port_fails_the_login(far: Far, label: str) -> None:
+    garbage = Garbage()
+    try:
+        _, elapsed = _failed_login(_client(label, _retarget(far, label, garbage.port)), "WRONG SERVICE", label)
+    finally:
+        garbage.close()
+    # a connect deadline (5 s) and two stalls at worst (smbclient's login bound), never a hang
+    assert elapsed < ClientOptions.connect_timeout + 3 * STALL_S + 2
+
+
+# ------------------------------------------------------------------ `workbench run` end to end
+def _workbench(far: Far, home: Path, *args: str, where: tuple[str, ...] = ()) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "workbench",
+        "run",
+        *(where or ("--target", str(far.state / "target.json"))),
+        "--credentials",
+        str(far.state / "credentials.json"),
+        "--files",
+        str(home / "files"),
+        "--db",
+        str(home / "runs.sqlite"),
+        "--json",
+        str(home / "run.json"),
+        "--tcp-duration",
+        "0.5",
+        "--warmup",
+        "0",
+        "--stall-timeout",
+        str(STALL_S),
+        *args,
+    ]
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {**os.environ, "WORKBENCH_HOME": str(home), "COLUMNS": "200"}
+    env.pop("WORKBENCH_PASSWORD", None)
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
+    return env
+
+
+def test_run_exits_0_when_every_row_that_could_run_verified_and_8_when_one_failed(far: Far, tmp_path: Path) -> None:
+    far.restart_serve_if_dead()
+    # smb/mount_smbfs is macOS-only: an 'unavailable:' row, which does not fail the run
+    ok = subprocess.run(
+        _workbench(far, tmp_path, "--protocols", "http/aiohttp,smb/mount_smbfs", "--sizes", "1M", "--repeat", "1"),
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stderr
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert any(r["error"] and r["error"].startswith("unavailable:") for r in doc["results"])
+    # the upload directory carries a random token: two clients with their own databases never share one
+    assert re.fullmatch(r"incoming/run-\d+-[0-9a-f]{16}", doc["run"]["upload_dir"]), doc["run"]["upload_dir"]
+    assert not (far.root / doc["run"]["upload_dir"]).exists()
+
+    # the same run with the pysmb rows sent to a closed port: they fail, the HTTP rows still run and verify
+    config = tmp_path / "bad-smb.toml"
+    config.write_text(f'[ports]\nsmb = {free_port(HOST)}\n' + "".join(
+        f"{s} = {far.target.port(s)}\n" for s in ("http", "ftp", "tcp", "iperf3")
+    ))
+    failed = subprocess.run(
+        _workbench(
+            far,
+            tmp_path,
+            "--protocols",
+            "http/aiohttp,smb/pysmb",
+            "--sizes",
+            "1M",
+            "--repeat",
+            "1",
+            where=("--host", HOST, "--config", str(config)),
+        ),
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+    )
+    assert failed.returncode == 8, (failed.stdout[-2000:], failed.stderr)
+    lines = [ln for ln in failed.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "smb/pysmb" in lines[0] and "rows failed or did not verify" in lines[0], lines
+    doc = json.loads((tmp_path / "run.json").read_text())
+    rows = {(r["client"], r["direction"]): r for r in doc["results"]}
+    assert rows[("aiohttp", "upload")]["verified"] and rows[("aiohttp", "download")]["verified"]
+    assert "refused" in rows[("pysmb", "upload")]["error"]
+    with Store(tmp_path / "runs.sqlite") as store:
+        saved = store.load(doc["run"]["id"])
+    assert len(saved.results) == len(doc["results"])
+
+

@@ -1,0 +1,1 @@
+"""The command line: parses arguments and presents runs (progress, tables, files)."""

@@ -1,0 +1,510 @@
+"""The command line: thin commands that parse, build a config, call the core and render (HTTPie-style).
+
+All error handling lives in main(): a WorkbenchError becomes one line on stderr and its exit code;
+--debug re-raises to show the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape  # messages quote user input such as '[ports]': print it, never parse it
+
+from workbench.shared import paths
+from workbench.shared.errors import ExitCode, NotFoundError, Terminated, UsageError, WorkbenchError, from_os_error
+
+if TYPE_CHECKING:
+    from workbench.core.results import Run
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Do real file copies reach iperf speeds, and if not, why?",
+)
+files_app = typer.Typer(no_args_is_help=True, help="Test files: make them, with a manifest of hashes.")
+servers_app = typer.Typer(
+    no_args_is_help=True, help="Start, stop and list the local servers (sshd, smbd, rsyncd, serve)."
+)
+app.add_typer(files_app, name="files")
+app.add_typer(servers_app, name="servers")
+
+# Piped into a file or `tee`, rich would fold the summary table into 80 columns, a word per line; a log
+# reads better wide. A terminal, or COLUMNS set by the user, keeps its own width.
+PIPED_WIDTH = 200
+
+
+def _console(stderr: bool) -> Console:
+    # the stream is looked up at each write (not bound here), so a test runner's capture still sees it
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, highlight=False, width=PIPED_WIDTH if piped else None)
+
+
+err = _console(stderr=True)
+out = _console(stderr=False)
+
+_DEBUG = {"on": False}
+
+DbOpt = Annotated[Path | None, typer.Option("--db", help="Results database (default: the user's data dir).")]
+StallOpt = Annotated[
+    float,
+    typer.Option(
+        "--stall-timeout",
+        help="Seconds without progress after which a copy (or a control call) fails its row; the run goes on.",
+    ),
+]
+CredOpt = Annotated[
+    Path | None,
+    typer.Option("--credentials", help="Credentials file written by the server (else $WORKBENCH_PASSWORD)."),
+]
+
+
+@app.callback()
+def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False) -> None:
+    _DEBUG["on"] = debug
+
+
+# ---------------------------------------------------------------- files
+@files_app.command("make")
+def files_make(
+    directory: Annotated[Path, typer.Argument(help="Where to write the files and manifest.json.")],
+    sizes: Annotated[str, typer.Option(help="Comma-separated sizes, binary suffixes.")] = "1M,16M,256M,1G",
+    small: Annotated[list[str] | None, typer.Option(help="A many-small-files set, COUNTxSIZE (repeatable).")] = None,
+    profile: Annotated[str, typer.Option(help="random (incompressible), zero or text (~3:1).")] = "random",
+    seed: Annotated[int, typer.Option(help="Same seed, same bytes, on every host.")] = 1,
+) -> None:
+    """Write test files of several sizes (and small-file sets) with a manifest of xxh3-128 hashes."""
+    from workbench.core.config import check_profile
+    from workbench.fixtures.generate import make
+    from workbench.shared.sizes import parse_sizes, parse_small_set
+    from workbench.shared.validate import check_budget, check_free_space, check_range, named
+
+    check_range("seed", seed)
+    named("--profile", check_profile, profile)
+    size_list = named("--sizes", parse_sizes, sizes)
+    sets = [named("--small", parse_small_set, s) for s in small or []]
+    check_free_space(directory, check_budget(size_list, sets), "DIRECTORY")
+    report = make(directory, size_list, sets, profile, seed, on_file=None)
+    rate = f", {report.write_bps / 1e6:.0f} MB/s" if report.written_bytes else ""
+    out.print(
+        f"{directory}: wrote {report.written_bytes / 1e6:.1f} MB{rate}, kept {report.kept_bytes / 1e6:.1f} MB "
+        f"valid; manifest: {directory / 'manifest.json'}"
+    )
+
+
+# ---------------------------------------------------------------- serve
+@app.command()
+def serve(
+    root: Annotated[Path, typer.Option(help="The served directory (files/ and incoming/ live here).")],
+    bind: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    state_dir: Annotated[Path | None, typer.Option(help="Private state: credentials, target file.")] = None,
+    credentials: CredOpt = None,
+    http_port: Annotated[int, typer.Option(help="HTTP port (0: any free).")] = 8181,
+    ftp_port: Annotated[int, typer.Option(help="FTP port (0: any free).")] = 2121,
+    tcp_port: Annotated[int, typer.Option(help="Raw-TCP probe port (0: any free).")] = 5301,
+    iperf3_port: Annotated[int, typer.Option(help="iperf3 server port, when iperf3 is installed.")] = 5201,
+    no_iperf3: Annotated[bool, typer.Option("--no-iperf3", help="Do not start an iperf3 server.")] = False,
+    no_target_file: Annotated[
+        bool, typer.Option("--no-target-file", hidden=True, help="Leave target.json to 'servers up'.")
+    ] = False,
+) -> None:
+    """Serve ROOT over HTTP, FTP and the raw-TCP probe (authenticated, confined to ROOT) until Ctrl-C."""
+    from workbench.server.serve import ServeConfig
+    from workbench.server.serve import serve as run_serve
+    from workbench.shared.validate import check_host, check_port
+
+    bind = check_host(bind, source="--bind")
+    if not root.is_dir():
+        raise NotFoundError(f"root directory {root} does not exist", "create it or pass another --root")
+    for name, number, usual in (
+        ("http_port", http_port, 8181),
+        ("ftp_port", ftp_port, 2121),
+        ("tcp_port", tcp_port, 5301),
+        ("iperf3_port", iperf3_port, 5201),
+    ):
+        check_port(name, number, allow_zero=True, example=usual)
+    state = _state_dir(state_dir)
+    cfg = ServeConfig(
+        root=root,
+        bind=bind,
+        state_dir=state,
+        ports={"http": http_port, "ftp": ftp_port, "tcp": tcp_port, "iperf3": iperf3_port},
+        credentials_file=credentials,
+        iperf3=not no_iperf3,
+        write_target=not no_target_file,
+    )
+
+    def ready(ports: dict[str, int]) -> None:
+        listed = ", ".join(f"{k} {v}" for k, v in ports.items())
+        out.print(f"serving {root} on {bind}: {listed}", soft_wrap=True)
+        if os.environ.get("WORKBENCH_PASSWORD"):
+            out.print("credentials: from $WORKBENCH_USER / $WORKBENCH_PASSWORD")
+        else:
+            out.print(f"credentials: {credentials or state / 'credentials.json'} (mode 0600; copy it to the client)")
+        sys.stdout.flush()
+
+    run_serve(cfg, ready)
+
+
+# ---------------------------------------------------------------- tcp
+@app.command()
+def tcp(
+    host: Annotated[str, typer.Argument(help="The host running 'workbench serve'.")],
+    port: Annotated[int, typer.Option(help="Its raw-TCP probe port.")] = 5301,
+    duration: Annotated[float, typer.Option(help="Seconds per direction (max 60).")] = 5.0,
+    reverse: Annotated[bool, typer.Option("--reverse", help="Only the download direction (server sends).")] = False,
+    window: Annotated[str | None, typer.Option(help="Clamp the advertised receive window, e.g. 64K.")] = None,
+    window_sweep: Annotated[str | None, typer.Option(help="Measure each window, e.g. 32K,64K,128K,256K.")] = None,
+    iperf3_port: Annotated[int, typer.Option(help="iperf3 server port for the cross-check.")] = 5201,
+    http_port: Annotated[int, typer.Option(help="serve's HTTP port (its authenticated iperf3's public key).")] = 8181,
+    credentials: CredOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """The raw TCP limit of the path: memory-to-memory throughput both ways, RTT, iperf3 cross-check."""
+    from workbench.cli.report import render_tcp
+    from workbench.core.baseline import measure_tcp
+    from workbench.shared import credentials as creds_mod
+    from workbench.shared.target import DEFAULT_PORTS, Target
+    from workbench.shared.validate import check_host, check_port, check_range, check_windows
+
+    host = check_host(host, source="HOST")
+    for name, number, usual in (
+        ("port", port, 5301),
+        ("iperf3_port", iperf3_port, 5201),
+        ("http_port", http_port, 8181),
+    ):
+        check_port(name, number, allow_zero=False, example=usual)
+    check_range("duration", duration)
+    window_bytes, sweep = check_windows(window, window_sweep, duration)
+    creds = creds_mod.resolve(credentials, paths.default_credentials())
+    directions = ["download"] if reverse else ["upload", "download"]
+    target = Target(host, creds, ports={**DEFAULT_PORTS, "tcp": port, "iperf3": iperf3_port, "http": http_port})
+    doc = measure_tcp(
+        target,
+        directions=directions,
+        duration=duration,
+        window=window_bytes,
+        sweep=sweep,
+    )
+    if as_json:
+        out.print_json(json.dumps(doc))
+    else:
+        render_tcp(out, doc)
+
+
+# ---------------------------------------------------------------- run / report
+@app.command()
+def run(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option(help="Far host running 'workbench serve' (and 'servers up').")] = None,
+    target: Annotated[Path | None, typer.Option(help="Target file written by the server (ports, paths).")] = None,
+    credentials: CredOpt = None,
+    protocols: Annotated[str, typer.Option(help="Protocols or protocol/client pairs, or 'all'.")] = "http,ftp",
+    sizes: Annotated[str, typer.Option(help="File sizes to copy.")] = "16M,256M",
+    small: Annotated[list[str] | None, typer.Option(help="Many-small-files sets, COUNTxSIZE.")] = None,
+    profile: Annotated[str, typer.Option(help="random, zero or text.")] = "random",
+    directions: Annotated[str, typer.Option(help="upload,download")] = "upload,download",
+    repeat: Annotated[int, typer.Option(help="Timed copies per row.")] = 3,
+    warmup: Annotated[int, typer.Option(help="Untimed copies first.")] = 1,
+    tcp_duration: Annotated[float, typer.Option(help="Seconds per direction for the raw-TCP baseline.")] = 3.0,
+    config: Annotated[Path | None, typer.Option(help="TOML config file (flags override it).")] = None,
+    files_dir: Annotated[Path | None, typer.Option("--files", help="Local test files directory.")] = None,
+    db: DbOpt = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
+    label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
+    compress: Annotated[bool, typer.Option("--compress", help="rsync -z.")] = False,
+    insecure_host_keys: Annotated[
+        bool, typer.Option("--insecure-host-keys", help="Do not verify SSH host keys (not recommended).")
+    ] = False,
+    stall_timeout: StallOpt = 30.0,
+) -> None:
+    """Copy test files over each protocol, both ways, several times; compare with the raw TCP limit."""
+    from workbench.core.config import build_plan
+    from workbench.shared.validate import check_label, check_output_file
+
+    check_label(label)
+    check_output_file(json_out)
+    if insecure_host_keys:
+        err.print("[yellow]warning:[/] SSH host keys will not be verified (--insecure-host-keys)")
+
+    plan = build_plan(
+        config=config,
+        host=host,
+        target=target,
+        credentials=credentials,
+        protocols=protocols,
+        sizes=sizes,
+        small=small,
+        profile=profile,
+        directions=directions,
+        repeat=repeat,
+        warmup=warmup,
+        tcp_duration=tcp_duration,
+        files_dir=files_dir,
+        compress=compress,
+        verify_host_keys=not insecure_host_keys,
+        stall_timeout=stall_timeout,
+        explicit=_explicit_params(ctx),
+    )
+    from workbench.core.runner import execute
+
+    _exit_for_rows(execute(plan, db_path=db or paths.default_db(), json_out=json_out, label=label, console=out))
+
+
+def _exit_for_rows(run: Run) -> None:
+    """Exit ROWS_FAILED (after the table and the JSON) when a row that could run failed or did not verify."""
+    from workbench.core.runner import failed_rows
+
+    failed = failed_rows(run)
+    if failed:
+        names = ", ".join(sorted({f"{r.label} {r.direction}" for r in failed}))
+        err.print(f"[bold red]error:[/] {len(failed)} of {len(run.results)} rows failed or did not verify: {names}")
+        raise typer.Exit(ExitCode.ROWS_FAILED)
+
+
+def _explicit_params(ctx: typer.Context) -> set[str]:
+    """Names of the options the user typed (so a TOML config fills in only the rest)."""
+    return {
+        name
+        for name, source in ((n, ctx.get_parameter_source(n)) for n in ctx.params)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+    }
+
+
+@app.command()
+def report(
+    run_id: Annotated[int | None, typer.Argument(help="Run id (default: the latest).")] = None,
+    db: DbOpt = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the run's JSON document.")] = None,
+) -> None:
+    """Re-render a past run's summary table from the results database."""
+    from workbench.cli.report import render_run
+    from workbench.core.store import Store
+    from workbench.shared.validate import check_output_file, check_run_id
+
+    if run_id is not None:
+        check_run_id(run_id)
+    check_output_file(json_out)
+    with Store(db or paths.default_db()) as store:
+        past = store.load(run_id)
+    render_run(out, past)
+    if json_out:
+        json_out.write_text(json.dumps(past.to_json(), indent=1))
+
+
+@app.command()
+def history(db: DbOpt = None, limit: Annotated[int, typer.Option(help="How many runs.")] = 30) -> None:
+    """List past runs."""
+    from workbench.cli.report import render_history
+    from workbench.core.store import Store
+    from workbench.shared.validate import check_range
+
+    check_range("limit", limit)
+    with Store(db or paths.default_db()) as store:
+        render_history(out, store.history(limit))
+
+
+@app.command()
+def compare(
+    before: Annotated[int, typer.Argument(help="Run id of the 'before' run.")],
+    after: Annotated[int, typer.Argument(help="Run id of the 'after' run.")],
+    db: DbOpt = None,
+) -> None:
+    """Compare two runs row by row (e.g. before and after tuning a host)."""
+    from workbench.cli.report import render_compare
+    from workbench.core.store import Store
+    from workbench.shared.validate import check_run_id
+
+    check_run_id(before, name="BEFORE")
+    check_run_id(after, name="AFTER")
+    with Store(db or paths.default_db()) as store:
+        render_compare(out, store.load(before), store.load(after))
+
+
+# ---------------------------------------------------------------- servers / doctor
+def _state_dir(given: Path | None) -> Path:
+    """--state-dir (or the default), refused up front when it names something that is not a directory."""
+    state = given or paths.default_state_dir()
+    if state.exists() and not state.is_dir():
+        raise UsageError(f"--state-dir {state} is not a directory", "give a directory, e.g. --state-dir ~/wb-state")
+    return state
+
+
+@servers_app.command("up")
+def servers_up(
+    root: Annotated[Path, typer.Option(help="The served directory.")],
+    bind: Annotated[str, typer.Option(help="Address every server binds to.")] = "127.0.0.1",
+    state_dir: Annotated[Path | None, typer.Option(help="Private state (configs, keys, credentials).")] = None,
+    only: Annotated[str | None, typer.Option(help="Start only these: serve,sshd,smbd,rsyncd.")] = None,
+) -> None:
+    """Start sshd, smbd, the rsync daemon and 'serve' with private configs; returns once all listen."""
+    from workbench.server.daemons.supervisor import up
+    from workbench.shared.validate import check_host
+
+    bind = check_host(bind, source="--bind")
+    if not root.is_dir():
+        raise NotFoundError(f"--root {root} does not exist as a directory", "create it first or pass another --root")
+    state = up(root, bind, _state_dir(state_dir), only=only.split(",") if only else None)
+    for line in state.lines():
+        out.print(line)
+
+
+@servers_app.command("down")
+def servers_down(
+    state_dir: Annotated[Path | None, typer.Option(help="Private state of the servers to stop.")] = None,
+) -> None:
+    """Stop every server 'servers up' started; leaves nothing running."""
+    from workbench.server.daemons.supervisor import down
+
+    for line in down(_state_dir(state_dir)):
+        out.print(line)
+
+
+@servers_app.command("status")
+def servers_status(
+    state_dir: Annotated[Path | None, typer.Option(help="Private state of the servers.")] = None,
+) -> None:
+    """Show which servers are running, where, and their pids."""
+    from workbench.server.daemons.supervisor import status
+
+    for line in status(_state_dir(state_dir)):
+        out.print(line)
+
+
+@app.command()
+def doctor() -> None:
+    """Which protocol clients and servers can run here (and why not), and the TCP settings that bound throughput."""
+    from workbench.cli.doctor import render_doctor
+
+    render_doctor(out)
+
+
+# ---------------------------------------------------------------- lab
+@app.command()
+def lab(
+    link: Annotated[str, typer.Option(help="Link preset: wifi-ac (default), gige, 10ge, wan.")] = "wifi-ac",
+    rate: Annotated[str | None, typer.Option(help="Link rate, e.g. 1gbit, 533mbit (overrides the preset).")] = None,
+    rtt: Annotated[str | None, typer.Option(help="Round-trip time, e.g. 2.8ms (overrides the preset).")] = None,
+    loss: Annotated[float, typer.Option(help="Random loss probability per packet (0..1).")] = 0.0,
+    mtu: Annotated[int, typer.Option(help="Link MTU.")] = 1500,
+    cc: Annotated[str | None, typer.Option(help="TCP congestion control in the lab (bbr, cubic).")] = None,
+    protocols: Annotated[str, typer.Option(help="Protocols or protocol/client pairs, or 'all'.")] = "all",
+    sizes: Annotated[str, typer.Option(help="File sizes to copy.")] = "16M,128M",
+    small: Annotated[
+        list[str] | None, typer.Option(help="Many-small-files sets, COUNTxSIZE (default 100x64K; 'none' for none).")
+    ] = None,
+    profile: Annotated[str, typer.Option(help="random, zero or text.")] = "random",
+    directions: Annotated[str, typer.Option(help="upload,download")] = "upload,download",
+    repeat: Annotated[int, typer.Option(help="Timed copies per row.")] = 3,
+    warmup: Annotated[int, typer.Option(help="Untimed copies first.")] = 1,
+    tcp_duration: Annotated[float, typer.Option(help="Seconds per direction for the raw-TCP baseline.")] = 3.0,
+    window_sweep: Annotated[str | None, typer.Option(help="Also sweep TCP windows, e.g. 32K,64K,128K,256K.")] = None,
+    db: DbOpt = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
+    label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
+    compress: Annotated[bool, typer.Option("--compress", help="rsync -z.")] = False,
+    stall_timeout: StallOpt = 30.0,
+) -> None:
+    """Two emulated hosts joined by a real link (rate, delay, MTU) with real servers; runs the comparison."""
+    from workbench.lab.run import LabRequest, run_lab
+    from workbench.shared.validate import check_label, check_output_file
+
+    check_label(label)
+    check_output_file(json_out)
+    run = run_lab(
+        LabRequest(
+            preset=link,
+            rate=rate,
+            rtt=rtt,
+            loss=loss,
+            mtu=mtu,
+            cc=cc,
+            protocols=protocols,
+            sizes=sizes,
+            small=_lab_small_sets(small),
+            profile=profile,
+            directions=directions,
+            repeat=repeat,
+            warmup=warmup,
+            tcp_duration=tcp_duration,
+            window_sweep=window_sweep,
+            compress=compress,
+            stall_timeout=stall_timeout,
+        ),
+        db_path=db or paths.default_db(),
+        json_out=json_out,
+        label=label,
+        console=out,
+    )
+    _exit_for_rows(run)
+
+
+def _lab_small_sets(small: list[str] | None) -> tuple[str, ...]:
+    """The lab copies a small-file set by default: files/s is half of the story users ask about."""
+    from workbench.lab.run import DEFAULT_SMALL
+
+    if small is None:
+        return DEFAULT_SMALL
+    return tuple(s for s in small if s.lower() != "none")
+
+
+# ---------------------------------------------------------------- entry point
+def _on_sigterm(signum: int, frame: object) -> None:
+    # Once: a second SIGTERM must not cut short the cleanup the first one started (SIGKILL still works).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI, mapping every failure to one line and an exit code."""
+    # SIGTERM (systemd, a CI timeout, `kill`) unwinds like Ctrl-C: finished rows stay saved, the JSON is
+    # written, servers, mounts and namespaces are torn down by the `finally:` blocks on the way out.
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        # Outside standalone mode typer returns an exit code instead of exiting (Ctrl-C becomes 130).
+        code = app(args=argv, standalone_mode=False, prog_name="workbench")
+        if isinstance(code, int) and code:
+            if code == ExitCode.INTERRUPTED:
+                err.print("interrupted")
+            sys.exit(code)
+    except WorkbenchError as exc:
+        if _DEBUG["on"]:
+            raise
+        err.print(f"[bold red]error:[/] {escape(exc.one_line())}", soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except Terminated:
+        err.print("terminated")
+        sys.exit(ExitCode.TERMINATED)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("interrupted")
+        sys.exit(ExitCode.INTERRUPTED)
+    except SystemExit as exc:
+        # the lab turns SIGTERM into SystemExit(143) while its namespaces are up (workbench/lab/link.py)
+        if exc.code == ExitCode.TERMINATED:
+            err.print("terminated")
+        raise
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except OSError as exc:
+        if _DEBUG["on"]:
+            raise
+        translated = from_os_error(exc, "running workbench")
+        err.print(f"[bold red]error:[/] {escape(translated.one_line())}", soft_wrap=True)
+        sys.exit(translated.exit_code)
+    except Exception as exc:
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click's usage errors (typer vendors click)
+            exc.show()
+            sys.exit(ExitCode.USAGE)
+        if _DEBUG["on"] or os.environ.get("WORKBENCH_DEBUG"):
+            raise
+        what = escape(f"{type(exc).__name__}: {exc}")
+        err.print(f"[bold red]internal error:[/] {what} (rerun with --debug and report it)")
+        sys.exit(ExitCode.ERROR)

@@ -1,0 +1,100 @@
+"""`workbench doctor`: what can run here and why not, and the local TCP settings that bound throughput."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from workbench.protocols import registry
+from workbench.shared import hostinfo
+
+_MOUNTS = {"sftp/sshfs", "smb/cifs", "smb/mount_smbfs", "afp/mount_afp"}
+
+
+def client_availability() -> list[tuple[str, str | None, bool]]:
+    """(label, reason or None, is_reference) for every known client."""
+    rows = []
+    for entry in registry.KNOWN_CLIENTS:
+        loaded = registry.load(entry)
+        rows.append((entry.label, loaded if isinstance(loaded, str) else None, entry.reference))
+    return rows
+
+
+def server_availability() -> list[tuple[str, str | None]]:
+    from workbench.probe.iperf import iperf3_available
+    from workbench.server.daemons.supervisor import server_classes
+
+    rows: list[tuple[str, str | None]] = [(cls.name, cls.unavailable_reason()) for cls in server_classes()]
+    rows.append(("iperf3", iperf3_available()))
+    return rows
+
+
+def lab_availability() -> str | None:
+    try:
+        from workbench.lab import check_available
+    except ImportError as exc:
+        return f"lab not importable: {exc}"
+    from workbench.shared.errors import WorkbenchError
+
+    try:
+        check_available()
+    except WorkbenchError as exc:
+        return exc.one_line()
+    return None
+
+
+def report() -> dict[str, Any]:
+    return {
+        "clients": [{"client": c, "available": r is None, "reason": r} for c, r, _ in client_availability()],
+        "servers": [{"server": s, "available": r is None, "reason": r} for s, r in server_availability()],
+        "lab": lab_availability(),
+        "tcp": hostinfo.tcp_settings(),
+    }
+
+
+def render_doctor(console: Console) -> None:
+    table = Table(title="protocol clients", title_justify="left")
+    for name in ("client", "kind", "status"):
+        table.add_column(name)
+    for label, reason, reference in client_availability():
+        kind = "native reference" if reference else ("mount" if label in _MOUNTS else "python")
+        status = "[green]available[/]" if reason is None else f"[yellow]unavailable:[/] {reason}"
+        table.add_row(label, kind, status)
+    console.print(table)
+
+    servers = Table(title="local servers ('workbench servers up', the lab)", title_justify="left")
+    servers.add_column("server")
+    servers.add_column("status")
+    for name, reason in server_availability():
+        servers.add_row(name, "[green]available[/]" if reason is None else f"[yellow]unavailable:[/] {reason}")
+    lab = lab_availability()
+    servers.add_row("lab", "[green]available[/]" if lab is None else f"[yellow]unavailable:[/] {lab}")
+    console.print(servers)
+
+    tcp = Table(title="TCP settings on this host (they bound what one connection can carry)", title_justify="left")
+    tcp.add_column("setting")
+    tcp.add_column("value")
+    tcp.add_column("what it means")
+    settings = hostinfo.tcp_settings()
+    meaning = {
+        "tcp_rmem": "min/default/max receive buffer: max bounds the receive window",
+        "tcp_wmem": "min/default/max send buffer: max bounds bytes in flight (4 MiB caps a 20 ms path near 1.6 Gbit/s)",
+        "rmem_max": "largest SO_RCVBUF an application may ask for",
+        "wmem_max": "largest SO_SNDBUF an application may ask for",
+        "congestion_control": "BBR paces to the measured bottleneck; cubic fills queues",
+        "window_scaling": "1 = windows above 64 KiB allowed",
+    }
+    for key, value in settings.items():
+        tcp.add_row(key, " ".join(value.split()) if value is not None else "n/a", meaning.get(key, ""))
+    with contextlib.suppress(Exception):
+        wmem_max = int((settings.get("tcp_wmem") or "0 0 0").split()[2])
+        for rtt_ms in (0.2, 2.8, 40.0):
+            tcp.add_row(
+                f"send-buffer ceiling at {rtt_ms} ms",
+                f"{wmem_max / (rtt_ms / 1e3) * 8 / 1e6:,.0f} Mbit/s",
+                "tcp_wmem max / RTT",
+            )
+    console.print(tcp)

@@ -1,0 +1,250 @@
+"""Terminal rendering: the summary table of a run, the TCP limit, history and run comparison.
+
+MB/s is 10^6 bytes/s and Mbit/s 10^6 bits/s throughout, so figures compare directly with iperf.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from workbench.core.results import Result, Run
+from workbench.core.store import RunSummary
+
+_SHORT = {"upload": "up", "download": "down"}
+
+
+def _mb(bps: float | None) -> str:
+    return "—" if bps is None else f"{bps / 1e6:,.1f}"
+
+
+def _mbit(bps: float | None) -> str:
+    return "—" if bps is None else f"{bps * 8 / 1e6:,.0f}"
+
+
+def _spread(row: Result) -> str:
+    s = row.summary
+    if s is None:
+        return "—"
+    text = f"{s.minimum / 1e6:,.0f}–{s.maximum / 1e6:,.0f}"
+    if s.relative_stdev is not None:
+        text += f" σ{s.relative_stdev * 100:.0f}%"
+    return text
+
+
+def _ceiling(row: Result) -> str:
+    if row.bound is None or row.ceiling_bps is None:
+        return "—"
+    return f"{row.bound} {row.ceiling_bps / 1e6:,.0f}"
+
+
+def _note(row: Result, rtt_ms: float | None = None) -> str:
+    notes: list[str] = []
+    if row.error:
+        notes.append(row.error)
+    if row.files_per_s and rtt_ms:
+        # Small files are bound by round trips per file, not bytes: the number users can act on.
+        notes.append(f"≈{1000 / row.files_per_s / rtt_ms:.0f} RTT per file")
+    if row.stall_count:
+        notes.append(f"{row.stall_count} stall(s), {row.stall_seconds:.1f} s")
+    fixed = row.details.get("fixed_cost_s")
+    if row.details.get("timed_includes_setup"):
+        notes.append(f"incl. session setup ≈{fixed * 1000:.0f} ms" if fixed else "incl. session setup")
+    elif fixed:
+        notes.append(f"≈{fixed * 1000:.0f} ms fixed per copy")
+    req = row.details.get("request_bytes")
+    inflight = row.details.get("requests_in_flight")
+    if req and inflight:
+        notes.append(f"{req // 1024} KiB × {inflight} in flight")
+    if row.details.get("readahead_bytes"):
+        notes.append(f"readahead {row.details['readahead_bytes'] // 1024} KiB")
+    if row.details.get("cipher"):
+        notes.append(str(row.details["cipher"]))
+    if row.details.get("mount") and row.details.get("page_cache"):
+        notes.append("local page cache bypassed")  # how: details.page_cache in the JSON
+    if row.details.get("dialect"):
+        notes.append(f"SMB {row.details['dialect']}")
+    return "; ".join(notes)
+
+
+def _verified(row: Result) -> str:
+    if not row.good_samples:
+        return "[red]failed[/]" if row.error and not row.error.startswith("unavailable") else "—"
+    if row.verified:
+        return "[green]ok[/]"
+    return "[red]MISMATCH[/]" if any(s.verified is False for s in row.samples) else "[yellow]unchecked[/]"
+
+
+def results_table(run: Run) -> Table:
+    base = run.baseline
+    title = f"run {run.id}" if run.id is not None else "run"
+    table = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
+    for name, justify in (
+        ("client", "left"),
+        ("dir", "left"),
+        ("set", "left"),
+        ("MB/s", "right"),
+        ("Mbit/s", "right"),
+        ("min–max σ", "right"),
+        ("% TCP", "right"),
+        ("bound MB/s", "left"),
+        ("files/s", "right"),
+        ("verified", "left"),
+        ("notes", "left"),
+    ):
+        table.add_column(name, justify=justify, overflow="fold")
+    for direction in ("upload", "download"):
+        tcp = base.for_direction(direction)
+        if tcp:
+            table.add_row(
+                "[bold]raw TCP[/]",
+                _SHORT[direction],
+                "mem",
+                _mb(tcp),
+                _mbit(tcp),
+                "",
+                "100",
+                "",
+                "",
+                "",
+                _tcp_note(run, direction),
+            )
+    for row in run.results:
+        pct = f"{row.pct_of_tcp:.0f}" if row.pct_of_tcp is not None else "—"
+        fps = f"{row.files_per_s:,.0f}" if row.files_per_s else ""
+        style = "dim" if row.error and row.error.startswith("unavailable") else None
+        table.add_row(
+            row.label,
+            _SHORT.get(row.direction, row.direction),
+            row.file_set,
+            _mb(row.median_bps),
+            _mbit(row.median_bps),
+            _spread(row),
+            pct,
+            _ceiling(row),
+            fps,
+            _verified(row),
+            _note(row, base.rtt_ms),
+            style=style,
+        )
+    return table
+
+
+def _tcp_note(run: Run, direction: str) -> str:
+    base = run.baseline
+    iperf = base.iperf3_up_bps if direction == "upload" else base.iperf3_down_bps
+    parts = []
+    if iperf:
+        parts.append(f"iperf3 {_mb(iperf)} MB/s")
+    if base.rtt_ms is not None:
+        parts.append(f"RTT {base.rtt_ms:.2f} ms")
+    if base.window_bytes:
+        parts.append(f"window {base.window_bytes // 1024} KiB")
+    return "; ".join(parts)
+
+
+def render_run(console: Console, run: Run) -> None:
+    if run.link:
+        console.print(_link_line(run.link))
+    if run.baseline.error:
+        console.print(f"[yellow]raw TCP baseline failed:[/] {run.baseline.error}")
+    console.print(results_table(run))
+    if run.window_sweep:
+        render_sweep(console, run.window_sweep)
+    for warning in run.warnings:
+        console.print(f"[yellow]note:[/] {warning}")
+
+
+def _link_line(link: dict[str, Any]) -> str:
+    bits = link.get("rate_bits_per_s") or (link.get("rate_bps") or 0) * 8
+    text = f"lab link ({link.get('preset', 'custom')}): {bits / 1e6:,.0f} Mbit/s"
+    if link.get("rtt_ms") is not None:
+        text += f", RTT {link['rtt_ms']:.2f} ms measured idle"
+    text += f", MTU {link.get('mtu')}"
+    if link.get("goodput_bps"):
+        text += f"; TCP goodput measured {link['goodput_bps'] * 8 / 1e6:,.0f} Mbit/s"
+        if link.get("expected_goodput_bps"):
+            text += f" (expected {link['expected_goodput_bps'] * 8 / 1e6:,.0f})"
+    emulator = link.get("emulator") or {}
+    if emulator.get("cpu_fraction") is not None:
+        text += f"; emulator {emulator['cpu_fraction']:.0%} of a core, {emulator.get('drops', 0)} queue/loss drops"
+    if link.get("notes"):
+        text += f" — {link['notes']}"
+    return text
+
+
+def render_sweep(console: Console, points: list[dict[str, Any]]) -> None:
+    table = Table(title="TCP window sweep (window / RTT is the most one connection can carry)", title_justify="left")
+    for name in ("window", "in use", "measured MB/s", "predicted MB/s", "measured/predicted"):
+        table.add_column(name, justify="right")
+    for p in points:
+        predicted = p.get("predicted_bps") or 0
+        ratio = f"{p['measured_bps'] / predicted:.2f}" if predicted else "—"
+        used = p.get("effective_window_bytes")
+        table.add_row(
+            f"{p['window_bytes'] // 1024} KiB",
+            f"{used // 1024} KiB" if used else "—",
+            _mb(p.get("measured_bps")),
+            _mb(predicted),
+            ratio,
+        )
+    console.print(table)
+
+
+def render_tcp(console: Console, doc: dict[str, Any]) -> None:
+    console.print(
+        f"{doc['host']}: RTT {doc['rtt_ms']:.3f} ms (ping median, min {doc['rtt_min_ms']:.3f}); "
+        f"TCP connect {doc['connect_rtt_ms']:.3f} ms"
+    )
+    table = Table(title_justify="left")
+    for name in ("direction", "probe MB/s", "probe Mbit/s", "iperf3 MB/s", "probe/iperf3", "window in use"):
+        table.add_column(name, justify="right")
+    for direction, d in doc["directions"].items():
+        iperf = d.get("iperf3_bps")
+        table.add_row(
+            direction,
+            _mb(d["probe_bps"]),
+            _mbit(d["probe_bps"]),
+            _mb(iperf) if iperf else "not run",
+            f"{d['probe_bps'] / iperf:.2f}" if iperf else "—",
+            f"{d['window_bytes'] // 1024} KiB" if d.get("window_bytes") else "—",
+        )
+    console.print(table)
+    if doc.get("window_sweep"):
+        render_sweep(console, doc["window_sweep"])
+
+
+def render_history(console: Console, runs: list[RunSummary]) -> None:
+    table = Table(title="runs")
+    for name in ("id", "started (UTC)", "label", "rows", "finished"):
+        table.add_column(name)
+    for r in runs:
+        table.add_row(str(r.id), r.started_utc, r.label or "", str(r.rows), "yes" if r.finished else "no")
+    console.print(table)
+
+
+def render_compare(console: Console, before: Run, after: Run) -> None:
+    def key(r: Result) -> tuple[str, str, str]:
+        return (r.label, r.direction, r.file_set)
+
+    old = {key(r): r for r in before.results}
+    table = Table(title=f"run {before.id} → run {after.id}")
+    for name in ("client", "dir", "set", f"run {before.id} MB/s", f"run {after.id} MB/s", "after/before"):
+        table.add_column(name, justify="right" if "MB/s" in name or "/" in name else "left")
+    for direction in ("upload", "download"):
+        a, b = before.baseline.for_direction(direction), after.baseline.for_direction(direction)
+        if a or b:
+            table.add_row("raw TCP", _SHORT[direction], "mem", _mb(a), _mb(b), f"{b / a:.2f}" if a and b else "—")
+    new = {key(r) for r in after.results}
+    # Rows of the later run in its order, then rows only the earlier run had: a client that vanished
+    # from the later run (it failed to start, or was not asked for) is part of the comparison too.
+    pairs: list[tuple[Result, Result | None, Result | None]] = [(r, old.get(key(r)), r) for r in after.results]
+    pairs += [(r, r, None) for r in before.results if key(r) not in new]
+    for shown, prev, row in pairs:
+        a = prev.median_bps if prev else None
+        b = row.median_bps if row else None
+        ratio = f"{b / a:.2f}" if a and b else "—"
+        table.add_row(shown.label, _SHORT.get(shown.direction, shown.direction), shown.file_set, _mb(a), _mb(b), ratio)
+    console.print(table)

@@ -1,0 +1,123 @@
+"""The raw TCP limit of a path: workbench's own probe both ways, RTT, and iperf3 as a cross-check."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from workbench.core.plan import Plan
+from workbench.core.results import Baseline
+from workbench.probe import iperf, tcpprobe
+from workbench.protocols.control import Control
+from workbench.shared.errors import WorkbenchError
+from workbench.shared.target import Target
+
+
+def _iperf3(
+    host: str,
+    port: int,
+    direction: str,
+    duration: float,
+    window: int | None = None,
+    auth: iperf.IperfAuth | None = None,
+) -> float | None:
+    if iperf.iperf3_available() is not None:
+        return None
+    with contextlib.suppress(WorkbenchError, OSError):
+        result = iperf.run_iperf3(host, port, direction, duration, window, auth)
+        return result.bps if result else None
+    return None
+
+
+@contextlib.contextmanager
+def iperf3_auth(target: Target) -> Iterator[iperf.IperfAuth | None]:
+    """Credentials for the far host's authenticated iperf3: its public key, fetched over the control API."""
+    key = None
+    with contextlib.suppress(WorkbenchError):
+        key = Control(target, timeout=10).iperf3_key()
+    if key is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix=f"workbench-iperf3-{os.getpid()}-") as tmp:
+        path = Path(tmp) / "public.pem"
+        path.write_bytes(key)
+        yield iperf.IperfAuth(target.credentials.user, target.credentials.password, path)
+
+
+def measure_baseline(plan: Plan) -> Baseline:
+    """Measure before the copies; a failure is recorded in the baseline, never fatal to the run."""
+    host = plan.target.host
+    port = plan.target.port("tcp")
+    secret = plan.target.credentials.password
+    base = Baseline()
+    try:
+        rtt = tcpprobe.rtt(host, port, secret, count=20)
+        base.rtt_ms = rtt.ping_median * 1e3
+        base.connect_rtt_ms = rtt.connect_median * 1e3
+        up = tcpprobe.measure(host, port, secret, "upload", plan.tcp_duration)
+        down = tcpprobe.measure(host, port, secret, "download", plan.tcp_duration)
+    except WorkbenchError as exc:
+        base.error = exc.one_line()
+        return base
+    base.up_bps, base.down_bps = up.bps, down.bps
+    base.window_bytes = max(w for w in (up.window_bytes, down.window_bytes, 0) if w is not None) or None
+    base.details = {"probe": {"upload": up.to_json(), "download": down.to_json()}, "rtt_min_ms": rtt.ping_min * 1e3}
+    if plan.iperf3:
+        with iperf3_auth(plan.target) as auth:
+            port3 = plan.target.port("iperf3")
+            base.iperf3_up_bps = _iperf3(host, port3, "upload", plan.tcp_duration, auth=auth)
+            base.iperf3_down_bps = _iperf3(host, port3, "download", plan.tcp_duration, auth=auth)
+    return base
+
+
+def measure_tcp(
+    target: Target,
+    directions: list[str],
+    duration: float,
+    window: int | None = None,
+    sweep: list[int] | None = None,
+) -> dict[str, Any]:
+    """What `workbench tcp` shows: RTT, throughput per direction (probe and iperf3), optional window sweep."""
+    host, port, secret = target.host, target.port("tcp"), target.credentials.password
+    rtt = tcpprobe.rtt(host, port, secret, count=20)
+    doc: dict[str, Any] = {
+        "host": host,
+        "rtt_ms": rtt.ping_median * 1e3,
+        "rtt_min_ms": rtt.ping_min * 1e3,
+        "connect_rtt_ms": rtt.connect_median * 1e3,
+        "directions": {},
+    }
+    with iperf3_auth(target) as auth:
+        for direction in directions:
+            probe = tcpprobe.measure(host, port, secret, direction, duration, window=window)
+            doc["directions"][direction] = {
+                "probe_bps": probe.bps,
+                "bytes": probe.bytes,
+                "seconds": probe.seconds,
+                "window_requested": window,
+                "window_bytes": probe.window_bytes,
+                "iperf3_bps": _iperf3(host, target.port("iperf3"), direction, duration, window, auth),
+            }
+    if sweep:
+        doc["window_sweep"] = sweep_windows(target, sweep, rtt.ping_median * 1e3, min(duration, 3.0))
+    return doc
+
+
+def sweep_windows(target: Target, windows: list[int], rtt_ms: float, duration: float) -> list[dict[str, Any]]:
+    """Throughput per clamped receive window (server to client) beside window / RTT, as JSON rows."""
+    points = tcpprobe.window_sweep(
+        target.host, target.port("tcp"), target.credentials.password, windows, rtt_ms, duration, "download"
+    )
+    return [
+        {
+            "window_bytes": p.window_bytes,
+            "effective_window_bytes": p.effective_window_bytes,
+            "measured_bps": p.measured_bps,
+            "predicted_bps": p.predicted_bps,
+        }
+        for p in points
+    ]

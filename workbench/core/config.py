@@ -1,0 +1,232 @@
+"""Build a run Plan from flags and an optional TOML config file (flags the user typed win).
+
+Config file keys (all optional), e.g.::
+
+    host = "nas.local"
+    target = "/path/to/target.json"
+    credentials = "/path/to/credentials.json"
+    protocols = "http,ftp,smb"
+    sizes = "16M,256M"
+    small = ["1000x16K"]
+    profile = "random"
+    directions = "upload,download"
+    repeat = 5
+    warmup = 1
+    tcp_duration = 3.0
+    files = "/var/tmp/workbench-files"
+    compress = false
+    [ports]            # overrides of the default service ports
+    http = 8181
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from workbench.core.plan import DIRECTIONS, Plan
+from workbench.protocols import registry
+from workbench.protocols.base import ClientOptions
+from workbench.shared import credentials as creds_mod
+from workbench.shared import paths
+from workbench.shared import target as target_mod
+from workbench.shared.errors import NotFoundError, UsageError
+from workbench.shared.sizes import parse_sizes, parse_small_set
+from workbench.shared.target import DEFAULT_PORTS, Target
+from workbench.shared.validate import (
+    check_budget,
+    check_free_space,
+    check_host,
+    check_range,
+    flag,
+    named,
+    parse_model,
+)
+
+_STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+
+
+def _doc(expected: str, example: str) -> dict[str, Any]:
+    """Field metadata read back by workbench.shared.validate to say what a key expects, with an example."""
+    return {"description": expected, "json_schema_extra": {"example": example}}
+
+
+PORT_DOC = "a port number 1..65535"
+
+# One optional field per known service: `[ports] htp = 1` is refused with the list of known services.
+PortsTable: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "PortsTable",
+    __config__=_STRICT,
+    **{
+        name: (int | None, Field(None, ge=1, le=65_535, **_doc(PORT_DOC, f"ports = {{{name} = {port}}}")))
+        for name, port in DEFAULT_PORTS.items()
+    },
+)
+
+
+class ConfigFile(BaseModel):
+    """The TOML config file: every key optional; the types TOML carries are checked as they are."""
+
+    model_config = _STRICT
+
+    host: str | None = Field(None, **_doc("a host name or IP address string", 'host = "nas.local"'))
+    target: str | None = Field(None, **_doc("a path string to a target.json", 'target = "/path/to/target.json"'))
+    credentials: str | None = Field(
+        None, **_doc("a path string to a credentials.json", 'credentials = "/path/to/credentials.json"')
+    )
+    protocols: str | list[str] | None = Field(
+        None, **_doc("a comma-separated string or a list of protocols", 'protocols = "http,ftp"')
+    )
+    sizes: str | list[str] | None = Field(None, **_doc("a string of comma-separated sizes", 'sizes = "16M,256M"'))
+    small: str | list[str] | None = Field(
+        None, **_doc("a COUNTxSIZE string or a list of them", 'small = ["1000x16K"]')
+    )
+    profile: str | None = Field(None, **_doc("one of random, zero, text", 'profile = "random"'))
+    directions: str | list[str] | None = Field(
+        None, **_doc("a string of upload and/or download", 'directions = "upload,download"')
+    )
+    repeat: int | None = Field(None, ge=1, le=1000, **_doc("a whole number 1..1000", "repeat = 3"))
+    warmup: int | None = Field(None, ge=0, le=100, **_doc("a whole number 0..100", "warmup = 1"))
+    tcp_duration: float | None = Field(
+        None, gt=0, le=60, **_doc("a number of seconds above 0 and at most 60", "tcp_duration = 3.0")
+    )
+    files: str | None = Field(None, **_doc("a directory path string", 'files = "/var/tmp/workbench-files"'))
+    compress: bool | None = Field(None, **_doc("true or false", "compress = false"))
+    ports: PortsTable | None = Field(None, **_doc("a table of service = port", "ports = {http = 8181}"))  # type: ignore[valid-type]
+    seed: int | None = Field(None, ge=0, le=(1 << 63) - 1, **_doc("a whole number 0 or more", "seed = 1"))
+    stall_timeout: float | None = Field(
+        None, ge=1, le=3600, **_doc("a number of seconds 1..3600", "stall_timeout = 30")
+    )
+    block_size: int | None = Field(
+        None, ge=4096, le=64 << 20, **_doc("a whole number of bytes 4096..67108864", "block_size = 1048576")
+    )
+
+
+_KEYS = set(ConfigFile.model_fields)
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """The config file's keys, each checked for its type and range (one line naming the key if not)."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise NotFoundError(f"config file {path} not found", "check the path given to --config") from exc
+    except IsADirectoryError as exc:
+        raise UsageError(f"config {path} is a directory", "give a TOML file to --config") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"config {path} is not UTF-8 text", "give a TOML file to --config") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"malformed config {path}: {exc}", "fix the TOML syntax") from exc
+    model = parse_model(ConfigFile, data, f"config {path}", "a TOML table: host = \"nas.local\"")
+    values = model.model_dump(exclude_unset=True)
+    if "ports" in values:
+        values["ports"] = {k: v for k, v in values["ports"].items() if v is not None}
+    return values
+
+
+def _text(value: Any) -> str:
+    """A config value that may be a list of words (protocols = ["http", "ftp"]) as the flag's text form."""
+    return ",".join(value) if isinstance(value, list) else str(value)
+
+
+def _directions(text: str) -> tuple[str, ...]:
+    words = tuple(w.strip() for w in text.split(",") if w.strip())
+    bad = [w for w in words if w not in DIRECTIONS]
+    if bad or not words:
+        raise UsageError(f"unknown direction {', '.join(bad) or text!r}", "use upload, download or upload,download")
+    return words
+
+
+def _given(values: dict[str, Any], key: str, default: Any) -> Any:
+    """The value the user gave (even an empty one, which is then refused), else the default."""
+    return default if values.get(key) is None else values[key]
+
+
+def _protocols(text: str) -> list[registry.Entry]:
+    if not text.strip(" ,"):
+        raise UsageError("no protocol given", "e.g. http,ftp or all")
+    return registry.select(text)
+
+
+def check_profile(name: str) -> str:
+    from workbench.fixtures.profiles import PROFILES
+
+    if name not in PROFILES:
+        raise UsageError(f"unknown data profile {name!r}", f"choose from {', '.join(PROFILES)}")
+    return name
+
+
+def plan_inputs(values: dict[str, Any], where: Callable[[str], str] = flag) -> dict[str, Any]:
+    """Every part of a Plan but the target, parsed and range-checked; `where(key)` names a value's source.
+
+    Nothing is contacted or written: `run` and `lab` call this before any server, file or namespace.
+    """
+    for key in ("repeat", "warmup", "tcp_duration", "seed", "block_size", "stall_timeout"):
+        if values.get(key) is not None:
+            check_range(key, values[key], source=where(key))
+    sizes_text = _text(values["sizes"]) if values.get("sizes") is not None else "16M"
+    sizes = tuple(named(where("sizes"), parse_sizes, sizes_text)) if sizes_text.strip() else ()
+    small = values.get("small") or []
+    if isinstance(small, str):
+        small = [small]
+    small_sets = tuple(named(where("small"), parse_small_set, str(s)) for s in small)
+    if not sizes and not small_sets:
+        raise UsageError("nothing to copy: no --sizes and no --small sets", "e.g. --sizes 16M or --small 1000x16K")
+    check_budget(sizes, small_sets)
+    options = ClientOptions(
+        compress=bool(values.get("compress")),
+        verify_host_keys=bool(values.get("verify_host_keys", True)),
+        block_size=int(values.get("block_size") or 1 << 20),
+        timeout=float(values.get("stall_timeout") or ClientOptions.timeout),
+    )
+    return {
+        "entries": tuple(named(where("protocols"), _protocols, _text(_given(values, "protocols", "http,ftp")))),
+        "directions": named(where("directions"), _directions, _text(_given(values, "directions", "upload,download"))),
+        "sizes": sizes,
+        "small_sets": small_sets,
+        "profile": named(where("profile"), check_profile, str(values.get("profile") or "random")),
+        "seed": int(values.get("seed") if values.get("seed") is not None else 1),
+        "repeat": int(values.get("repeat") if values.get("repeat") is not None else 3),
+        "warmup": int(values.get("warmup") if values.get("warmup") is not None else 1),
+        "tcp_duration": float(values.get("tcp_duration") or 3.0),
+        "options": options,
+    }
+
+
+def build_plan(*, config: Path | None, explicit: set[str], files_dir: Path | None, **flags: Any) -> Plan:
+    """Merge the config file under the flags the user typed; validate everything before any traffic."""
+    values = dict(flags)
+    from_file: set[str] = set()
+    if config is not None:
+        file_values = load_toml(config)
+        if "files" in file_values and files_dir is None:
+            files_dir = Path(file_values.pop("files"))
+        for key, value in file_values.items():
+            if key not in explicit:
+                values[key] = value
+                from_file.add(key)
+
+    def where(key: str) -> str:
+        return f"config {config} key '{key}'" if key in from_file else flag(key)
+
+    inputs = plan_inputs(values, where)
+    files_dir = files_dir or paths.data_dir() / "files"
+    check_free_space(files_dir, sum(inputs["sizes"]) + sum(s.count * s.size for s in inputs["small_sets"]))
+    host = check_host(str(values["host"]), source=where("host")) if values.get("host") is not None else None
+    ports = {**DEFAULT_PORTS, **(values.get("ports") or {})}
+    cred_path = Path(values["credentials"]) if values.get("credentials") else None
+    creds = creds_mod.resolve(cred_path, paths.default_credentials())
+    target_file = Path(values["target"]) if values.get("target") else None
+    if target_file is None and host is None and (paths.default_state_dir() / paths.TARGET_FILE).exists():
+        target_file = paths.default_state_dir() / paths.TARGET_FILE
+    if target_file is not None:
+        target = target_mod.read(target_file, creds, host)
+    elif host:
+        target = Target(host=host, credentials=creds, ports=ports)
+    else:
+        raise UsageError("no host to copy to", "pass --host HOST (running 'workbench serve') or --target FILE")
+    return Plan(target=target, files_dir=files_dir, **inputs)

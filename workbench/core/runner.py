@@ -1,0 +1,454 @@
+"""`workbench run`: baseline first, then protocol × direction × file set, warm-up then timed copies.
+
+Each copy is timed from the first request to the last byte written (download) or acknowledged
+(upload), then verified against the manifest's xxh3-128 outside the timed span. A failing copy
+fails its row with the reason and the run goes on; each finished row is saved at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from workbench.core.plan import Plan
+from workbench.core.results import Baseline, Result, Run, Sample
+from workbench.core.sampler import CopyMeter
+from workbench.core.store import Store
+from workbench.fixtures import generate
+from workbench.fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
+from workbench.protocols import registry
+from workbench.protocols.base import Client, FileCopy
+from workbench.protocols.control import Control
+from workbench.shared import hostinfo, procs
+from workbench.shared.errors import NotFoundError, UnavailableError, WorkbenchError, from_os_error
+from workbench.shared.paths import FILES_DIR, INCOMING_DIR
+from workbench.shared.target import Target
+
+UNAVAILABLE = "unavailable:"  # a row's error that says the platform cannot run it: not a failed run
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _cpu_now() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
+
+
+class _Copier:
+    """Runs the copies of one client and turns them into Samples."""
+
+    def __init__(self, client: Client, control: Control, plan: Plan, scratch: Path) -> None:
+        self.client = client  # replaced by a fresh session after a failed copy (see _reconnect)
+        self.control = control
+        self.plan = plan
+        self.scratch = scratch
+
+    def _jobs(self, file_set: FileSet, direction: str, upload_dir: str) -> list[FileCopy]:
+        if direction == "download":
+            return [FileCopy(self.scratch / Path(f.name).name, f"{FILES_DIR}/{f.name}", f.size) for f in file_set.files]
+        return [
+            FileCopy(self.plan.files_dir / f.name, f"{upload_dir}/{Path(f.name).name}", f.size) for f in file_set.files
+        ]
+
+    def copy_once(self, file_set: FileSet, direction: str, upload_dir: str, progress_hook: Any) -> Sample:
+        jobs = self._jobs(file_set, direction, upload_dir)
+        meter = CopyMeter(on_tick=progress_hook)
+        server_cpu0 = self.control.cpu_seconds()
+        # the helper's CPU is read first here and last below, so the /proc scans stay out of the figure
+        cpu0 = self.client.helper_cpu_seconds() + _cpu_now()
+        meter.start()
+        t0 = time.perf_counter()
+        error: str | None = None
+        try:
+            if len(jobs) == 1:
+                job = jobs[0]
+                if direction == "download":
+                    self.client.download(job.remote, job.local, meter)
+                else:
+                    self.client.upload(job.local, job.remote, meter)
+            elif direction == "download":
+                self.client.download_many(jobs, meter)
+            else:
+                self.client.upload_many(jobs, meter)
+        except WorkbenchError as exc:
+            error = exc.one_line()
+        except OSError as exc:
+            error = from_os_error(exc, f"{direction} over {self.client.label}").one_line()
+        except BaseException:
+            # Ctrl-C or SIGTERM mid-copy: stop the sampler before the progress bar it ticks is torn down.
+            meter.stop()
+            self._cleanup(jobs, direction)
+            raise
+        seconds = time.perf_counter() - t0
+        intervals = meter.stop()
+        cpu = max(0.0, _cpu_now() + self.client.helper_cpu_seconds() - cpu0)  # 0 if the helper died
+        server_cpu1 = self.control.cpu_seconds()
+        server_cpu = server_cpu1 - server_cpu0 if server_cpu0 is not None and server_cpu1 is not None else None
+        moved = file_set.total_bytes if error is None else meter.total
+        verified: bool | None = None
+        if error is None:
+            verified, problem = self._verify(file_set, jobs, direction)
+            if problem:
+                error = problem
+        self._cleanup(jobs, direction)
+        return Sample(
+            bytes=moved,
+            seconds=seconds,
+            files=len(jobs),
+            verified=verified,
+            client_cpu_s=round(cpu, 4),
+            server_cpu_s=round(server_cpu, 4) if server_cpu is not None else None,
+            intervals=intervals,
+            error=error,
+        )
+
+    def _verify(self, file_set: FileSet, jobs: list[FileCopy], direction: str) -> tuple[bool | None, str | None]:
+        expected: dict[str, FileEntry] = {f"{Path(f.name).name}": f for f in file_set.files}
+        for job in jobs:
+            entry = expected[Path(job.remote).name]
+            try:
+                if direction == "download":
+                    got = hash_file(job.local)
+                else:
+                    got = self.control.hash(job.remote, entry.size)["xxh3_128"]
+            except (OSError, WorkbenchError) as exc:
+                return None, f"could not verify {job.remote}: {exc}"
+            if got != entry.xxh3_128:
+                return False, f"verification failed: {Path(job.remote).name} arrived corrupted (hash mismatch)"
+        return True, None
+
+    def _cleanup(self, jobs: list[FileCopy], direction: str) -> None:
+        if direction == "download":
+            for job in jobs:
+                with contextlib.suppress(OSError):
+                    job.local.unlink()
+
+
+def _prepare_files(plan: Plan, control: Control) -> Manifest:
+    """Make the files locally and on the far host (same seed, same bytes) and check both manifests agree."""
+    local = generate.make(plan.files_dir, plan.sizes, plan.small_sets, plan.profile, plan.seed).manifest
+    remote = Manifest.from_json(
+        control.make_files(list(plan.sizes), [(s.count, s.size) for s in plan.small_sets], plan.profile, plan.seed)
+    )
+    if local.entries() != remote.entries():
+        raise WorkbenchError(
+            "the far host generated different test files than this one",
+            "run the same workbench version on both hosts",
+        )
+    return local
+
+
+def _unavailable_rows(entry: registry.Entry, reason: str, plan: Plan) -> list[Result]:
+    protocol, client = entry.label.split("/")
+    return [
+        Result(protocol, client, direction, "-", 0, 0, error=f"{UNAVAILABLE} {reason}") for direction in plan.directions
+    ]
+
+
+@contextlib.contextmanager
+def _scratch_dir() -> Iterator[Path]:
+    # the owner pid in the name lets the next lab remove what a SIGKILLed one left (lab/leftovers.py)
+    path = Path(tempfile.mkdtemp(prefix=f"workbench-dl-{os.getpid()}-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def failed_rows(run: Run) -> list[Result]:
+    """Rows that could run here but failed or did not verify ('unavailable:' rows are the platform's, not failures)."""
+    return [
+        row
+        for row in run.results
+        if (row.error is not None and not row.error.startswith(UNAVAILABLE)) or (row.error is None and not row.verified)
+    ]
+
+
+def _measure_rows(
+    plan: Plan,
+    run_id: int,
+    run_dir: str,
+    manifest: Manifest,
+    control: Control,
+    store: Store,
+    console: Console,
+    results: list[Result],
+) -> list[Result]:
+    """Measure every row, appending each to `results` as it finishes (so Ctrl-C/SIGTERM keep them in the JSON)."""
+    index = len(results)
+
+    def save(row: Result) -> None:
+        nonlocal index
+        results.append(row)
+        store.save_result(run_id, index, row)
+        index += 1
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+    )
+    with _scratch_dir() as scratch, Progress(*columns, console=console, transient=True) as bar:
+        for entry in plan.entries:
+            loaded = registry.load(entry)
+            if isinstance(loaded, str):
+                for row in _unavailable_rows(entry, loaded, plan):
+                    save(row)
+                continue
+            client = loaded(plan.target, plan.options)
+            protocol, name = entry.label.split("/")
+            try:
+                client.connect()
+            except WorkbenchError as exc:
+                # a mount helper this platform lacks (UnavailableError) is the platform's, like a missing module
+                text = f"{UNAVAILABLE} {exc.one_line()}" if isinstance(exc, UnavailableError) else exc.one_line()
+                for direction in plan.directions:
+                    save(Result(protocol, name, direction, "-", 0, 0, error=text))
+                client.close()
+                continue
+            copier = _Copier(client, control, plan, scratch)
+            try:
+                for direction in plan.directions:
+                    for file_set in manifest.sets:
+                        save(_measure_row(plan, run_dir, copier, entry, direction, file_set, bar))
+            finally:
+                copier.client.close()
+    return results
+
+
+def _measure_row(
+    plan: Plan,
+    run_dir: str,
+    copier: _Copier,
+    entry: registry.Entry,
+    direction: str,
+    file_set: FileSet,
+    bar: Progress,
+) -> Result:
+    protocol, name = entry.label.split("/")
+    row = Result(protocol, name, direction, file_set.name, file_set.total_bytes, len(file_set.files))
+    upload_dir = f"{run_dir}/{_slug(entry.label)}-{_slug(file_set.name)}"
+    try:
+        if direction == "upload":
+            copier.client.mkdir(upload_dir)
+    except WorkbenchError as exc:
+        row.error = exc.one_line()
+        copier.client = _reconnect(copier.client)  # a session that broke between rows must not fail the rest
+        return row
+    total = plan.warmup + plan.repeat
+    task = bar.add_task(f"{entry.label} {direction} {file_set.name}", total=file_set.total_bytes)
+    try:
+        for attempt in range(total):
+            warm = attempt < plan.warmup
+            label = "warm-up" if warm else f"{attempt - plan.warmup + 1}/{plan.repeat}"
+            bar.reset(
+                task, total=file_set.total_bytes, description=f"{entry.label} {direction} {file_set.name} {label}"
+            )
+            sample = copier.copy_once(file_set, direction, upload_dir, lambda n: bar.update(task, completed=n))
+            if warm:
+                row.warmup += 1
+                if sample.error is None:
+                    continue
+            else:
+                row.samples.append(sample)
+            if sample.error is not None:
+                row.error = sample.error
+                copier.client = _reconnect(copier.client)
+                break
+    finally:
+        bar.remove_task(task)
+    with contextlib.suppress(WorkbenchError):
+        copier.control.delete(upload_dir)
+    details = copier.client.row_details(direction)
+    details.setdefault("page_cache", "server reads from its page cache")
+    row.details = details
+    return row
+
+
+def _reconnect(client: Client) -> Client:
+    """A failed copy may leave the session broken: start the next row on a fresh one."""
+    client.close()
+    fresh = type(client)(client.target, client.options)
+    with contextlib.suppress(WorkbenchError):
+        fresh.connect()
+    return fresh
+
+
+def run_meta(plan: Plan, server: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "started_utc": _utc_now(),
+        "client": hostinfo.describe(plan.target.host),
+        "server": server,
+        "target": {"host": plan.target.host, "ports": dict(plan.target.ports)},
+        "plan": {
+            "protocols": [e.label for e in plan.entries],
+            "directions": list(plan.directions),
+            "sizes": list(plan.sizes),
+            "small_sets": [s.name for s in plan.small_sets],
+            "profile": plan.profile,
+            "seed": plan.seed,
+            "repeat": plan.repeat,
+            "warmup": plan.warmup,
+            "block_size": plan.options.block_size,
+            "compress": plan.options.compress,
+        },
+        "disk": "downloads land in the client's page cache (no fsync); uploads are read from it",
+    }
+
+
+def execute(
+    plan: Plan,
+    db_path: Path,
+    json_out: Path | None,
+    label: str | None,
+    console: Console,
+    extra: dict[str, Any] | None = None,
+    on_finish: Callable[[Run], list[str]] | None = None,
+) -> Run:
+    """Run the plan, save every row as it finishes, render the summary table, write the JSON document.
+
+    `on_finish(run)` may amend the run (the lab adds what its emulator did) and returns notes to add.
+    """
+    from workbench.protocols.mounts import stale
+
+    # What a run killed outright left on this machine: mounts, then its temporary files (an smbclient auth
+    # file holds a password). A dead lab's directory is the next lab's to clean: it names that lab's servers.
+    stale.unmount_stale()
+    stale.remove_stale_temp(keep_kinds=("lab",))
+    from workbench.cli.report import render_run
+    from workbench.core.baseline import measure_baseline
+    from workbench.core.explain import explain_rows
+
+    # A control call that gets no answer for the stall timeout is as dead as a stalled copy (at most 30 s).
+    control = Control(plan.target, timeout=plan.options.timeout)
+    # The first call reaches the server: an unreachable host or a bad password stops here, in one line.
+    meta = run_meta(plan, control.info())
+    if json_out is not None:
+        _check_writable(json_out)
+    with Store(db_path) as store:
+        # Uploads go under a directory no other client can pick: the database id alone is per client, so two
+        # clients with their own databases would share incoming/run-1 and delete each other's files.
+        meta["upload_token"] = secrets.token_hex(8)
+        # Who runs it: a later run from this database can tell a killed run (owner gone) from a live one.
+        meta["owner"] = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
+        _remove_uploads_of_killed_runs(store, control, plan.target)
+        run_id = store.begin_run(meta, label)
+        run_dir = _run_dir(run_id, meta["upload_token"])
+        meta["upload_dir"] = run_dir
+        run = Run(id=run_id, meta=meta, baseline=Baseline(), link=plan.link)
+        if extra:
+            run.window_sweep = extra.get("window_sweep")
+        store.save_extra(run_id, link=plan.link, window_sweep=run.window_sweep)
+        try:
+            console.print(f"[bold]run {run_id}[/]: preparing test files on both hosts…")
+            manifest = _prepare_files(plan, control)
+            console.print(f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…")
+            run.baseline = measure_baseline(plan)
+            store.save_baseline(run_id, run.baseline)
+            _check_copy_estimate(plan, manifest, run.baseline, console)
+            # Made by serve before any client: every server may then write beneath it (the rsync daemon, which
+            # transfers as its own uid, through the write grant it inherits from incoming/'s default ACL).
+            control.mkdir(run_dir)
+            _measure_rows(plan, run_id, run_dir, manifest, control, store, console, run.results)
+            run.warnings.extend(explain_rows(run, plan))
+            for i, row in enumerate(run.results):
+                store.save_result(run_id, i, row)
+        finally:
+            with contextlib.suppress(WorkbenchError):  # rows remove their own; this takes the empty run directory
+                control.delete(run_dir)
+            run.meta["finished_utc"] = _utc_now()
+            if on_finish is not None:
+                with contextlib.suppress(Exception):  # a note about the run must never lose the run
+                    run.warnings.extend(on_finish(run))
+                store.save_extra(run_id, link=run.link)
+            store.finish_run(run_id, run.meta["finished_utc"], run.warnings, run.meta)
+            if json_out is not None:
+                json_out.write_text(json.dumps(run.to_json(), indent=1))
+    render_run(console, run)
+    if json_out is not None:
+        console.print(f"JSON document: {json_out}")
+    return run
+
+
+def _run_dir(run_id: int, token: str) -> str:
+    return f"{INCOMING_DIR}/run-{run_id}-{token}"
+
+
+def _remove_uploads_of_killed_runs(store: Store, control: Control, target: Target) -> None:
+    """Delete on the far host the upload directory of each earlier run of this database that was killed.
+
+    A run ended by Ctrl-C or SIGTERM removes its own; one killed outright (SIGKILL) cannot, and no other
+    client may guess it (its name holds a random token). Only runs against this same target whose owning
+    process is gone are touched: a run still going in another shell keeps its files.
+    """
+    here = {"host": target.host, "ports": dict(target.ports)}
+    for run_id, meta in store.unfinished_runs():
+        owner, token = meta.get("owner") or {}, meta.get("upload_token")
+        if not token or meta.get("upload_removed") or meta.get("target") != here:
+            continue
+        pid, start = owner.get("pid"), owner.get("start_ticks")
+        if not isinstance(pid, int) or procs.start_ticks(pid) == start:
+            continue  # still running, or not a run that says who owns it
+        try:
+            control.delete(_run_dir(run_id, token))
+        except NotFoundError:
+            pass  # already gone
+        except WorkbenchError:
+            continue  # the far host is unwell: try again next run
+        meta["upload_removed"] = True
+        store.update_meta(run_id, meta)
+
+
+def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, console: Console) -> None:
+    """Say how long the copies take at least, at the raw TCP rate just measured; refuse hours of them.
+
+    The raw TCP rate bounds every client, so this is a floor: a plan of 1 GB files over a 1 Mbit/s path
+    is refused here, before its first copy, not found out after a night.
+    """
+    from workbench.shared.validate import check_copy_estimate, format_duration
+
+    runnable = [e for e in plan.entries if not isinstance(registry.load(e), str)]  # unavailable clients copy nothing
+    copies_per_direction = len(runnable) * (plan.warmup + plan.repeat)
+    set_bytes = sum(s.total_bytes for s in manifest.sets)
+    least_s = 0.0
+    for direction in plan.directions:
+        rate_bytes_per_s = baseline.for_direction(direction)
+        if not rate_bytes_per_s:
+            return  # no baseline this way: nothing to estimate from
+        least_s += copies_per_direction * set_bytes / rate_bytes_per_s
+    console.print(f"the copies take at least {format_duration(least_s)} at the raw TCP rate")
+    check_copy_estimate(
+        least_s,
+        copies_per_direction * len(plan.directions),
+        set_bytes,
+        "at the measured raw TCP rate",
+        "use smaller --sizes, fewer --protocols or --repeat",
+    )
+
+
+def _check_writable(path: Path) -> None:
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        raise from_os_error(exc, f"opening {path} for the JSON document") from exc

@@ -1,0 +1,169 @@
+"""Every run in one SQLite file: the run document plus one row per result, written as each row finishes.
+
+Rows are committed as soon as they are measured, so a crash or Ctrl-C never loses what was
+already measured. The raw samples live inside each result's JSON (bytes, seconds, intervals).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.core.results import SCHEMA, Baseline, Result, Run
+from workbench.shared.errors import NotFoundError, UsageError, from_os_error
+from workbench.shared.validate import check_run_id
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    schema INTEGER NOT NULL,
+    started_utc TEXT NOT NULL,
+    label TEXT,
+    meta TEXT NOT NULL,
+    baseline TEXT,
+    link TEXT,
+    window_sweep TEXT,
+    warnings TEXT,
+    finished_utc TEXT
+);
+CREATE TABLE IF NOT EXISTS results (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    idx INTEGER NOT NULL,
+    protocol TEXT NOT NULL,
+    client TEXT NOT NULL,
+    direction TEXT NOT NULL,
+    file_set TEXT NOT NULL,
+    median_bps REAL,
+    doc TEXT NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+"""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    id: int
+    started_utc: str
+    label: str | None
+    rows: int
+    finished: bool
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(path)
+            self.db.executescript(_DDL)
+        except OSError as exc:
+            raise from_os_error(exc, f"opening the results database {path}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise UsageError(f"{path} is not a workbench results database: {exc}", "choose another --db") from exc
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Cursor]:
+        with self.db, closing(self.db.cursor()) as cur:
+            yield cur
+
+    def begin_run(self, meta: dict[str, Any], label: str | None = None) -> int:
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT INTO runs (schema, started_utc, label, meta) VALUES (?, ?, ?, ?)",
+                (SCHEMA, meta.get("started_utc", ""), label, json.dumps(meta)),
+            )
+            return int(cur.lastrowid)
+
+    def save_baseline(self, run_id: int, baseline: Baseline) -> None:
+        with self._tx() as cur:
+            cur.execute("UPDATE runs SET baseline = ? WHERE id = ?", (json.dumps(baseline.to_json()), run_id))
+
+    def save_extra(self, run_id: int, link: dict | None = None, window_sweep: list | None = None) -> None:
+        with self._tx() as cur:
+            if link is not None:
+                cur.execute("UPDATE runs SET link = ? WHERE id = ?", (json.dumps(link), run_id))
+            if window_sweep is not None:
+                cur.execute("UPDATE runs SET window_sweep = ? WHERE id = ?", (json.dumps(window_sweep), run_id))
+
+    def save_result(self, run_id: int, idx: int, result: Result) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    idx,
+                    result.protocol,
+                    result.client,
+                    result.direction,
+                    result.file_set,
+                    result.median_bps,
+                    json.dumps(result.to_json()),
+                ),
+            )
+
+    def finish_run(self, run_id: int, finished_utc: str, warnings: list[str], meta: dict | None = None) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                "UPDATE runs SET finished_utc = ?, warnings = ? WHERE id = ?",
+                (finished_utc, json.dumps(warnings), run_id),
+            )
+            if meta is not None:
+                cur.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(meta), run_id))
+
+    def unfinished_runs(self) -> list[tuple[int, dict[str, Any]]]:
+        """(id, meta) of runs that never finished: still going, or killed outright (SIGKILL, power cut)."""
+        rows = self.db.execute("SELECT id, meta FROM runs WHERE finished_utc IS NULL ORDER BY id").fetchall()
+        return [(int(i), json.loads(m)) for i, m in rows]
+
+    def update_meta(self, run_id: int, meta: dict[str, Any]) -> None:
+        with self._tx() as cur:
+            cur.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(meta), run_id))
+
+    def load(self, run_id: int | None = None) -> Run:
+        """A run by id, or the latest when run_id is None."""
+        if run_id is not None:
+            check_run_id(run_id)  # SQLite's integers stop at 2^63 - 1: a larger id overflows inside the driver
+        query = "SELECT id, meta, baseline, link, window_sweep, warnings FROM runs "
+        row = self.db.execute(
+            query + ("WHERE id = ?" if run_id is not None else "ORDER BY id DESC LIMIT 1"),
+            (run_id,) if run_id is not None else (),
+        ).fetchone()
+        if row is None:
+            what = f"no run {run_id}" if run_id is not None else "no runs yet"
+            raise NotFoundError(f"{what} in {self.path}", "list runs with 'workbench history'")
+        rid, meta, baseline, link, sweep, warnings = row
+        results = [
+            Result.from_json(json.loads(doc))
+            for (doc,) in self.db.execute("SELECT doc FROM results WHERE run_id = ? ORDER BY idx", (rid,))
+        ]
+        return Run(
+            id=rid,
+            meta=json.loads(meta),
+            baseline=Baseline.from_json(json.loads(baseline) if baseline else None),
+            results=results,
+            link=json.loads(link) if link else None,
+            window_sweep=json.loads(sweep) if sweep else None,
+            warnings=json.loads(warnings) if warnings else [],
+        )
+
+    def history(self, limit: int = 50) -> list[RunSummary]:
+        rows = self.db.execute(
+            "SELECT r.id, r.started_utc, r.label, COUNT(x.idx), r.finished_utc IS NOT NULL FROM runs r "
+            "LEFT JOIN results x ON x.run_id = r.id GROUP BY r.id ORDER BY r.id DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [RunSummary(int(i), s, lbl, int(n), bool(f)) for i, s, lbl, n, f in rows]

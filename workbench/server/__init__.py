@@ -1,0 +1,2 @@
+"""The far host: `workbench serve` (HTTP with its control API, FTP, the TCP probe, iperf3), the confined
+view of the served root, and the supervision of the real daemons (sshd, smbd, rsyncd) in daemons/."""

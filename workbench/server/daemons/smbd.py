@@ -1,0 +1,141 @@
+"""Samba's smbd with a private config and state, one share confined to the served root.
+
+Confinement (an authenticated client is hostile): paths are resolved inside the share, symlinks are
+neither followed ("follow symlinks = no") nor allowed to lead out ("wide links = no"); without
+unix extensions SMB2/3 cannot create symlinks (Samba 4.17 refuses FSCTL_SET_REPARSE_POINT), device
+nodes, FIFOs or sockets, nor set mode bits, and the create/directory masks strip setuid/setgid.
+
+Dialects: SMB2_02 (pysmb speaks nothing newer) up to SMB3_11 (smbprotocol, smbclient). Signing stays
+at Samba's default ("auto", required only when the client asks); encryption is off so the numbers
+show the transport, not AES.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from workbench.server.daemons.base import ManagedServer
+from workbench.shared.errors import AuthError, NotFoundError
+
+MIN_PROTOCOL = "SMB2_02"
+MAX_PROTOCOL = "SMB3_11"
+
+
+def _conf_value(text: str) -> str:
+    """Refuse values that would break out of one smb.conf line."""
+    if "\n" in text or "\r" in text:
+        raise NotFoundError(f"invalid smb.conf value {text!r}", "paths and names must be one line")
+    return text
+
+
+class Smbd(ManagedServer):
+    name = "smbd"
+    services = ("smb",)
+    binary = "/usr/sbin/smbd"
+    install_hint = "apt-get install samba"
+
+    @property
+    def conf_path(self) -> Path:
+        return self.dir / "smb.conf"
+
+    def config_text(self) -> str:
+        """The whole smb.conf: every state folder private, one writable share, no guests."""
+        state = self.dir
+        folders = {
+            "private dir": state / "private",
+            "lock directory": state / "lock",
+            "state directory": state / "state",
+            "cache directory": state / "cache",
+            "pid directory": state / "pid",
+            "ncalrpc dir": state / "ncalrpc",
+            "usershare path": state / "usershares",
+            "binddns dir": state / "bind-dns",
+        }
+        for folder in folders.values():
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        glob = {
+            **{k: str(v) for k, v in folders.items()},
+            "smb ports": str(self.ctx.ports["smb"]),
+            # Samba finds no usable interface on the lab's point-to-point TUN link and panics, so inside
+            # the lab's own namespace (reachable only over that link) it listens on all addresses.
+            "interfaces": self.ctx.bind if not self.ctx.netns else "",
+            "bind interfaces only": "yes" if not self.ctx.netns else "no",
+            "disable netbios": "yes",
+            "passdb backend": f"tdbsam:{folders['private dir'] / 'passdb.tdb'}",
+            "load printers": "no",
+            "printcap name": "/dev/null",
+            "disable spoolss": "yes",
+            "server role": "standalone server",
+            "server min protocol": MIN_PROTOCOL,
+            "server max protocol": MAX_PROTOCOL,
+            "map to guest": "Never",
+            "restrict anonymous": "2",
+            "usershare max shares": "0",
+            "registry shares": "no",
+            "log level": "1",
+            # SMB1 unix extensions would let a client create symlinks that point anywhere, device nodes,
+            # FIFOs and setuid files (UNIX_BASIC chmod/mknod). SMB3 POSIX extensions would too; Samba 4.17
+            # has none (it ignores the key with a log line), later versions read it.
+            "smb1 unix extensions": "no",
+            "smb3 unix extensions": "no",
+            "allow insecure wide links": "no",
+        }
+        share = {
+            "path": str(self.ctx.root),
+            "read only": "no",
+            "browseable": "yes",
+            "guest ok": "no",
+            "valid users": self.ctx.credentials.user,
+            "wide links": "no",
+            "follow symlinks": "no",
+            # tmpfs on older kernels has no user xattrs; DOS attributes there would fail every create.
+            "store dos attributes": "no",
+            "ea support": "no",
+            "map archive": "no",
+            # Masks on the mode a create asks for: never setuid, setgid or sticky, never group/other-writable.
+            "create mask": "0644",
+            "directory mask": "0755",
+            # A security descriptor a client sets is ignored (Samba answers OK): no ACL can open the root wider.
+            "nt acl support": "no",
+        }
+        lines = ["[global]"]
+        lines += [f"    {k} = {_conf_value(v)}" for k, v in glob.items()]
+        lines += ["", f"[{_conf_value(self.ctx.share)}]"]
+        lines += [f"    {k} = {_conf_value(v)}" for k, v in share.items()]
+        return "\n".join(lines) + "\n"
+
+    def prepare(self) -> None:
+        self.ctx.root.mkdir(parents=True, exist_ok=True)
+        self.conf_path.write_text(self.config_text())
+        self.conf_path.chmod(0o600)
+        self._add_user()
+
+    def _add_user(self) -> None:
+        # The password goes twice through stdin (new + retype); never on argv.
+        creds = self.ctx.credentials
+        try:
+            done = subprocess.run(
+                ["smbpasswd", "-c", str(self.conf_path), "-s", "-a", creds.user],
+                input=f"{creds.password}\n{creds.password}\n".encode(),
+                capture_output=True,
+                timeout=30,
+            )
+        except FileNotFoundError as exc:
+            raise NotFoundError("smbpasswd is not installed", "apt-get install samba-common-bin") from exc
+        if done.returncode != 0:
+            why = done.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
+            raise AuthError(
+                f"smbpasswd could not add SMB user {creds.user!r}: {why[-1]}",
+                f"the user must be a Unix account on this host; see {self.conf_path}",
+            )
+
+    def command(self) -> list[str]:
+        return [
+            self.binary or "/usr/sbin/smbd",
+            "--foreground",
+            "--no-process-group",
+            "--debug-stdout",
+            "-s",
+            str(self.conf_path),
+        ]

@@ -1,0 +1,91 @@
+"""Metadata recorded with every run: host, kernel, versions and the TCP tunables that bound throughput."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from workbench.shared import procs
+
+_SYSCTLS = {
+    "tcp_rmem": "net/ipv4/tcp_rmem",
+    "tcp_wmem": "net/ipv4/tcp_wmem",
+    "rmem_max": "net/core/rmem_max",
+    "wmem_max": "net/core/wmem_max",
+    "congestion_control": "net/ipv4/tcp_congestion_control",
+    "window_scaling": "net/ipv4/tcp_window_scaling",
+}
+_PACKAGES = ("aiohttp", "pyftpdlib", "paramiko", "pysmb", "smbprotocol", "xxhash", "cryptography")
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def tcp_settings() -> dict[str, str | None]:
+    """The kernel's TCP tunables (Linux); on other systems the values are None."""
+    return {name: _read(f"/proc/sys/{rel}") for name, rel in _SYSCTLS.items()}
+
+
+def route_interface(host: str) -> tuple[str | None, int | None]:
+    """The interface used to reach `host` and its MTU (Linux `ip route get`)."""
+    try:
+        addr = socket.getaddrinfo(host, None)[0][4][0]
+        out = subprocess.run(["ip", "route", "get", addr], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError, socket.gaierror):
+        return None, None
+    words = out.split()
+    if "dev" not in words:
+        return None, None
+    dev = words[words.index("dev") + 1]
+    mtu = _read(f"/sys/class/net/{dev}/mtu")
+    return dev, int(mtu) if mtu and mtu.isdigit() else None
+
+
+def versions() -> dict[str, str]:
+    from workbench import __version__
+
+    found = {"workbench": __version__, "python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def describe(peer: str | None = None) -> dict[str, Any]:
+    """This host as seen from inside: name, OS, kernel, CPUs, TCP settings, route to `peer`."""
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "system": platform.system(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "versions": versions(),
+        "tcp": tcp_settings(),
+    }
+    if peer:
+        dev, mtu = route_interface(peer)
+        info["interface"] = dev
+        info["mtu"] = mtu
+    return info
+
+
+def process_tree_cpu(pgids: set[int]) -> float:
+    """CPU seconds (user+system, incl. reaped children) of the given process groups and all their descendants.
+
+    Descendants matter: sshd runs each session (and its sftp-server or rsync) in a new session and process
+    group, so counting the listener's group alone saw 1 % of a core while a session decrypted 60 MB/s.
+    """
+    snap = procs.snapshot()
+    groups = [pid for pid, fields in snap.items() if int(fields[2]) in pgids]
+    return procs.cpu_seconds(procs.tree(groups, snap), snap)
