@@ -1,8 +1,8 @@
 """Test-file generation speed: the random generator alone, and `files make` into the page cache.
 
 Usage: python bench/bench_files.py [--size 1G] [--dir /tmp]. Goal: random data at >= 1 GB/s into the
-page cache. The first write of a fresh file also pays for the kernel handing out new pages (FACTS.md:
-memory returned to the hypervisor costs ~1.7 s of kernel CPU per GiB to touch again), so both a first
+page cache. The first write of a fresh file also pays for the kernel handing out new pages (memory
+returned to the hypervisor costs ~1.7 s of kernel CPU per GiB to touch again), so both a first
 and a repeated pass are reported.
 """
 

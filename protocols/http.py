@@ -15,7 +15,8 @@ from workbench.protocols.base import Client, Progress
 from workbench.shared.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 from workbench.shared.target import url_host
 
-# FACTS.md: aiohttp's default 64 KiB read buffer halves download speed; 4 MiB reached ~1 GB/s on loopback.
+# aiohttp's default 64 KiB read buffer halves download speed (~500-600 MB/s on loopback, 1 GiB on tmpfs);
+# 4 MiB reached ~1 GB/s (1013 MB/s) on the same path.
 READ_BUFSIZE = 4 << 20
 
 

@@ -26,7 +26,7 @@ except ImportError:  # the registry reports it as unavailable
 # paramiko's per-message Python cost. sftp-server accepts messages up to 256 KiB, so 128 KiB is safe.
 REQUEST_BYTES = 128 * 1024
 PREFETCH_REQUESTS = 32  # 4 MiB in flight
-# Above the bytes in flight so the window never throttles; >= 16 MiB made downloads 6x slower (FACTS.md).
+# Above the bytes in flight so the window never throttles; >= 16 MiB made paramiko's downloads 6x slower.
 WINDOW_BYTES = 8 * 1024 * 1024
 PACKET_BYTES = 32768 + 1024  # larger SSH packets (132 KiB) measured no better
 PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes128-ctr")  # AES-NI beats chacha20 here
