@@ -2,8 +2,8 @@
 
 Credentials go to curl through a config read from stdin (`-K -`), never argv. Every invocation is
 bounded with --max-time (curl 7.88 FTP with many URLs in one invocation hung in 5 of 6 tries, never
-opening the passive data connection,
-so FTP file sets use one invocation per file, bounded each; HTTP sets use one invocation for all).
+opening the passive data connection, so FTP file sets use one invocation per file, bounded each; HTTP
+sets use one invocation for all).
 """
 
 from __future__ import annotations
