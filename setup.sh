@@ -41,6 +41,11 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
+# The distribution was called `workbench` before it became filecopy-workbench: a .venv made then still
+# holds it, and both would install the same `workbench` command and package.
+if .venv/bin/python -m pip show -q workbench >/dev/null 2>&1; then
+  .venv/bin/python -m pip uninstall -q -y workbench
+fi
 .venv/bin/python -m pip install -q -e '.[test]'
 echo "setup.sh: workbench installed in .venv (run it as .venv/bin/workbench)"
 
