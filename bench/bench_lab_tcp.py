@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.core.baseline import iperf3_auth
 from workbench.lab import PRESETS, Lab
+from workbench.probe.client import measure
 from workbench.probe.iperf import run_iperf3
-from workbench.probe.tcpprobe import measure
 from workbench.server.daemons import supervisor
 from workbench.shared import credentials as creds_mod
 from workbench.shared import target as target_mod

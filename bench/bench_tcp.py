@@ -18,16 +18,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.probe.iperf import Iperf3Server, IperfAuth, iperf3_available, run_iperf3, write_server_auth
-from workbench.probe.tcpprobe import measure
+from workbench.probe.client import measure
+from workbench.probe.iperf import IperfAuth, iperf3_available, run_iperf3
 from workbench.server.daemons.base import stop_group
+from workbench.server.iperf import Iperf3Server, write_server_auth
 from workbench.shared.errors import WorkbenchError
 from workbench.shared.net import port_open
 
 HOST = "127.0.0.1"
 _SERVER = """
 import os, signal, sys, time
-from workbench.probe.tcpprobe import ProbeServer
+from workbench.server.probe import ProbeServer
 server = ProbeServer(sys.argv[1], int(sys.argv[2]), os.environ["WB_PROBE_SECRET"])
 server.start()
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

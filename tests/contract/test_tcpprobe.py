@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from workbench.probe.tcpprobe import MAGIC, NONCE_LEN, ProbeServer, _Session, measure, rtt, window_sweep
+from workbench.probe.client import _Session, measure, rtt, window_sweep
+from workbench.probe.wire import MAGIC, NONCE_LEN
+from workbench.server.probe import ProbeServer
 from workbench.shared.errors import AuthError, NetworkError, UsageError, WorkbenchError
 
 HOST = "127.0.0.1"

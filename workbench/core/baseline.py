@@ -11,7 +11,8 @@ from typing import Any
 
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
-from workbench.probe import iperf, tcpprobe
+from workbench.probe import client as tcpprobe
+from workbench.probe import iperf
 from workbench.protocols.control import Control
 from workbench.shared.errors import WorkbenchError
 from workbench.shared.target import Target

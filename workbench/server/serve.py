@@ -66,7 +66,8 @@ async def _serve(
         # iperf3 first: once HTTP, FTP and the probe listen (what `servers up` waits for) it is up too
         iperf3_port = None
         if cfg.iperf3:
-            from workbench.probe.iperf import Iperf3Server, iperf3_available, write_server_auth
+            from workbench.probe.iperf import iperf3_available
+            from workbench.server.iperf import Iperf3Server, write_server_auth
 
             if iperf3_available() is None:
                 # Authenticated like everything else served: RSA key pair + users file from the credentials.
@@ -95,7 +96,7 @@ async def _serve(
         ports["ftp"] = ftp.start()
         stack.callback(ftp.stop)
 
-        from workbench.probe.tcpprobe import ProbeServer
+        from workbench.server.probe import ProbeServer
 
         probe = ProbeServer(cfg.bind, wanted["tcp"], creds.password)
         try:
