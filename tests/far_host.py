@@ -1,5 +1,6 @@
-"""A far host as users start it: `servers up` (serve + sshd) on 127.0.0.1 with free ports, and ways to watch
-a `workbench run` against it from outside (its database, the far host's upload directory, its processes)."""
+"""A far host as users start it: `servers up` (serve + sshd) on 127.0.0.1 with free ports (the `far_host`
+fixture in tests/conftest.py), and ways to watch a `workbench run` against it from outside (its database, the
+far host's upload directory, its processes)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,10 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from tests.helpers import free_port
-from workbench.server.daemons import supervisor
-from workbench.server.daemons.sshd import Sshd
 from workbench.shared import procs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,24 +38,6 @@ class FarHost:
     def sessions(self, server: str = "sshd") -> list[int]:
         """The per-connection processes a server runs (sshd forks one tree per login)."""
         return procs.descendants(self.pids[server])
-
-
-@pytest.fixture
-def far_host(tmp_path: Path) -> Iterator[FarHost]:
-    if reason := Sshd.unavailable_reason():
-        pytest.skip(reason)
-    root = tmp_path / "far-root"
-    root.mkdir()
-    state_dir = tmp_path / "far-state"
-    ports = {s: free_port(HOST) for s in ("http", "ftp", "tcp", "iperf3", "ssh")}
-    state = supervisor.up(root, HOST, state_dir, only=["serve", "sshd"], ports=ports)
-    try:
-        pids = {s["name"]: int(s["pid"]) for s in state.servers if s.get("pid")}
-        assert set(pids) == {"serve", "sshd"}, state.servers
-        settle_serve(ports)
-        yield FarHost(root, state_dir, ports, pids)
-    finally:
-        supervisor.down(state_dir)
 
 
 def settle_serve(ports: dict[str, int], timeout_s: float = 30) -> None:

@@ -1,7 +1,8 @@
-"""Fixtures for HTTP/FTP/raw-TCP tests: a real `workbench serve` process on 127.0.0.1 with free ports.
+"""A real `workbench serve` process on 127.0.0.1 with free ports, for the HTTP/FTP/raw-TCP/iperf3 tests.
 
-One server per test session (started on first use, restarted when a test kills it), serving a
-private temporary root; the credentials are generated into its private state directory.
+One server per test session (the `serve_runner` and `served` fixtures in tests/conftest.py: started on first
+use, restarted when a test kills it), serving a private temporary root; the credentials are generated into
+its private state directory.
 """
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ import contextlib
 import dataclasses
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from workbench.protocols.base import Client, ClientOptions
 
 from tests.helpers import ensure_running, free_port
@@ -60,21 +60,6 @@ class ServeRunner:
             ports=dict(self.ctx.ports),
             remote_root=str(self.ctx.root),
         )
-
-
-@pytest.fixture(scope="session")
-def serve_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeRunner]:
-    runner = ServeRunner(tmp_path_factory.mktemp("serve"))
-    try:
-        yield runner
-    finally:
-        runner.stop()
-
-
-@pytest.fixture
-def served(serve_runner: ServeRunner) -> ServeRunner:
-    serve_runner.ensure()
-    return serve_runner
 
 
 def factory(cls: type[Client], runner: ServeRunner) -> Callable[..., Client]:

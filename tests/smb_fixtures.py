@@ -1,13 +1,15 @@
-"""Fixtures for the SMB tests: one real smbd on 127.0.0.1 shared by the session, restarted when a test stops it."""
+"""One real smbd on 127.0.0.1 for the SMB tests, and the clients they make for it.
+
+The session shares one SmbdRunner (the `smbd_runner` and `smbd` fixtures in tests/conftest.py); `smbd`
+restarts it when a test stopped it.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from workbench.protocols.base import Client, ClientOptions
 
 from tests.helpers import ensure_running, loopback_context
@@ -40,33 +42,6 @@ class SmbdRunner:
             remote_root=str(self.ctx.root),
             share=self.ctx.share,
         )
-
-
-@pytest.fixture(scope="session")
-def smbd_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SmbdRunner]:
-    if reason := Smbd.unavailable_reason():
-        pytest.skip(reason)
-    runner = SmbdRunner(tmp_path_factory.mktemp("smbd"))
-    try:
-        yield runner
-    finally:
-        runner.stop()
-        shutil.rmtree(runner.ctx.state_dir, ignore_errors=True)
-
-
-@pytest.fixture
-def smbd(smbd_runner: SmbdRunner) -> Smbd:
-    return smbd_runner.ensure()
-
-
-@pytest.fixture
-def served_root(smbd: Smbd) -> Path:
-    return smbd.ctx.root
-
-
-@pytest.fixture
-def stop_server(smbd_runner: SmbdRunner) -> Callable[[], None]:
-    return smbd_runner.stop
 
 
 def client_factory(cls: type[Client], runner: SmbdRunner) -> Callable[..., Client]:

@@ -13,26 +13,26 @@ from workbench.protocols.ftp import FtplibClient
 from workbench.protocols.http import AiohttpClient
 
 from tests.contract.suite import ClientContract
-from tests.serve_fixtures import ServeRunner, bad, factory, serve_runner, served  # noqa: F401
+from tests.serve_fixtures import ServeRunner, bad, factory
 
 
 class _ServeContract(ClientContract):
     client_cls: type[Client]
 
     @pytest.fixture
-    def served_root(self, served: ServeRunner) -> Path:  # noqa: F811
+    def served_root(self, served: ServeRunner) -> Path:
         return served.ctx.root
 
     @pytest.fixture
-    def make_client(self, served: ServeRunner) -> Callable[..., Client]:  # noqa: F811
+    def make_client(self, served: ServeRunner) -> Callable[..., Client]:
         return factory(self.client_cls, served)
 
     @pytest.fixture
-    def bad_client(self, served: ServeRunner) -> Client:  # noqa: F811
+    def bad_client(self, served: ServeRunner) -> Client:
         return bad(self.client_cls, served)
 
     @pytest.fixture
-    def stop_server(self, served: ServeRunner) -> Callable[[], None]:  # noqa: F811
+    def stop_server(self, served: ServeRunner) -> Callable[[], None]:
         return served.kill
 
 
@@ -57,7 +57,7 @@ class TestCurlFtpContract(_ServeContract):
     client_cls = CurlFtpClient
 
 
-def test_http_refuses_paths_outside_the_root(served: ServeRunner, tmp_path: Path) -> None:  # noqa: F811
+def test_http_refuses_paths_outside_the_root(served: ServeRunner, tmp_path: Path) -> None:
     from workbench.shared.errors import WorkbenchError
 
     (served.ctx.root.parent / "secret.txt").write_text("outside")
@@ -68,7 +68,7 @@ def test_http_refuses_paths_outside_the_root(served: ServeRunner, tmp_path: Path
     assert not (tmp_path / "x").exists() or (tmp_path / "x").read_bytes() != b"outside"
 
 
-def test_ftp_refuses_paths_outside_the_root(served: ServeRunner, tmp_path: Path) -> None:  # noqa: F811
+def test_ftp_refuses_paths_outside_the_root(served: ServeRunner, tmp_path: Path) -> None:
     from workbench.shared.errors import WorkbenchError
 
     (served.ctx.root.parent / "secret2.txt").write_text("outside")

@@ -17,8 +17,6 @@ from workbench.shared.errors import NotFoundError, WorkbenchError
 if TYPE_CHECKING:
     from tests.ssh_fixtures import Served
 
-pytest_plugins = ["tests.ssh_fixtures"]
-
 
 class TestRsyncSshContract(ClientContract):
     @pytest.fixture

@@ -18,8 +18,6 @@ from workbench.shared.errors import AuthError, NotFoundError, WorkbenchError
 if TYPE_CHECKING:
     from tests.ssh_fixtures import Served
 
-pytest_plugins = ["tests.ssh_fixtures"]
-
 
 class _SftpFixtures:
     client_class: type

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from workbench.protocols import smb_fastpath, smbprotocol_client
@@ -20,14 +21,23 @@ from workbench.protocols.smbprotocol_client import SmbprotocolClient
 
 from tests.contract.suite import ClientContract, Counter
 from tests.helpers import free_port, write_random
-from tests.smb_fixtures import SmbdRunner, bad_client_for, client_factory, served_root, smbd, smbd_runner, stop_server
+from tests.smb_fixtures import SmbdRunner, bad_client_for, client_factory
+from workbench.server.daemons.smbd import Smbd
 from workbench.shared.errors import NetworkError, NotFoundError, UsageError
 
-__all__ = ["served_root", "smbd", "smbd_runner", "stop_server"]  # fixtures, imported for pytest
+
+@pytest.fixture
+def served_root(smbd: Smbd) -> Path:
+    """The share's directory (ClientContract's name for it; this module's own tests use it too)."""
+    return smbd.ctx.root
 
 
 class _SmbContract(ClientContract):
     client_class: type[Client]
+
+    @pytest.fixture
+    def stop_server(self, smbd_runner: SmbdRunner) -> Callable[[], None]:
+        return smbd_runner.stop
 
     @pytest.fixture
     def make_client(self, smbd, smbd_runner: SmbdRunner) -> Callable[..., Client]:

@@ -15,13 +15,11 @@ from workbench.protocols.smbprotocol_client import SmbprotocolClient
 
 from tests.contract.suite import Counter
 from tests.helpers import free_port
-from tests.smb_fixtures import HOST, SmbdRunner, client_factory, served_root, smbd, smbd_runner
+from tests.smb_fixtures import HOST, SmbdRunner, client_factory
 from workbench.server.daemons.base import ServerContext
 from workbench.server.daemons.smbd import Smbd
 from workbench.shared.credentials import generate
 from workbench.shared.errors import WorkbenchError
-
-__all__ = ["served_root", "smbd", "smbd_runner"]  # fixtures, imported for pytest
 
 CLIENTS = [PysmbClient, SmbprotocolClient, SmbclientClient]
 
@@ -96,6 +94,11 @@ def test_smbd_with_an_unknown_user_fails_with_a_clean_error(own_smbd: Smbd, tmp_
         server.start()
     assert "no-such-user-wb" in info.value.one_line()
     assert server.proc is None
+
+
+@pytest.fixture
+def served_root(smbd: Smbd) -> Path:
+    return smbd.ctx.root
 
 
 @pytest.fixture

@@ -17,8 +17,6 @@ from workbench.shared.net import port_open
 if TYPE_CHECKING:
     from tests.ssh_fixtures import Served
 
-pytest_plugins = ["tests.ssh_fixtures"]
-
 
 def _alive(pid: int) -> bool:
     try:
