@@ -336,7 +336,7 @@ def test_a_sigkilled_lab_is_cleaned_by_the_next(tmp_path: Path) -> None:
     from workbench.protocols.mounts import stale
 
     from workbench.lab import cleanup_stale, netns
-    from workbench.lab.link import _forwarder_pids
+    from workbench.lab.lifecycle import _forwarder_pids
 
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "PYTHONPATH": str(repo)}

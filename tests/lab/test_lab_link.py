@@ -16,6 +16,7 @@ import pytest
 
 from tests.helpers import assert_lab_rtt_honest, lab_unavailable
 from workbench.lab import PRESETS, Lab, LinkSpec, check_available, cleanup_stale, expected_goodput_bps, netns
+from workbench.lab import lifecycle as lab_lifecycle
 from workbench.lab import link as lab_link
 from workbench.lab.linkemu import VNET_HDR, wire_bytes
 from workbench.shared.errors import UnavailableError, UsageError
@@ -27,11 +28,11 @@ needs_lab = pytest.mark.skipif(lab_unavailable() is not None, reason=lab_unavail
 
 
 def _forwarders_of(owner: int) -> list[int]:
-    return [pid for pid, own in lab_link._forwarder_pids().items() if own == owner]
+    return [pid for pid, own in lab_lifecycle._forwarder_pids().items() if own == owner]
 
 
 def _pm_qos_latency() -> int:
-    with open(lab_link.PM_QOS_DEVICE, "rb") as dev:
+    with open(lab_lifecycle.PM_QOS_DEVICE, "rb") as dev:
         return int.from_bytes(dev.read(4), sys.byteorder, signed=True)
 
 
@@ -102,7 +103,7 @@ def test_up_and_down_leaves_nothing() -> None:
         assert "mtu 1500" in netns.ip("-n", lab.client_ns, "-o", "link", "show", "dev", "wbc0")
         info = lab.describe()
         assert info["cc"] == netns.read_sysctl(lab.client_ns, "net.ipv4.tcp_congestion_control")
-        assert netns.read_sysctl(lab.client_ns, "net.ipv4.tcp_wmem").split()[-1] == str(lab_link.TCP_MEM_MAX)
+        assert netns.read_sysctl(lab.client_ns, "net.ipv4.tcp_wmem").split()[-1] == str(lab_lifecycle.TCP_MEM_MAX)
         names = (lab.client_ns, lab.server_ns)
         awake = info["cores_awake"]
         if awake:
@@ -111,7 +112,7 @@ def test_up_and_down_leaves_nothing() -> None:
     if awake:
         assert _pm_qos_latency() != 0  # the lab's PM QoS request went with it
     # the root namespace keeps its own buffer limits
-    assert Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[-1] != str(lab_link.TCP_MEM_MAX)
+    assert Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[-1] != str(lab_lifecycle.TCP_MEM_MAX)
 
 
 @pytest.mark.lab
@@ -136,7 +137,7 @@ def test_idle_rtt_within_0_3_ms_of_target(preset: str) -> None:
         assert abs(min(rounds) - spec.rtt_ms) <= 0.3, f"idle RTT {rounds} ms for {spec.rtt_ms} ms"
         if spec.rtt_ms >= 1:
             # the delay is the line's, not the path's: a link with no line is far faster
-            lab._ask("delay 0")
+            lab.emulator.ask("delay 0")
             assert lab.measure_idle_rtt(20) < min(rounds) - 0.5 * spec.rtt_ms
 
 

@@ -1,10 +1,11 @@
 """The emulated two-host lab: network namespaces joined by a userspace link emulator.
 
-It builds the two hosts, starts the far host's servers (workbench.server) in one and runs the comparison
-(workbench.core) from the other. May import every package but cli; only cli imports it.
+`Lab` (link.py) is the one entry point: lifecycle.py builds and removes a lab's namespaces, emulator.py
+drives the linkemu process, measure.py measures the link; run.py runs the copies over it.
 """
 
-from workbench.lab.link import PRESETS, Lab, LinkSpec, check_available, cleanup_stale
+from workbench.lab.lifecycle import check_available, cleanup_stale
+from workbench.lab.link import PRESETS, Lab, LinkSpec
 from workbench.lab.linkemu import expected_goodput_bps
 
 __all__ = ["PRESETS", "Lab", "LinkSpec", "check_available", "cleanup_stale", "expected_goodput_bps"]
