@@ -1,0 +1,11 @@
+"""Integration tests: several real parts together, as users run them.
+
+What belongs here: `workbench run` end to end (its JSON, database, report and exit codes), `serve` and
+`servers up/status/down` and the lifecycle of the processes they start, the servers' confinement of a
+hostile authenticated client, and the fault matrix (servers stopped, killed, out of disk, or on the wrong
+port mid-copy). Everything runs on 127.0.0.1 with free ports; the servers come from the fixtures in
+tests/conftest.py or are started by the test itself. Some tests need root (private server state, mounts)
+and skip without it.
+
+Tests that need network namespaces (the emulated lab) belong in tests/lab.
+"""
