@@ -1,0 +1,38 @@
+"""What the lab adds to a run: the emulated link's document, the window sweep measured before the copies,
+and a watch on the link emulator read once the copies are done."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class EmulatorReport:
+    """What the link emulator did during the run, and notes when that may have shaped the results."""
+
+    cpu_fraction: float  # of one core, averaged over the run
+    drops: int  # packets the emulator dropped
+    seconds: float  # wall time the figures cover
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cpu_fraction": self.cpu_fraction, "drops": self.drops, "seconds": self.seconds}
+
+
+class EmulatorWatch(Protocol):
+    def report(self) -> EmulatorReport:
+        """What the emulator did since the watch began (read once, after the copies)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LabContext:
+    link: Mapping[str, Any]  # the lab's measured link (rate_bps, rtt_ms, mtu, ...): the JSON `link` object
+    window_sweep: tuple[Mapping[str, Any], ...] | None = None
+    emulator: EmulatorWatch | None = None
+
+    def link_after(self, report: EmulatorReport | None) -> dict[str, Any]:
+        """The link document, with the emulator's figures once the copies are done."""
+        return {**self.link, "emulator": report.to_json()} if report is not None else dict(self.link)
