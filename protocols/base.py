@@ -4,7 +4,7 @@ A client copies whole files between a local path and a path relative to the far 
 root (POSIX style, e.g. ``files/file-16M.bin`` or ``incoming/run-3/file-16M.bin``). The runner
 times each call from the first request to the last byte written (download) or acknowledged
 (upload); ``connect()`` (session set-up, login) is outside the timed span unless the client says
-otherwise in ``details()['timed_includes_setup']`` (native CLI clients must connect per copy).
+otherwise in ``details().timed_includes_setup`` (native CLI clients must connect per copy).
 
 Clients never print. They report bytes as they move through ``progress(n)`` so the runner can
 sample throughput every 100 ms, and they translate their library's errors into
@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
+
+from workbench.protocols.details import ClientDetails
 
 from workbench.shared.errors import WorkbenchError
 from workbench.shared.target import Target
@@ -108,7 +110,7 @@ class Client(ABC):
         """Create a remote directory and its parents (idempotent)."""
         raise NotImplementedError
 
-    def row_details(self, direction: str) -> dict[str, Any]:
+    def row_details(self, direction: str) -> ClientDetails:
         """details() as they apply to one direction: a mount's reads are paced by the kernel, its writes not."""
         return self.details()
 
@@ -123,14 +125,9 @@ class Client(ABC):
     def close(self) -> None:
         """Close the session; must be safe to call twice and after a failed connect."""
 
-    def details(self) -> dict[str, Any]:
-        """What shapes this client's speed, for the row's metadata and the ceilings.
-
-        Well-known keys: 'request_bytes' and 'requests_in_flight' (request-bound protocols),
-        'ssh_window_bytes', 'cipher', 'dialect', 'timed_includes_setup' (bool), 'page_cache',
-        'files_in_flight' (small files of a set copied at once; default 1, None when a set is streamed).
-        """
-        return {}
+    def details(self) -> ClientDetails:
+        """What shapes this client's speed, for the row's metadata and the ceilings (see ClientDetails)."""
+        return ClientDetails()
 
     def server_pids(self) -> list[int]:
         """PIDs of server processes serving this session, when known locally (for CPU accounting)."""

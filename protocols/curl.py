@@ -13,10 +13,10 @@ import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from workbench.protocols.base import Client, FileCopy, Progress
 from workbench.protocols.control import Control
+from workbench.protocols.details import ClientDetails
 from workbench.protocols.process import Completed, last_line, run_native
 
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
@@ -115,8 +115,8 @@ class _CurlClient(Client):
     def upload(self, local: Path, remote: str, progress: Progress) -> None:
         self._run([FileCopy(local, remote, local.stat().st_size)], upload=True, progress=progress)
 
-    def details(self) -> dict[str, Any]:
-        return {"timed_includes_setup": True, "process": "one curl process per copy (per set for HTTP sets)"}
+    def details(self) -> ClientDetails:
+        return ClientDetails(timed_includes_setup=True, process="one curl process per copy (per set for HTTP sets)")
 
 
 class CurlHttpClient(_CurlClient):

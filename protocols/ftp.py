@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from workbench.protocols.base import Client, Progress
+from workbench.protocols.details import ClientDetails
 
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
@@ -105,5 +106,5 @@ class FtplibClient(Client):
                 self._ftp.close()
             self._ftp = None
 
-    def details(self) -> dict[str, Any]:
-        return {"block_bytes": self.options.block_size, "mode": "passive, binary", "server_sendfile": True}
+    def details(self) -> ClientDetails:
+        return ClientDetails(block_bytes=self.options.block_size, mode="passive, binary", server_sendfile=True)

@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 from workbench.protocols.base import Client, Progress
+from workbench.protocols.details import ClientDetails
 
 from workbench.shared.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 from workbench.shared.target import url_host
@@ -183,5 +184,5 @@ class AiohttpClient(Client):
         self._loop.close()
         self._loop = None
 
-    def details(self) -> dict[str, Any]:
-        return {"read_bufsize": READ_BUFSIZE, "block_bytes": self.options.block_size, "server_sendfile": True}
+    def details(self) -> ClientDetails:
+        return ClientDetails(read_bufsize=READ_BUFSIZE, block_bytes=self.options.block_size, server_sendfile=True)

@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from workbench.protocols.base import Client, ClientOptions, FileCopy, Progress
+from workbench.protocols.details import ClientDetails
 from workbench.protocols.process import Completed, last_line, run_native
 
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
@@ -164,10 +165,10 @@ class OpenSSHSftpClient(Client):
         # '-' prefix: an existing directory is not an error.
         self._run([f"-mkdir {_quote(p)}" for p in _parents(remote_dir)], lambda n: None, 0, f"creating {remote_dir}")
 
-    def details(self) -> dict[str, Any]:
-        return {
-            "request_bytes": REQUEST_BYTES,
-            "requests_in_flight": REQUESTS_IN_FLIGHT,
-            "cipher": self.options.cipher or DEFAULT_CIPHER,
-            "timed_includes_setup": True,
-        }
+    def details(self) -> ClientDetails:
+        return ClientDetails(
+            request_bytes=REQUEST_BYTES,
+            requests_in_flight=REQUESTS_IN_FLIGHT,
+            cipher=self.options.cipher or DEFAULT_CIPHER,
+            timed_includes_setup=True,
+        )

@@ -10,6 +10,7 @@ is cheap. Downloads put that temp file in a private ``--temp-dir`` so its growth
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 from workbench.protocols.base import Client, FileCopy, Progress
+from workbench.protocols.details import ClientDetails
 from workbench.protocols.openssh_sftp import DEFAULT_CIPHER, ssh_error, ssh_login, ssh_options
 from workbench.protocols.process import Completed, last_line, run_native
 
@@ -209,14 +211,11 @@ class _RsyncClient(Client):
             argv = self._argv("-d", "--mkpath", f"{empty}/", self._remote(remote_dir.rstrip("/") + "/"))
             self._run(argv, lambda n: None, 0, f"creating {remote_dir}")
 
-    def details(self) -> dict[str, Any]:
-        # files_in_flight None: rsync streams a whole set without a round trip per file.
-        return {
-            "timed_includes_setup": True,
-            "whole_file": True,
-            "compress": self.options.compress,
-            "files_in_flight": None,
-        }
+    def details(self) -> ClientDetails:
+        # rsync streams a whole set without a round trip per file.
+        return ClientDetails(
+            timed_includes_setup=True, whole_file=True, compress=self.options.compress, streams_sets=True
+        )
 
 
 class RsyncSshClient(_RsyncClient):
@@ -256,8 +255,8 @@ class RsyncSshClient(_RsyncClient):
             return WorkbenchError(f"{what} refused by the server: {gate}", "paths must stay inside the served root")
         return super()._error(done, what)
 
-    def details(self) -> dict[str, Any]:
-        return {**super().details(), "cipher": self.options.cipher or DEFAULT_CIPHER}
+    def details(self) -> ClientDetails:
+        return dataclasses.replace(super().details(), cipher=self.options.cipher or DEFAULT_CIPHER)
 
 
 class RsyncDaemonClient(_RsyncClient):

@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from workbench.protocols.base import Client, Progress
+from workbench.protocols.details import ClientDetails
 
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError, from_os_error
 
@@ -187,14 +188,14 @@ class ParamikoClient(Client):
             with contextlib.suppress(Exception):
                 transport.close()
 
-    def details(self) -> dict[str, Any]:
-        return {
-            "request_bytes": REQUEST_BYTES,
-            "requests_in_flight": PREFETCH_REQUESTS,
-            "ssh_window_bytes": WINDOW_BYTES,
-            "cipher": self._cipher,
-            "timed_includes_setup": False,
-        }
+    def details(self) -> ClientDetails:
+        return ClientDetails(
+            request_bytes=REQUEST_BYTES,
+            requests_in_flight=PREFETCH_REQUESTS,
+            ssh_window_bytes=WINDOW_BYTES,
+            cipher=self._cipher,
+            timed_includes_setup=False,
+        )
 
 
 class _Replies:

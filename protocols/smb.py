@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from workbench.protocols.base import Client, Progress, call_translating
+from workbench.protocols.details import ClientDetails
 
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
@@ -247,18 +248,20 @@ class PysmbClient(Client):
     def server_pids(self) -> list[int]:
         return local_peer_pids(self._conn.sock if self._conn is not None else None)
 
-    def details(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"requests_in_flight": 1, "timed_includes_setup": False}
+    def details(self) -> ClientDetails:
         conn = self._conn
-        if conn is not None:
-            revision = getattr(conn, "dialect_revision", None)
-            info["dialect"] = _DIALECTS.get(revision, f"0x{revision:04x}") if revision else "1.0"
-            # pysmb reads with max_read_size and writes with max_write_size, one request at a time.
-            info["request_bytes"] = min(conn.max_read_size, conn.max_write_size)
-            info["read_bytes"] = conn.max_read_size
-            info["write_bytes"] = conn.max_write_size
-            info["signing"] = bool(conn.is_signing_active)
-            info["encryption"] = False
-        else:
-            info["request_bytes"] = 64 * 1024  # SMB 2.0.2 has no multi-credit requests
-        return info
+        if conn is None:
+            # SMB 2.0.2 has no multi-credit requests
+            return ClientDetails(requests_in_flight=1, timed_includes_setup=False, request_bytes=64 * 1024)
+        revision = getattr(conn, "dialect_revision", None)
+        # pysmb reads with max_read_size and writes with max_write_size, one request at a time.
+        return ClientDetails(
+            requests_in_flight=1,
+            timed_includes_setup=False,
+            dialect=_DIALECTS.get(revision, f"0x{revision:04x}") if revision else "1.0",
+            request_bytes=min(conn.max_read_size, conn.max_write_size),
+            read_bytes=conn.max_read_size,
+            write_bytes=conn.max_write_size,
+            signing=bool(conn.is_signing_active),
+            encryption=False,
+        )

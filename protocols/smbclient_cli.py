@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.protocols.base import Client, FileCopy, Progress
+from workbench.protocols.details import ClientDetails
 from workbench.protocols.process import Completed, run_native
 
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError
@@ -98,10 +99,10 @@ class SmbclientClient(Client):
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> ClientDetails:
         # smbclient negotiates SMB3_11 and pipelines large reads/writes itself, so no request-bound ceiling;
         # with client defaults it signs only the session setup (smbstatus: "partial(AES-128-GMAC)").
-        return {"timed_includes_setup": True, "dialect": "3.1.1", "signing": False, "encryption": False}
+        return ClientDetails(timed_includes_setup=True, dialect="3.1.1", signing=False, encryption=False)
 
     def _argv(self) -> list[str]:
         return [

@@ -14,6 +14,7 @@ version) falls back to the library's own code. Sets of small files go as related
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
 import struct
 import uuid
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from workbench.protocols.base import Client, FileCopy, Progress, call_translating
+from workbench.protocols.details import ClientDetails
 from workbench.protocols.smb import local_peer_pids
 from workbench.protocols.smb_fastpath import FastPath, read_all, read_payload, size_of
 
@@ -110,23 +112,23 @@ class SmbprotocolClient(Client):
         transport = self._conn.transport if self._conn is not None else None
         return local_peer_pids(getattr(transport, "_sock", None))
 
-    def details(self) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "requests_in_flight": self.depth,
-            "timed_includes_setup": False,
-            "files_in_flight": FILES_IN_FLIGHT,
-        }
+    def details(self) -> ClientDetails:
+        info = ClientDetails(requests_in_flight=self.depth, timed_includes_setup=False, files_in_flight=FILES_IN_FLIGHT)
         conn = self._conn
         if conn is not None and conn.dialect is not None:
-            info["dialect"] = _DIALECTS.get(conn.dialect, f"0x{conn.dialect:04x}")
-            info["request_bytes"] = self._request_size(min(conn.max_read_size, conn.max_write_size))
-            info["read_bytes"] = self._request_size(conn.max_read_size)
-            info["write_bytes"] = self._request_size(conn.max_write_size)
-            info["multi_credit"] = bool(conn.supports_multi_credit)
-            info["zero_copy"] = self._fast is not None
+            info = dataclasses.replace(
+                info,
+                dialect=_DIALECTS.get(conn.dialect, f"0x{conn.dialect:04x}"),
+                request_bytes=self._request_size(min(conn.max_read_size, conn.max_write_size)),
+                read_bytes=self._request_size(conn.max_read_size),
+                write_bytes=self._request_size(conn.max_write_size),
+                multi_credit=bool(conn.supports_multi_credit),
+                zero_copy=self._fast is not None,
+            )
         if self._session is not None:
-            info["signing"] = bool(self._session.signing_required)
-            info["encryption"] = bool(self._session.encrypt_data)
+            info = dataclasses.replace(
+                info, signing=bool(self._session.signing_required), encryption=bool(self._session.encrypt_data)
+            )
         return info
 
     def _request_size(self, negotiated: int) -> int:

@@ -17,9 +17,10 @@ import tempfile
 from abc import abstractmethod
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from workbench.protocols.base import Client, ClientOptions, Progress
+from workbench.protocols.details import ClientDetails
 from workbench.protocols.mounts import stale
 from workbench.protocols.mounts.runner import CommandRunner, Outcome
 
@@ -151,13 +152,10 @@ class MountClient(Client):
             f"unmount it by hand ({' '.join(self._unmount_commands(mountpoint)[0])}) before the next run",
         )
 
-    def details(self) -> dict[str, Any]:
-        return {
-            "mount": self.name,
-            "block_size": self.options.block_size,
-            "page_cache": self.page_cache,
-            "timed_includes_setup": False,
-        }
+    def details(self) -> ClientDetails:
+        return ClientDetails(
+            mount=self.name, block_size=self.options.block_size, page_cache=self.page_cache, timed_includes_setup=False
+        )
 
     # --- copies -------------------------------------------------------------------------------
 

@@ -15,8 +15,8 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
+from workbench.protocols.details import ClientDetails
 from workbench.protocols.mounts.base import MountClient, classify, readahead_bytes, which
 from workbench.protocols.mounts.runner import Outcome
 from workbench.protocols.mounts.stale import owned_prefix
@@ -137,12 +137,14 @@ class SshfsClient(MountClient):
         # -z (lazy) as the last resort: detaches even when a dead sshfs left the mount busy
         return [[fusermount, "-u", str(mountpoint)], [fusermount, "-u", "-z", str(mountpoint)]]
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> ClientDetails:
         # measured with sshfs_debug (sshfs 3.7.3, Linux 6.x): the kernel splits I/O into 32 KiB SFTP
         # requests; writes keep 8 or more in flight
-        return super().details() | {"cipher": self.cipher, "request_bytes": REQUEST_BYTES, "requests_in_flight": 8}
+        return dataclasses.replace(
+            super().details(), cipher=self.cipher, request_bytes=REQUEST_BYTES, requests_in_flight=8
+        )
 
-    def row_details(self, direction: str) -> dict[str, Any]:
+    def row_details(self, direction: str) -> ClientDetails:
         info = self.details()
         if direction != "download" or self.mountpoint is None:
             return info
@@ -151,7 +153,9 @@ class SshfsClient(MountClient):
             # A sequential read has only the kernel's readahead window in flight: 128 KiB (4 READs) by
             # default, which held a 2.8 ms lab link to 40-43 MB/s of 63, as 128 KiB / 2.8 ms predicts.
             # Raising /sys/class/bdi/<dev>/read_ahead_kb on the client lifts it.
-            info |= {"readahead_bytes": readahead, "requests_in_flight": max(1, readahead // REQUEST_BYTES)}
+            info = dataclasses.replace(
+                info, readahead_bytes=readahead, requests_in_flight=max(1, readahead // REQUEST_BYTES)
+            )
         return info
 
 

@@ -136,14 +136,14 @@ def test_sshfs_mounts_privately_and_leaves_nothing_behind(sshd, sshd_runner: Ssh
         assert mountpoint is not None
         assert str(mountpoint) in _mounts_below("fuse.sshfs")
         info = client.details()
-        assert info["cipher"] == "aes128-gcm@openssh.com" and "sshfs" in info["page_cache"]
-        assert info["timed_includes_setup"] is False and info["request_bytes"] == 32 * 1024
+        assert info.cipher == "aes128-gcm@openssh.com" and "sshfs" in info.page_cache
+        assert info.timed_includes_setup is False and info.request_bytes == 32 * 1024
         # reads are paced by the mount's readahead window, read from the kernel for this very mount
         readahead = readahead_bytes(mountpoint)
         assert readahead and readahead % 4096 == 0
         down, up = client.row_details("download"), client.row_details("upload")
-        assert down["readahead_bytes"] == readahead and down["requests_in_flight"] == readahead // (32 * 1024)
-        assert "readahead_bytes" not in up and up["requests_in_flight"] == 8
+        assert down.readahead_bytes == readahead and down.requests_in_flight == readahead // (32 * 1024)
+        assert up.readahead_bytes is None and up.requests_in_flight == 8
     finally:
         client.close()
         client.close()  # twice is fine

@@ -92,7 +92,7 @@ def test_compress_option_still_copies_exactly(rsyncd: Served, tmp_path: Path) ->
     (rsyncd.root / "text.txt").write_bytes(data)
     counter = Counter()
     with RsyncDaemonClient(rsyncd.target, ClientOptions(compress=True)) as client:
-        assert client.details()["compress"] is True
+        assert client.details().compress is True
         client.download("text.txt", tmp_path / "text.txt", counter)
     assert (tmp_path / "text.txt").read_bytes() == data
     assert counter.total == len(data)

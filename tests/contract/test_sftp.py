@@ -81,10 +81,10 @@ def test_cannot_write_outside_the_root(client_class: type, sshd: Served, tmp_pat
 def test_paramiko_details_and_cipher(sshd: Served) -> None:
     with ParamikoClient(sshd.target) as client:
         details = client.details()
-        assert client._transport.remote_cipher == details["cipher"] == "aes128-gcm@openssh.com"
-    in_flight = details["request_bytes"] * details["requests_in_flight"]
+        assert client._transport.remote_cipher == details.cipher == "aes128-gcm@openssh.com"
+    in_flight = details.request_bytes * details.requests_in_flight
     # Bounded prefetch that the SSH window never throttles, below the 16 MiB window trap.
-    assert 0 < in_flight <= details["ssh_window_bytes"] < 16 * 1024 * 1024
+    assert 0 < in_flight <= details.ssh_window_bytes < 16 * 1024 * 1024
 
 
 def test_paramiko_honours_cipher_option(sshd: Served) -> None:

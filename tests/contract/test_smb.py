@@ -55,9 +55,9 @@ class TestPysmbContract(_SmbContract):
 def test_pysmb_details_show_the_request_limit(make_pysmb) -> None:
     with make_pysmb() as client:
         info = client.details()
-    assert info["dialect"] == "2.0.2"
-    assert info["request_bytes"] == 64 * 1024
-    assert info["requests_in_flight"] == 1
+    assert info.dialect == "2.0.2"
+    assert info.request_bytes == 64 * 1024
+    assert info.requests_in_flight == 1
 
 
 @pytest.fixture
@@ -90,12 +90,12 @@ def make_smbprotocol(smbd, smbd_runner: SmbdRunner) -> Callable[..., Client]:
 def test_smbprotocol_details_show_large_signed_pipelined_requests(make_smbprotocol) -> None:
     with make_smbprotocol() as client:
         info = client.details()
-    assert info["dialect"] == "3.1.1"
-    assert info["request_bytes"] == 8 * 1024 * 1024
-    assert info["requests_in_flight"] == smbprotocol_client.DEPTH
-    assert info["signing"] is True
-    assert info["encryption"] is False
-    assert info["zero_copy"] is True
+    assert info.dialect == "3.1.1"
+    assert info.request_bytes == 8 * 1024 * 1024
+    assert info.requests_in_flight == smbprotocol_client.DEPTH
+    assert info.signing is True
+    assert info.encryption is False
+    assert info.zero_copy is True
 
 
 @pytest.mark.parametrize("zero_copy", [True, False], ids=["zero-copy", "library-path"])
@@ -111,7 +111,7 @@ def test_smbprotocol_pipelines_many_requests_both_ways(
     up, down = Counter(), Counter()
     with make_smbprotocol() as client:
         client.depth = depth
-        assert client.details()["zero_copy"] is zero_copy
+        assert client.details().zero_copy is zero_copy
         client.mkdir("incoming/pipe")
         client.upload(tmp_path / "up.bin", "incoming/pipe/f.bin", up)
         client.download("incoming/pipe/f.bin", tmp_path / "down.bin", down)
@@ -175,8 +175,8 @@ def test_details_agree_with_what_the_server_negotiated(smbd, smbd_runner: SmbdRu
     columns = rows[0].split()
     assert protocol in columns
     assert signing in columns[-1]
-    assert info["signing"] is (signing != "-")
-    assert info["dialect"] == {"SMB2_02": "2.0.2", "SMB3_11": "3.1.1"}[protocol]
+    assert info.signing is (signing != "-")
+    assert info.dialect == {"SMB2_02": "2.0.2", "SMB3_11": "3.1.1"}[protocol]
 
 
 ALL_CLIENTS = [PysmbClient, SmbprotocolClient, SmbclientClient]

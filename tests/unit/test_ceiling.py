@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from workbench.protocols.details import ClientDetails
 
 from workbench.core.ceiling import (
     Bound,
@@ -111,10 +112,14 @@ def test_saturated_cpu_wins_over_a_lower_ceiling() -> None:
 
 
 def test_bounds_from_client_details() -> None:
-    details = {"request_bytes": 65536, "requests_in_flight": 1, "ssh_window_bytes": None, "cipher": "x"}
+    details = ClientDetails(request_bytes=65536, requests_in_flight=1, cipher="x")
     found = by_label(bounds_from_details(details, rtt_s=0.0004))
     assert set(found) == {"requests"}
-    assert bounds_from_details({"request_bytes": "junk"}, rtt_s=0.001) == []
+    assert found["requests"].bps == pytest.approx(65536 / 0.0004)
+    # a document's junk value is set aside when it is read, never fed to the maths
+    assert bounds_from_details(ClientDetails.from_json({"request_bytes": "junk"}), rtt_s=0.001) == []
+    ssh = by_label(bounds_from_details(ClientDetails(ssh_window_bytes=2 << 20), rtt_s=0.002))
+    assert set(ssh) == {"ssh-window"} and ssh["ssh-window"].bps == pytest.approx((2 << 20) / 0.002)
 
 
 def test_formatting() -> None:

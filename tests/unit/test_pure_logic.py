@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -10,9 +11,10 @@ from pathlib import Path
 import pytest
 from workbench.fixtures import generate
 from workbench.fixtures.manifest import hash_file
+from workbench.protocols.details import ClientDetails
 
 from workbench.core.config import load_toml
-from workbench.core.results import Baseline, Result, Run, Sample
+from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run, Sample
 from workbench.core.stats import find_stalls, summarize
 from workbench.server.confine import ServedRoot
 from workbench.shared import credentials as creds_mod
@@ -92,8 +94,7 @@ def test_result_recomputes_from_raw_samples() -> None:
 
 def test_a_failed_sample_is_kept_but_not_counted() -> None:
     """The runner marking a row when a real copy fails: tests/test_run_faults_rows.py."""
-    row = _row()
-    row.samples.append(Sample(bytes=10, seconds=0.1, error="connection lost"))
+    row = dataclasses.replace(_row(), samples=(*_row().samples, Sample(bytes=10, seconds=0.1, error="connection lost")))
     # counted, the 100 B/s sample would move the median of four to 37.5e6
     assert row.median_bps == pytest.approx(50e6) and row.summary is not None and row.summary.n == 3
     doc = row.to_json()
@@ -103,9 +104,11 @@ def test_a_failed_sample_is_kept_but_not_counted() -> None:
 
 def test_run_document_has_the_versioned_shape() -> None:
     run = Run(
-        id=7, meta={"started_utc": "2026-11-21T00:00:00Z"}, baseline=Baseline(up_bps=1e8, down_bps=2e8, rtt_ms=2.8)
+        id=7,
+        meta={"started_utc": "2026-11-21T00:00:00Z"},
+        baseline=Baseline(up_bps=1e8, down_bps=2e8, rtt_ms=2.8),
+        results=(_row(),),
     )
-    run.results.append(_row())
     doc = json.loads(json.dumps(run.to_json()))
     assert isinstance(doc["schema"], int)
     assert doc["run"]["id"] == 7
@@ -136,13 +139,17 @@ def test_table_model_shows_failed_and_unavailable_rows() -> None:
 
     from workbench.cli.report import render_run
 
-    run = Run(id=1, meta={}, baseline=Baseline(up_bps=1e8, down_bps=1e8))
     good = _row()
-    good.pct_of_tcp = 50.0
-    good.bound, good.ceiling_bps = "requests", 23.4e6
     bad = Result("smb", "pysmb", "upload", "16M", 1, 1, error="connection refused by 10.0.0.2:4445")
     gone = Result("afp", "mount_afp", "upload", "-", 0, 0, error="unavailable: mount_afp is macOS only")
-    run.results += [good, bad, gone]
+    why = RowExplanation(pct_of_tcp=50.0, bound="requests", ceiling_bps=23.4e6)
+    run = Run(
+        id=1,
+        meta={},
+        baseline=Baseline(up_bps=1e8, down_bps=1e8),
+        results=(good, bad, gone),
+        explanation=Explanation(rows=(why, RowExplanation(), RowExplanation())),
+    )
     out = StringIO()
     render_run(Console(file=out, width=250), run)
     text = out.getvalue()
@@ -228,38 +235,57 @@ def test_large_files_hash_as_written(tmp_path: Path) -> None:
 
 
 def test_explain_fills_share_of_tcp_and_the_binding_ceiling() -> None:
-    from workbench.protocols.registry import select
 
-    from workbench.core.explain import explain_rows
-    from workbench.core.plan import Plan
-    from workbench.shared.credentials import Credentials
-    from workbench.shared.target import Target
+    from workbench.core.explain import explain
 
-    run = Run(id=1, meta={}, baseline=Baseline(up_bps=62e6, down_bps=62e6, rtt_ms=2.9, window_bytes=6 << 20))
-    run.link = {"rate_bps": 533e6 / 8, "expected_goodput_bps": 62.7e6}
-    pysmb = Result("smb", "pysmb", "download", "128M", 1, 1, samples=[Sample(bytes=15_000_000, seconds=1.0)])
-    pysmb.details = {"request_bytes": 65536, "requests_in_flight": 1}
+    pysmb = Result(
+        "smb",
+        "pysmb",
+        "download",
+        "128M",
+        1,
+        1,
+        samples=[Sample(bytes=15_000_000, seconds=1.0)],
+        details=ClientDetails(request_bytes=65536, requests_in_flight=1),
+    )
     fast = Result("http", "aiohttp", "download", "128M", 1, 1, samples=[Sample(bytes=61_000_000, seconds=1.0)])
     small = Result(
         "ftp", "ftplib", "upload", "200x64K", 200 * 65536, 200, samples=[Sample(bytes=200 * 65536, seconds=4.0)]
     )
     streamed = Result(
-        "rsync", "daemon", "upload", "200x64K", 200 * 65536, 200, samples=[Sample(bytes=13107200, seconds=0.4)]
+        "rsync",
+        "daemon",
+        "upload",
+        "200x64K",
+        200 * 65536,
+        200,
+        samples=[Sample(bytes=13107200, seconds=0.4)],
+        details=ClientDetails(streams_sets=True),
     )
-    streamed.details = {"files_in_flight": None}
     busy = Result(
         "smb", "smbprotocol", "upload", "16M", 1, 1, samples=[Sample(bytes=20e6, seconds=1.0, client_cpu_s=0.97)]
     )
-    run.results = [pysmb, fast, small, streamed, busy]
-    plan = Plan(target=Target("10.77.0.2", Credentials("u", "p")), entries=tuple(select("http")), link=run.link)
-    notes = explain_rows(run, plan)
-    assert pysmb.pct_of_tcp == pytest.approx(100 * 15 / 62)
-    assert pysmb.bound == "requests" and pysmb.ceiling_bps == pytest.approx(65536 / 0.0029)
-    assert fast.bound == "link" and fast.ceiling_bps == pytest.approx(62.7e6)
-    assert small.bound == "requests" and "one round trip per file" in (small.bound_explanation or "")
-    assert streamed.bound == "link"  # rsync streams a set: no per-file round trip to blame
-    assert busy.bound == "cpu"
-    assert notes and "CPU-bound" in notes[0]
+    run = Run(
+        id=1,
+        meta={},
+        baseline=Baseline(up_bps=62e6, down_bps=62e6, rtt_ms=2.9, window_bytes=6 << 20),
+        results=(pysmb, fast, small, streamed, busy),
+        link={"rate_bps": 533e6 / 8, "expected_goodput_bps": 62.7e6},
+    )
+    before = run.to_json()
+    explanation = explain(run, "10.77.0.2")
+    assert run.to_json() == before and run.explanation is None  # the run is a value: explaining it changes nothing
+    pysmb_why, fast_why, small_why, streamed_why, busy_why = explanation.rows
+    assert pysmb_why.pct_of_tcp == pytest.approx(100 * 15 / 62)
+    assert pysmb_why.bound == "requests" and pysmb_why.ceiling_bps == pytest.approx(65536 / 0.0029)
+    assert fast_why.bound == "link" and fast_why.ceiling_bps == pytest.approx(62.7e6)
+    assert small_why.bound == "requests" and "one round trip per file" in (small_why.bound_explanation or "")
+    assert streamed_why.bound == "link"  # rsync streams a set: no per-file round trip to blame
+    assert busy_why.bound == "cpu"
+    assert explanation.notes and "CPU-bound" in explanation.notes[0]
+    explained = run.explained(explanation)
+    assert explained.warnings == explanation.notes and explained.explanation_of(0) is pysmb_why
+    assert explained.to_json()["results"][0]["bound"] == "requests"
 
 
 def test_fixed_cost_fit_separates_session_start_from_streaming() -> None:
@@ -283,23 +309,27 @@ def test_fixed_cost_fit_separates_session_start_from_streaming() -> None:
 
 def test_explain_notes_the_fixed_cost_of_per_copy_clients() -> None:
     from workbench.cli.report import _note
-    from workbench.core.explain import _fixed_cost_notes
+    from workbench.core.explain import explain
 
     mib = 1 << 20
+    setup = ClientDetails(timed_includes_setup=True)
 
     def row(size: int, name: str, seconds: float) -> Result:
-        r = Result("sftp", "openssh", "upload", name, size, 1, samples=[Sample(bytes=size, seconds=seconds)])
-        r.details = {"timed_includes_setup": True}
-        return r
+        samples = [Sample(bytes=size, seconds=seconds)]
+        return Result("sftp", "openssh", "upload", name, size, 1, samples=samples, details=setup)
 
     small, large = row(16 * mib, "16M", 0.773), row(128 * mib, "128M", 2.779)
     streaming = Result("http", "aiohttp", "upload", "16M", 16 * mib, 1, samples=[Sample(bytes=16 * mib, seconds=0.27)])
-    notes = _fixed_cost_notes([small, large, streaming])
+    run = Run(id=1, meta={}, baseline=Baseline(), results=(small, large, streaming))
+    explanation = explain(run, "10.77.0.2")
+    notes = [n for n in explanation.notes if "fixed per copy" in n]
     assert len(notes) == 1 and notes[0].startswith("sftp/openssh upload: ≈48")
-    assert small.details["fixed_cost_s"] == large.details["fixed_cost_s"] == pytest.approx(0.486, abs=0.01)
-    assert large.details["streaming_bps"] == pytest.approx(58.5e6, rel=0.01)
-    assert "fixed_cost_s" not in streaming.details  # one size: nothing to fit
-    assert "incl. session setup ≈48" in _note(small, 2.8)
+    small_why, large_why, streaming_why = explanation.rows
+    assert small_why.fixed_cost_s == large_why.fixed_cost_s == pytest.approx(0.486, abs=0.01)
+    assert large_why.streaming_bps == pytest.approx(58.5e6, rel=0.01)
+    assert streaming_why.fixed_cost_s is None  # one size: nothing to fit
+    assert "fixed_cost_s" not in run.explained(explanation).to_json()["results"][2]["details"]
+    assert "incl. session setup ≈48" in _note(small, small_why, 2.8)
 
 
 def test_files_make_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:

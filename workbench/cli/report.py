@@ -5,12 +5,13 @@ MB/s is 10^6 bytes/s and Mbit/s 10^6 bits/s throughout, so figures compare direc
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from workbench.core.results import Result, Run
+from workbench.core.results import Result, RowExplanation, Run
 from workbench.core.store import RunSummary
 
 _SHORT = {"upload": "up", "download": "down"}
@@ -34,13 +35,13 @@ def _spread(row: Result) -> str:
     return text
 
 
-def _ceiling(row: Result) -> str:
-    if row.bound is None or row.ceiling_bps is None:
+def _ceiling(why: RowExplanation) -> str:
+    if why.bound is None or why.ceiling_bps is None:
         return "—"
-    return f"{row.bound} {row.ceiling_bps / 1e6:,.0f}"
+    return f"{why.bound} {why.ceiling_bps / 1e6:,.0f}"
 
 
-def _note(row: Result, rtt_ms: float | None = None) -> str:
+def _note(row: Result, why: RowExplanation, rtt_ms: float | None = None) -> str:
     notes: list[str] = []
     if row.error:
         notes.append(row.error)
@@ -49,23 +50,22 @@ def _note(row: Result, rtt_ms: float | None = None) -> str:
         notes.append(f"≈{1000 / row.files_per_s / rtt_ms:.0f} RTT per file")
     if row.stall_count:
         notes.append(f"{row.stall_count} stall(s), {row.stall_seconds:.1f} s")
-    fixed = row.details.get("fixed_cost_s")
-    if row.details.get("timed_includes_setup"):
+    details = row.details
+    fixed = why.fixed_cost_s
+    if details.timed_includes_setup:
         notes.append(f"incl. session setup ≈{fixed * 1000:.0f} ms" if fixed else "incl. session setup")
     elif fixed:
         notes.append(f"≈{fixed * 1000:.0f} ms fixed per copy")
-    req = row.details.get("request_bytes")
-    inflight = row.details.get("requests_in_flight")
-    if req and inflight:
-        notes.append(f"{req // 1024} KiB × {inflight} in flight")
-    if row.details.get("readahead_bytes"):
-        notes.append(f"readahead {row.details['readahead_bytes'] // 1024} KiB")
-    if row.details.get("cipher"):
-        notes.append(str(row.details["cipher"]))
-    if row.details.get("mount") and row.details.get("page_cache"):
+    if details.request_bytes and details.requests_in_flight:
+        notes.append(f"{details.request_bytes // 1024} KiB × {details.requests_in_flight} in flight")
+    if details.readahead_bytes:
+        notes.append(f"readahead {details.readahead_bytes // 1024} KiB")
+    if details.cipher:
+        notes.append(details.cipher)
+    if details.mount and details.page_cache:
         notes.append("local page cache bypassed")  # how: details.page_cache in the JSON
-    if row.details.get("dialect"):
-        notes.append(f"SMB {row.details['dialect']}")
+    if details.dialect:
+        notes.append(f"SMB {details.dialect}")
     return "; ".join(notes)
 
 
@@ -111,8 +111,8 @@ def results_table(run: Run) -> Table:
                 "",
                 _tcp_note(run, direction),
             )
-    for row in run.results:
-        pct = f"{row.pct_of_tcp:.0f}" if row.pct_of_tcp is not None else "—"
+    for row, why in run.explained_rows():
+        pct = f"{why.pct_of_tcp:.0f}" if why.pct_of_tcp is not None else "—"
         fps = f"{row.files_per_s:,.0f}" if row.files_per_s else ""
         style = "dim" if row.error and row.error.startswith("unavailable") else None
         table.add_row(
@@ -123,10 +123,10 @@ def results_table(run: Run) -> Table:
             _mbit(row.median_bps),
             _spread(row),
             pct,
-            _ceiling(row),
+            _ceiling(why),
             fps,
             _verified(row),
-            _note(row, base.rtt_ms),
+            _note(row, why, base.rtt_ms),
             style=style,
         )
     return table
@@ -157,7 +157,7 @@ def render_run(console: Console, run: Run) -> None:
         console.print(f"[yellow]note:[/] {warning}")
 
 
-def _link_line(link: dict[str, Any]) -> str:
+def _link_line(link: Mapping[str, Any]) -> str:
     bits = link.get("rate_bits_per_s") or (link.get("rate_bps") or 0) * 8
     text = f"lab link ({link.get('preset', 'custom')}): {bits / 1e6:,.0f} Mbit/s"
     if link.get("rtt_ms") is not None:
@@ -175,7 +175,7 @@ def _link_line(link: dict[str, Any]) -> str:
     return text
 
 
-def render_sweep(console: Console, points: list[dict[str, Any]]) -> None:
+def render_sweep(console: Console, points: Sequence[Mapping[str, Any]]) -> None:
     table = Table(title="TCP window sweep (window / RTT is the most one connection can carry)", title_justify="left")
     for name in ("window", "in use", "measured MB/s", "predicted MB/s", "measured/predicted"):
         table.add_column(name, justify="right")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator
@@ -57,21 +58,26 @@ def measure_baseline(plan: Plan) -> Baseline:
     base = Baseline()
     try:
         rtt = tcpprobe.rtt(host, port, secret, count=20)
-        base.rtt_ms = rtt.ping_median * 1e3
-        base.connect_rtt_ms = rtt.connect_median * 1e3
+        base = dataclasses.replace(base, rtt_ms=rtt.ping_median * 1e3, connect_rtt_ms=rtt.connect_median * 1e3)
         up = tcpprobe.measure(host, port, secret, "upload", plan.tcp_duration)
         down = tcpprobe.measure(host, port, secret, "download", plan.tcp_duration)
     except WorkbenchError as exc:
-        base.error = exc.one_line()
-        return base
-    base.up_bps, base.down_bps = up.bps, down.bps
-    base.window_bytes = max(w for w in (up.window_bytes, down.window_bytes, 0) if w is not None) or None
-    base.details = {"probe": {"upload": up.to_json(), "download": down.to_json()}, "rtt_min_ms": rtt.ping_min * 1e3}
+        return dataclasses.replace(base, error=exc.one_line())
+    base = dataclasses.replace(
+        base,
+        up_bps=up.bps,
+        down_bps=down.bps,
+        window_bytes=max(w for w in (up.window_bytes, down.window_bytes, 0) if w is not None) or None,
+        details={"probe": {"upload": up.to_json(), "download": down.to_json()}, "rtt_min_ms": rtt.ping_min * 1e3},
+    )
     if plan.iperf3:
         with iperf3_auth(plan.target) as auth:
             port3 = plan.target.port("iperf3")
-            base.iperf3_up_bps = _iperf3(host, port3, "upload", plan.tcp_duration, auth=auth)
-            base.iperf3_down_bps = _iperf3(host, port3, "download", plan.tcp_duration, auth=auth)
+            base = dataclasses.replace(
+                base,
+                iperf3_up_bps=_iperf3(host, port3, "upload", plan.tcp_duration, auth=auth),
+                iperf3_down_bps=_iperf3(host, port3, "download", plan.tcp_duration, auth=auth),
+            )
     return base
 
 

@@ -6,9 +6,10 @@ A window-like limit W allows at most W per round trip: W / RTT.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from workbench.protocols.details import ClientDetails
 
 LABELS = ("link", "window", "requests", "ssh-window", "cpu")
 CPU_SATURATED = 0.9  # a process at >= 90 % of one core is CPU-bound, whatever the other bounds say
@@ -72,7 +73,7 @@ def bounds(
 
 
 def bounds_from_details(
-    details: Mapping[str, Any],
+    details: ClientDetails,
     *,
     link_bps: float | None = None,
     rtt_s: float | None = None,
@@ -81,25 +82,18 @@ def bounds_from_details(
     server_cpu: float | None = None,
     measured_bps: float | None = None,
 ) -> list[Bound]:
-    """`bounds` fed with a client's `details()` ('request_bytes', 'requests_in_flight', 'ssh_window_bytes')."""
+    """`bounds` fed with what a client reports: its request size and depth, its SSH window."""
     return bounds(
         link_bps=link_bps,
         rtt_s=rtt_s,
         window_bytes=window_bytes,
-        request_bytes=_int_or_none(details.get("request_bytes")),
-        requests_in_flight=_int_or_none(details.get("requests_in_flight")),
-        ssh_window_bytes=_int_or_none(details.get("ssh_window_bytes")),
+        request_bytes=details.request_bytes,
+        requests_in_flight=details.requests_in_flight,
+        ssh_window_bytes=details.ssh_window_bytes,
         client_cpu=client_cpu,
         server_cpu=server_cpu,
         measured_bps=measured_bps,
     )
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
 
 
 def _cpu_bound(client_cpu: float | None, server_cpu: float | None, measured_bps: float | None) -> Bound | None:

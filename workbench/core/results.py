@@ -1,15 +1,21 @@
-"""What a run produced, as plain frozen data, and its versioned JSON document.
+"""What a run produced, as plain frozen values, and its versioned JSON document.
 
 Every sample keeps its bytes and seconds so anyone can recompute the rates; summaries are derived.
+A row (`Result`) is what was measured; its `RowExplanation` (share of raw TCP, the ceiling that bounds
+it) is computed afterwards by workbench.core.explain and kept beside it in the run's `Explanation`.
+The JSON document (schema 1) writes both into one object per row, as it always has.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from workbench.core.ceiling import Bound
 from workbench.core.stats import Summary, find_stalls, summarize
+from workbench.protocols.details import ClientDetails
 
 SCHEMA = 1
 INTERVAL_S = 0.1  # per-interval throughput sampling period
@@ -38,7 +44,77 @@ class Sample:
         return find_stalls(self.intervals)
 
 
-@dataclass
+@dataclass(frozen=True)
+class RowExplanation:
+    """What one row reached and what bounds it; every field None (or empty) when it could not be said."""
+
+    pct_of_tcp: float | None = None  # median rate as a percentage of the raw TCP rate the same way
+    ceiling_bps: float | None = None  # bytes/s: the binding bound's rate
+    bound: str | None = None  # the binding bound's label (workbench.core.ceiling.LABELS)
+    bound_explanation: str | None = None  # 'window ≤ 46.8 MB/s (window 128 KiB / 2.8 ms)'
+    bounds: tuple[Bound, ...] | None = None  # every ceiling found; None: the row had no rate to explain
+    fixed_cost_s: float | None = None  # seconds every copy of this client and direction pays (fixedcost.fit)
+    streaming_bps: float | None = None  # bytes/s of the same fit once the copy streams
+
+    def row_json(self) -> dict[str, Any]:
+        """The row-level keys of schema 1."""
+        return {
+            "pct_of_tcp": self.pct_of_tcp,
+            "ceiling_bps": self.ceiling_bps,
+            "bound": self.bound,
+            "bound_explanation": self.bound_explanation,
+        }
+
+    def details_json(self) -> dict[str, Any]:
+        """The keys schema 1 adds to the row's `details` (only those that were found)."""
+        doc: dict[str, Any] = {}
+        if self.bounds is not None:
+            doc["bounds"] = [{"label": b.label, "bps": b.bps, "explanation": b.explanation} for b in self.bounds]
+        if self.fixed_cost_s is not None:
+            doc["fixed_cost_s"] = self.fixed_cost_s
+        if self.streaming_bps is not None:
+            doc["streaming_bps"] = self.streaming_bps
+        return doc
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> RowExplanation:
+        """Read back from a row object of schema 1 (its own keys and the ones it put in `details`)."""
+        details = row.get("details") or {}
+        raw_bounds = details.get("bounds")
+        return cls(
+            pct_of_tcp=row.get("pct_of_tcp"),
+            ceiling_bps=row.get("ceiling_bps"),
+            bound=row.get("bound"),
+            bound_explanation=row.get("bound_explanation"),
+            bounds=tuple(Bound(b["label"], b["bps"], b["explanation"]) for b in raw_bounds)
+            if isinstance(raw_bounds, list)
+            else None,
+            fixed_cost_s=details.get("fixed_cost_s"),
+            streaming_bps=details.get("streaming_bps"),
+        )
+
+
+# The keys of a row's `details` that are the explanation's, not the client's.
+_EXPLANATION_DETAILS = ("bounds", "fixed_cost_s", "streaming_bps")
+_UNEXPLAINED = RowExplanation()
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The explanation of a whole run: one RowExplanation per row (in the run's row order) and run-level notes.
+
+    The notes are also among the run's warnings, where the JSON document keeps them (schema 1 has one list).
+    """
+
+    rows: tuple[RowExplanation, ...]
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rows", tuple(self.rows))
+        object.__setattr__(self, "notes", tuple(self.notes))
+
+
+@dataclass(frozen=True)
 class Result:
     """One row: a protocol/client copying a file set in one direction, several times."""
 
@@ -48,14 +124,13 @@ class Result:
     file_set: str
     bytes: int  # per copy
     files: int  # per copy
-    samples: list[Sample] = field(default_factory=list)
-    warmup: int = 0
+    samples: tuple[Sample, ...] = ()
+    warmup: int = 0  # untimed copies made first
     error: str | None = None  # why the row failed, or "unavailable: ..."
-    details: dict[str, Any] = field(default_factory=dict)
-    pct_of_tcp: float | None = None
-    ceiling_bps: float | None = None
-    bound: str | None = None
-    bound_explanation: str | None = None
+    details: ClientDetails = field(default_factory=ClientDetails)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "samples", tuple(self.samples))
 
     @property
     def label(self) -> str:
@@ -95,7 +170,9 @@ class Result:
     def stall_seconds(self) -> float:
         return sum(length for s in self.good_samples for _, length in s.stalls) * INTERVAL_S
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, explanation: RowExplanation | None = None) -> dict[str, Any]:
+        """The row object of schema 1, with what `explanation` says about it (all null without one)."""
+        why = explanation or _UNEXPLAINED
         summary = self.summary
         return {
             "protocol": self.protocol,
@@ -115,25 +192,24 @@ class Result:
             "min_bps": summary.minimum if summary else None,
             "max_bps": summary.maximum if summary else None,
             "files_per_s": self.files_per_s,
-            "pct_of_tcp": self.pct_of_tcp,
-            "ceiling_bps": self.ceiling_bps,
-            "bound": self.bound,
-            "bound_explanation": self.bound_explanation,
+            **why.row_json(),
             "stalls": self.stall_count,
             "stall_seconds": round(self.stall_seconds, 3),
             "verified": self.verified,
             "error": self.error,
-            "details": self.details,
+            "details": {**self.details.to_json(), **why.details_json()},
             "interval_s": INTERVAL_S,
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Result:
+    def from_json(cls, data: Mapping[str, Any]) -> Result:
+        """The measured row of a schema-1 row object (RowExplanation.from_json reads the rest)."""
         samples = []
         for raw in data.get("samples", []):
-            fields = {k: raw.get(k) for k in Sample.__dataclass_fields__ if k in raw}
-            fields["intervals"] = tuple(raw.get("intervals") or ())
-            samples.append(Sample(**fields))
+            known = {k: raw.get(k) for k in Sample.__dataclass_fields__ if k in raw}
+            known["intervals"] = tuple(raw.get("intervals") or ())
+            samples.append(Sample(**known))
+        details = {k: v for k, v in (data.get("details") or {}).items() if k not in _EXPLANATION_DETAILS}
         return cls(
             protocol=data["protocol"],
             client=data["client"],
@@ -141,18 +217,14 @@ class Result:
             file_set=data["file_set"],
             bytes=data["bytes"],
             files=data.get("files", 1),
-            samples=samples,
+            samples=tuple(samples),
             warmup=data.get("warmup", 0),
             error=data.get("error"),
-            details=data.get("details") or {},
-            pct_of_tcp=data.get("pct_of_tcp"),
-            ceiling_bps=data.get("ceiling_bps"),
-            bound=data.get("bound"),
-            bound_explanation=data.get("bound_explanation"),
+            details=ClientDetails.from_json(details),
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Baseline:
     """The raw TCP limit of the path, measured in the same run before the copies."""
 
@@ -163,57 +235,92 @@ class Baseline:
     window_bytes: int | None = None  # window in use during the probe (from TCP_INFO)
     iperf3_up_bps: float | None = None
     iperf3_down_bps: float | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)  # the probe's own figures, as JSON
     error: str | None = None
 
     def for_direction(self, direction: str) -> float | None:
         return self.up_bps if direction == "upload" else self.down_bps
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {f.name: dict(self.details) if f.name == "details" else getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> Baseline:
+    def from_json(cls, data: Mapping[str, Any] | None) -> Baseline:
         data = data or {}
         return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
 
 
-@dataclass
+@dataclass(frozen=True)
 class Run:
-    """A whole run: metadata, baseline, rows; `link` and `window_sweep` only in the lab."""
+    """A whole run: metadata, baseline, rows and their explanation; `link` and `window_sweep` only in the lab.
+
+    `warnings` are what the run has to say beyond its rows, the explanation's notes among them.
+    """
 
     id: int | None
-    meta: dict[str, Any]
+    meta: Mapping[str, Any]
     baseline: Baseline
-    results: list[Result] = field(default_factory=list)
-    link: dict[str, Any] | None = None
-    window_sweep: list[dict[str, Any]] | None = None
-    warnings: list[str] = field(default_factory=list)
+    results: tuple[Result, ...] = ()
+    link: Mapping[str, Any] | None = None
+    window_sweep: tuple[Mapping[str, Any], ...] | None = None
+    warnings: tuple[str, ...] = ()
+    explanation: Explanation | None = None
+
+    def __post_init__(self) -> None:
+        # Sequences given as lists (a caller's own, or a JSON document's) become tuples: the run never changes.
+        object.__setattr__(self, "results", tuple(self.results))
+        object.__setattr__(self, "warnings", tuple(self.warnings))
+        if self.window_sweep is not None:
+            object.__setattr__(self, "window_sweep", tuple(self.window_sweep))
+        if self.explanation is not None and len(self.explanation.rows) != len(self.results):
+            raise ValueError(f"an explanation of {len(self.explanation.rows)} rows for {len(self.results)} rows")
+
+    def explained(self, explanation: Explanation) -> Run:
+        """This run with `explanation` (of these very rows), its notes added to the warnings."""
+        return replace(self, explanation=explanation, warnings=(*self.warnings, *explanation.notes))
+
+    def explanation_of(self, index: int) -> RowExplanation:
+        """What the explanation says about row `index` (all None when the run has none)."""
+        return self.explanation.rows[index] if self.explanation is not None else _UNEXPLAINED
+
+    def explained_rows(self) -> list[tuple[Result, RowExplanation]]:
+        return [(row, self.explanation_of(i)) for i, row in enumerate(self.results)]
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "schema": SCHEMA,
             "run": {"id": self.id, **self.meta},
             "baseline": self.baseline.to_json(),
-            "results": [r.to_json() for r in self.results],
-            "warnings": self.warnings,
+            "results": [row.to_json(why) for row, why in self.explained_rows()],
+            "warnings": list(self.warnings),
         }
         if self.link is not None:
-            doc["link"] = self.link
+            doc["link"] = dict(self.link)
         if self.window_sweep is not None:
-            doc["window_sweep"] = self.window_sweep
+            doc["window_sweep"] = [dict(point) for point in self.window_sweep]
         return doc
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Run:
+    def from_json(cls, doc: Mapping[str, Any]) -> Run:
         meta = dict(doc.get("run") or {})
         run_id = meta.pop("id", None)
+        rows = doc.get("results", [])
         return cls(
             id=run_id,
             meta=meta,
             baseline=Baseline.from_json(doc.get("baseline")),
-            results=[Result.from_json(r) for r in doc.get("results", [])],
+            results=tuple(Result.from_json(r) for r in rows),
             link=doc.get("link"),
             window_sweep=doc.get("window_sweep"),
-            warnings=list(doc.get("warnings") or []),
+            warnings=tuple(doc.get("warnings") or ()),
+            explanation=explanation_from_json(rows),
         )
+
+
+def explanation_from_json(rows: Sequence[Mapping[str, Any]]) -> Explanation | None:
+    """The explanation held in schema-1 row objects; None when no row carries one (a run stopped before it).
+
+    Its notes stay among the run's warnings: the document does not tell them apart.
+    """
+    explained = tuple(RowExplanation.from_json(r) for r in rows)
+    return Explanation(rows=explained) if any(why != _UNEXPLAINED for why in explained) else None

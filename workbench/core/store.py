@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.core.results import SCHEMA, Baseline, Result, Run
+from workbench.core.results import SCHEMA, Baseline, Result, RowExplanation, Run, explanation_from_json
 from workbench.shared.errors import NotFoundError, UsageError, from_os_error
 from workbench.shared.validate import check_run_id
 
@@ -99,7 +99,8 @@ class Store:
             if window_sweep is not None:
                 cur.execute("UPDATE runs SET window_sweep = ? WHERE id = ?", (json.dumps(window_sweep), run_id))
 
-    def save_result(self, run_id: int, idx: int, result: Result) -> None:
+    def save_result(self, run_id: int, idx: int, result: Result, explanation: RowExplanation | None = None) -> None:
+        """Row `idx` of the run as it is measured, and again with its explanation once the run is explained."""
         with self._tx() as cur:
             cur.execute(
                 "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -111,7 +112,7 @@ class Store:
                     result.direction,
                     result.file_set,
                     result.median_bps,
-                    json.dumps(result.to_json()),
+                    json.dumps(result.to_json(explanation)),
                 ),
             )
 
@@ -146,18 +147,19 @@ class Store:
             what = f"no run {run_id}" if run_id is not None else "no runs yet"
             raise NotFoundError(f"{what} in {self.path}", "list runs with 'workbench history'")
         rid, meta, baseline, link, sweep, warnings = row
-        results = [
-            Result.from_json(json.loads(doc))
+        docs = [
+            json.loads(doc)
             for (doc,) in self.db.execute("SELECT doc FROM results WHERE run_id = ? ORDER BY idx", (rid,))
         ]
         return Run(
             id=rid,
             meta=json.loads(meta),
             baseline=Baseline.from_json(json.loads(baseline) if baseline else None),
-            results=results,
+            results=tuple(Result.from_json(doc) for doc in docs),
             link=json.loads(link) if link else None,
             window_sweep=json.loads(sweep) if sweep else None,
-            warnings=json.loads(warnings) if warnings else [],
+            warnings=json.loads(warnings) if warnings else (),
+            explanation=explanation_from_json(docs),
         )
 
     def history(self, limit: int = 50) -> list[RunSummary]:
