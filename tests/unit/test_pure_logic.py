@@ -354,16 +354,18 @@ def test_a_run_whose_copies_would_take_hours_is_refused_before_the_first_copy() 
     from workbench.fixtures.manifest import FileEntry, FileSet, Manifest
     from workbench.protocols import registry
 
+    from workbench.cli.progress import RichObserver
     from workbench.core.runner import _check_copy_estimate
 
     both = ("upload", "download")
     plan = SimpleNamespace(entries=registry.select("http/aiohttp"), warmup=1, repeat=3, directions=both)
     gigabyte = Manifest(1, "random", [FileSet("1G", (FileEntry("f1G.bin", 10**9, "random", "0" * 32),))])
     console = Console(record=True, width=200)
+    observer = RichObserver(console)
     slow = Baseline(up_bps=125_000.0, down_bps=125_000.0)  # 1 Mbit/s: 8 copies of 1 GB take 17.8 h at least
     with pytest.raises(UsageError) as info:
-        _check_copy_estimate(plan, gigabyte, slow, console)  # type: ignore[arg-type]
+        _check_copy_estimate(plan, gigabyte, slow, observer)  # type: ignore[arg-type]
     assert "17.8 h" in info.value.message and "8 copies" in info.value.message
     fast = Baseline(up_bps=1e8, down_bps=1e8)  # 800 Mbit/s: 80 s
-    _check_copy_estimate(plan, gigabyte, fast, console)  # type: ignore[arg-type]
+    _check_copy_estimate(plan, gigabyte, fast, observer)  # type: ignore[arg-type]
     assert "at least 1 min" in console.export_text()

@@ -11,12 +11,14 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape  # messages quote user input such as '[ports]': print it, never parse it
 
+from workbench.cli.options import with_settings
+from workbench.core.settings import BY_NAME
 from workbench.shared import paths
 from workbench.shared.errors import ExitCode, NotFoundError, Terminated, UsageError, WorkbenchError, from_os_error
 
@@ -54,16 +56,9 @@ out = _console(stderr=False)
 _DEBUG = {"on": False}
 
 DbOpt = Annotated[Path | None, typer.Option("--db", help="Results database (default: the user's data dir).")]
-StallOpt = Annotated[
-    float,
-    typer.Option(
-        "--stall-timeout",
-        help="Seconds without progress after which a copy (or a control call) fails its row; the run goes on.",
-    ),
-]
 CredOpt = Annotated[
     Path | None,
-    typer.Option("--credentials", help="Credentials file written by the server (else $WORKBENCH_PASSWORD)."),
+    typer.Option("--credentials", help=BY_NAME["credentials"].help),
 ]
 
 
@@ -202,31 +197,21 @@ def tcp(
 
 # ---------------------------------------------------------------- run / report
 @app.command()
+@with_settings("run")
 def run(
     ctx: typer.Context,
-    host: Annotated[str | None, typer.Option(help="Far host running 'workbench serve' (and 'servers up').")] = None,
-    target: Annotated[Path | None, typer.Option(help="Target file written by the server (ports, paths).")] = None,
-    credentials: CredOpt = None,
-    protocols: Annotated[str, typer.Option(help="Protocols or protocol/client pairs, or 'all'.")] = "http,ftp",
-    sizes: Annotated[str, typer.Option(help="File sizes to copy.")] = "16M,256M",
-    small: Annotated[list[str] | None, typer.Option(help="Many-small-files sets, COUNTxSIZE.")] = None,
-    profile: Annotated[str, typer.Option(help="random, zero or text.")] = "random",
-    directions: Annotated[str, typer.Option(help="upload,download")] = "upload,download",
-    repeat: Annotated[int, typer.Option(help="Timed copies per row.")] = 3,
-    warmup: Annotated[int, typer.Option(help="Untimed copies first.")] = 1,
-    tcp_duration: Annotated[float, typer.Option(help="Seconds per direction for the raw-TCP baseline.")] = 3.0,
+    settings: dict[str, Any],
     config: Annotated[Path | None, typer.Option(help="TOML config file (flags override it).")] = None,
-    files_dir: Annotated[Path | None, typer.Option("--files", help="Local test files directory.")] = None,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
-    compress: Annotated[bool, typer.Option("--compress", help="rsync -z.")] = False,
     insecure_host_keys: Annotated[
         bool, typer.Option("--insecure-host-keys", help="Do not verify SSH host keys (not recommended).")
     ] = False,
-    stall_timeout: StallOpt = 30.0,
 ) -> None:
     """Copy test files over each protocol, both ways, several times; compare with the raw TCP limit."""
+    from workbench.cli.progress import present_run
+    from workbench.core import runner
     from workbench.core.config import build_plan
     from workbench.shared.validate import check_label, check_output_file
 
@@ -234,29 +219,16 @@ def run(
     check_output_file(json_out)
     if insecure_host_keys:
         err.print("[yellow]warning:[/] SSH host keys will not be verified (--insecure-host-keys)")
-
-    plan = build_plan(
-        config=config,
-        host=host,
-        target=target,
-        credentials=credentials,
-        protocols=protocols,
-        sizes=sizes,
-        small=small,
-        profile=profile,
-        directions=directions,
-        repeat=repeat,
-        warmup=warmup,
-        tcp_duration=tcp_duration,
-        files_dir=files_dir,
-        compress=compress,
-        verify_host_keys=not insecure_host_keys,
-        stall_timeout=stall_timeout,
-        explicit=_explicit_params(ctx),
+    values = {**settings, "verify_host_keys": not insecure_host_keys}
+    plan = build_plan(values, config=config, explicit=_explicit_params(ctx))
+    runner.clean_leftovers()
+    run = present_run(
+        out,
+        db or paths.default_db(),
+        json_out,
+        lambda recorder, observer: runner.execute(plan, recorder, observer, label=label),
     )
-    from workbench.core.runner import execute
-
-    _exit_for_rows(execute(plan, db_path=db or paths.default_db(), json_out=json_out, label=label, console=out))
+    _exit_for_rows(run)
 
 
 def _exit_for_rows(run: Run) -> None:
@@ -389,71 +361,35 @@ def doctor() -> None:
 
 # ---------------------------------------------------------------- lab
 @app.command()
+@with_settings("lab")
 def lab(
+    settings: dict[str, Any],
     link: Annotated[str, typer.Option(help="Link preset: wifi-ac (default), gige, 10ge, wan.")] = "wifi-ac",
     rate: Annotated[str | None, typer.Option(help="Link rate, e.g. 1gbit, 533mbit (overrides the preset).")] = None,
     rtt: Annotated[str | None, typer.Option(help="Round-trip time, e.g. 2.8ms (overrides the preset).")] = None,
     loss: Annotated[float, typer.Option(help="Random loss probability per packet (0..1).")] = 0.0,
     mtu: Annotated[int, typer.Option(help="Link MTU.")] = 1500,
     cc: Annotated[str | None, typer.Option(help="TCP congestion control in the lab (bbr, cubic).")] = None,
-    protocols: Annotated[str, typer.Option(help="Protocols or protocol/client pairs, or 'all'.")] = "all",
-    sizes: Annotated[str, typer.Option(help="File sizes to copy.")] = "16M,128M",
-    small: Annotated[
-        list[str] | None, typer.Option(help="Many-small-files sets, COUNTxSIZE (default 100x64K; 'none' for none).")
-    ] = None,
-    profile: Annotated[str, typer.Option(help="random, zero or text.")] = "random",
-    directions: Annotated[str, typer.Option(help="upload,download")] = "upload,download",
-    repeat: Annotated[int, typer.Option(help="Timed copies per row.")] = 3,
-    warmup: Annotated[int, typer.Option(help="Untimed copies first.")] = 1,
-    tcp_duration: Annotated[float, typer.Option(help="Seconds per direction for the raw-TCP baseline.")] = 3.0,
     window_sweep: Annotated[str | None, typer.Option(help="Also sweep TCP windows, e.g. 32K,64K,128K,256K.")] = None,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
-    compress: Annotated[bool, typer.Option("--compress", help="rsync -z.")] = False,
-    stall_timeout: StallOpt = 30.0,
 ) -> None:
     """Two emulated hosts joined by a real link (rate, delay, MTU) with real servers; runs the comparison."""
-    from workbench.lab.run import LabRequest, run_lab
+    from workbench.cli.progress import present_run
+    from workbench.lab.run import LabRequest, lab_settings, run_lab
     from workbench.shared.validate import check_label, check_output_file
 
     check_label(label)
     check_output_file(json_out)
-    run = run_lab(
-        LabRequest(
-            preset=link,
-            rate=rate,
-            rtt=rtt,
-            loss=loss,
-            mtu=mtu,
-            cc=cc,
-            protocols=protocols,
-            sizes=sizes,
-            small=_lab_small_sets(small),
-            profile=profile,
-            directions=directions,
-            repeat=repeat,
-            warmup=warmup,
-            tcp_duration=tcp_duration,
-            window_sweep=window_sweep,
-            compress=compress,
-            stall_timeout=stall_timeout,
-        ),
-        db_path=db or paths.default_db(),
-        json_out=json_out,
-        label=label,
-        console=out,
+    request = LabRequest(link, rate, rtt, loss, mtu, cc, window_sweep, lab_settings(settings))
+    run = present_run(
+        out,
+        db or paths.default_db(),
+        json_out,
+        lambda recorder, observer: run_lab(request, recorder, observer, label),
     )
     _exit_for_rows(run)
-
-
-def _lab_small_sets(small: list[str] | None) -> tuple[str, ...]:
-    """The lab copies a small-file set by default: files/s is half of the story users ask about."""
-    from workbench.lab.run import DEFAULT_SMALL
-
-    if small is None:
-        return DEFAULT_SMALL
-    return tuple(s for s in small if s.lower() != "none")
 
 
 # ---------------------------------------------------------------- entry point

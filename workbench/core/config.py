@@ -22,13 +22,14 @@ Config file keys (all optional), e.g.::
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Set
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from workbench.core.plan import DIRECTIONS, Plan
+from workbench.core.settings import BY_NAME, SETTINGS, Setting, default
 from workbench.protocols import registry
 from workbench.protocols.base import ClientOptions
 from workbench.shared import credentials as creds_mod
@@ -38,6 +39,7 @@ from workbench.shared.errors import NotFoundError, UsageError
 from workbench.shared.sizes import parse_sizes, parse_small_set
 from workbench.shared.target import DEFAULT_PORTS, Target
 from workbench.shared.validate import (
+    RANGES,
     check_budget,
     check_free_space,
     check_host,
@@ -68,45 +70,24 @@ PortsTable: type[BaseModel] = create_model(  # type: ignore[call-overload]
 )
 
 
-class ConfigFile(BaseModel):
-    """The TOML config file: every key optional; the types TOML carries are checked as they are."""
-
-    model_config = _STRICT
-
-    host: str | None = Field(None, **_doc("a host name or IP address string", 'host = "nas.local"'))
-    target: str | None = Field(None, **_doc("a path string to a target.json", 'target = "/path/to/target.json"'))
-    credentials: str | None = Field(
-        None, **_doc("a path string to a credentials.json", 'credentials = "/path/to/credentials.json"')
-    )
-    protocols: str | list[str] | None = Field(
-        None, **_doc("a comma-separated string or a list of protocols", 'protocols = "http,ftp"')
-    )
-    sizes: str | list[str] | None = Field(None, **_doc("a string of comma-separated sizes", 'sizes = "16M,256M"'))
-    small: str | list[str] | None = Field(
-        None, **_doc("a COUNTxSIZE string or a list of them", 'small = ["1000x16K"]')
-    )
-    profile: str | None = Field(None, **_doc("one of random, zero, text", 'profile = "random"'))
-    directions: str | list[str] | None = Field(
-        None, **_doc("a string of upload and/or download", 'directions = "upload,download"')
-    )
-    repeat: int | None = Field(None, ge=1, le=1000, **_doc("a whole number 1..1000", "repeat = 3"))
-    warmup: int | None = Field(None, ge=0, le=100, **_doc("a whole number 0..100", "warmup = 1"))
-    tcp_duration: float | None = Field(
-        None, gt=0, le=60, **_doc("a number of seconds above 0 and at most 60", "tcp_duration = 3.0")
-    )
-    files: str | None = Field(None, **_doc("a directory path string", 'files = "/var/tmp/workbench-files"'))
-    compress: bool | None = Field(None, **_doc("true or false", "compress = false"))
-    ports: PortsTable | None = Field(None, **_doc("a table of service = port", "ports = {http = 8181}"))  # type: ignore[valid-type]
-    seed: int | None = Field(None, ge=0, le=(1 << 63) - 1, **_doc("a whole number 0 or more", "seed = 1"))
-    stall_timeout: float | None = Field(
-        None, ge=1, le=3600, **_doc("a number of seconds 1..3600", "stall_timeout = 30")
-    )
-    block_size: int | None = Field(
-        None, ge=4096, le=64 << 20, **_doc("a whole number of bytes 4096..67108864", "block_size = 1048576")
-    )
+def _config_field(setting: Setting) -> tuple[Any, Any]:
+    """A config key from the settings table: optional, of the type TOML carries, within validate.RANGES."""
+    kind = setting.toml if setting.toml is not None else setting.type
+    bounds: dict[str, Any] = {}
+    if setting.name in RANGES:
+        low, high, low_open, _whole, _example = RANGES[setting.name]
+        bounds = {"gt" if low_open else "ge": low, "le": high}
+    return (kind | None, Field(None, **bounds, **_doc(setting.expects, setting.example)))
 
 
-_KEYS = set(ConfigFile.model_fields)
+# The TOML config file: every key optional (one per setting, plus [ports]); the types TOML carries are checked
+# as they are, so `repeat = "3"` is a mistake to report, not a value to coerce.
+ConfigFile: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "ConfigFile",
+    __config__=_STRICT,
+    **{s.name: _config_field(s) for s in SETTINGS},
+    ports=(PortsTable | None, Field(None, **_doc("a table of service = port", "ports = {http = 8181}"))),
+)
 
 
 def load_toml(path: Path) -> dict[str, Any]:
@@ -141,9 +122,9 @@ def _directions(text: str) -> tuple[str, ...]:
     return words
 
 
-def _given(values: dict[str, Any], key: str, default: Any) -> Any:
-    """The value the user gave (even an empty one, which is then refused), else the default."""
-    return default if values.get(key) is None else values[key]
+def _given(values: Mapping[str, Any], key: str) -> Any:
+    """The value the user gave (even an empty one, which is then refused), else the setting's default."""
+    return default(key) if values.get(key) is None else values[key]
 
 
 def _protocols(text: str) -> list[registry.Entry]:
@@ -160,15 +141,16 @@ def check_profile(name: str) -> str:
     return name
 
 
-def plan_inputs(values: dict[str, Any], where: Callable[[str], str] = flag) -> dict[str, Any]:
+def plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) -> dict[str, Any]:
     """Every part of a Plan but the target, parsed and range-checked; `where(key)` names a value's source.
 
-    Nothing is contacted or written: `run` and `lab` call this before any server, file or namespace.
+    A setting not in `values` (or None) takes its default from workbench.core.settings. Nothing is contacted
+    or written: `run` and `lab` call this before any server, file or namespace.
     """
-    for key in ("repeat", "warmup", "tcp_duration", "seed", "block_size", "stall_timeout"):
-        if values.get(key) is not None:
+    for key in RANGES:
+        if key in BY_NAME and values.get(key) is not None:
             check_range(key, values[key], source=where(key))
-    sizes_text = _text(values["sizes"]) if values.get("sizes") is not None else "16M"
+    sizes_text = _text(_given(values, "sizes"))
     sizes = tuple(named(where("sizes"), parse_sizes, sizes_text)) if sizes_text.strip() else ()
     small = values.get("small") or []
     if isinstance(small, str):
@@ -180,32 +162,30 @@ def plan_inputs(values: dict[str, Any], where: Callable[[str], str] = flag) -> d
     options = ClientOptions(
         compress=bool(values.get("compress")),
         verify_host_keys=bool(values.get("verify_host_keys", True)),
-        block_size=int(values.get("block_size") or 1 << 20),
-        timeout=float(values.get("stall_timeout") or ClientOptions.timeout),
+        block_size=int(_given(values, "block_size")),
+        timeout=float(_given(values, "stall_timeout")),
     )
     return {
-        "entries": tuple(named(where("protocols"), _protocols, _text(_given(values, "protocols", "http,ftp")))),
-        "directions": named(where("directions"), _directions, _text(_given(values, "directions", "upload,download"))),
+        "entries": tuple(named(where("protocols"), _protocols, _text(_given(values, "protocols")))),
+        "directions": named(where("directions"), _directions, _text(_given(values, "directions"))),
         "sizes": sizes,
         "small_sets": small_sets,
-        "profile": named(where("profile"), check_profile, str(values.get("profile") or "random")),
-        "seed": int(values.get("seed") if values.get("seed") is not None else 1),
-        "repeat": int(values.get("repeat") if values.get("repeat") is not None else 3),
-        "warmup": int(values.get("warmup") if values.get("warmup") is not None else 1),
-        "tcp_duration": float(values.get("tcp_duration") or 3.0),
+        "profile": named(where("profile"), check_profile, str(values.get("profile") or default("profile"))),
+        "seed": int(_given(values, "seed")),
+        "repeat": int(_given(values, "repeat")),
+        "warmup": int(_given(values, "warmup")),
+        "tcp_duration": float(_given(values, "tcp_duration")),
         "options": options,
     }
 
 
-def build_plan(*, config: Path | None, explicit: set[str], files_dir: Path | None, **flags: Any) -> Plan:
-    """Merge the config file under the flags the user typed; validate everything before any traffic."""
-    values = dict(flags)
+def build_plan(values: Mapping[str, Any], *, config: Path | None = None, explicit: Set[str] = frozenset()) -> Plan:
+    """A Plan from settings by name (workbench.core.settings), with the config file's values under those the
+    user did not type (`explicit`); everything validated before any traffic."""
+    values = dict(values)
     from_file: set[str] = set()
     if config is not None:
-        file_values = load_toml(config)
-        if "files" in file_values and files_dir is None:
-            files_dir = Path(file_values.pop("files"))
-        for key, value in file_values.items():
+        for key, value in load_toml(config).items():
             if key not in explicit:
                 values[key] = value
                 from_file.add(key)
@@ -214,7 +194,7 @@ def build_plan(*, config: Path | None, explicit: set[str], files_dir: Path | Non
         return f"config {config} key '{key}'" if key in from_file else flag(key)
 
     inputs = plan_inputs(values, where)
-    files_dir = files_dir or paths.data_dir() / "files"
+    files_dir = Path(values["files"]) if values.get("files") else paths.data_dir() / "files"
     check_free_space(files_dir, sum(inputs["sizes"]) + sum(s.count * s.size for s in inputs["small_sets"]))
     host = check_host(str(values["host"]), source=where("host")) if values.get("host") is not None else None
     ports = {**DEFAULT_PORTS, **(values.get("ports") or {})}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from workbench.protocols.base import ClientOptions
 from workbench.protocols.registry import Entry
@@ -16,17 +15,18 @@ DIRECTIONS = ("upload", "download")
 
 @dataclass(frozen=True)
 class Plan:
+    """The parsed settings (their defaults are workbench.core.settings's, applied by config.plan_inputs)."""
+
     target: Target
     entries: tuple[Entry, ...]
-    directions: tuple[str, ...] = DIRECTIONS
-    sizes: tuple[int, ...] = (16 << 20,)
-    small_sets: tuple[SmallSet, ...] = ()
-    profile: str = "random"
-    seed: int = 1
-    repeat: int = 3
-    warmup: int = 1
-    tcp_duration: float = 3.0
-    files_dir: Path = Path("files")
+    directions: tuple[str, ...]
+    sizes: tuple[int, ...]
+    small_sets: tuple[SmallSet, ...]
+    profile: str
+    seed: int
+    repeat: int
+    warmup: int
+    tcp_duration: float
+    files_dir: Path
     options: ClientOptions = field(default_factory=ClientOptions)
-    link: dict[str, Any] | None = None  # the lab's measured link (rate_bps, rtt_ms, mtu)
     iperf3: bool = True

@@ -8,7 +8,8 @@ fails its row with the reason and the run goes on; each finished row is saved at
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
+import functools
 import os
 import re
 import secrets
@@ -20,18 +21,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
+from workbench.core import settings
+from workbench.core.context import EmulatorReport, LabContext
+from workbench.core.farhost import FarHost, ServedFarHost
+from workbench.core.observe import QuietObserver, Recorder, RunObserver
 from workbench.core.plan import Plan
-from workbench.core.results import Baseline, Result, Run, Sample
+from workbench.core.results import Baseline, Explanation, Result, Run, Sample
 from workbench.core.sampler import CopyMeter
-from workbench.core.store import Store
 from workbench.fixtures import generate
 from workbench.fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
 from workbench.protocols import registry
 from workbench.protocols.base import Client, FileCopy
-from workbench.protocols.control import Control
 from workbench.shared import hostinfo, procs
 from workbench.shared.errors import NotFoundError, UnavailableError, WorkbenchError, from_os_error
 from workbench.shared.paths import FILES_DIR, INCOMING_DIR
@@ -56,7 +56,7 @@ def _slug(text: str) -> str:
 class _Copier:
     """Runs the copies of one client and turns them into Samples."""
 
-    def __init__(self, client: Client, control: Control, plan: Plan, scratch: Path) -> None:
+    def __init__(self, client: Client, control: FarHost, plan: Plan, scratch: Path) -> None:
         self.client = client  # replaced by a fresh session after a failed copy (see _reconnect)
         self.control = control
         self.plan = plan
@@ -69,7 +69,9 @@ class _Copier:
             FileCopy(self.plan.files_dir / f.name, f"{upload_dir}/{Path(f.name).name}", f.size) for f in file_set.files
         ]
 
-    def copy_once(self, file_set: FileSet, direction: str, upload_dir: str, progress_hook: Any) -> Sample:
+    def copy_once(
+        self, file_set: FileSet, direction: str, upload_dir: str, progress_hook: Callable[[int], None]
+    ) -> Sample:
         jobs = self._jobs(file_set, direction, upload_dir)
         meter = CopyMeter(on_tick=progress_hook)
         server_cpu0 = self.control.cpu_seconds()
@@ -143,7 +145,7 @@ class _Copier:
                     job.local.unlink()
 
 
-def _prepare_files(plan: Plan, control: Control) -> Manifest:
+def _prepare_files(plan: Plan, control: FarHost) -> Manifest:
     """Make the files locally and on the far host (same seed, same bytes) and check both manifests agree."""
     local = generate.make(plan.files_dir, plan.sizes, plan.small_sets, plan.profile, plan.seed).manifest
     remote = Manifest.from_json(
@@ -188,27 +190,20 @@ def _measure_rows(
     run_id: int,
     run_dir: str,
     manifest: Manifest,
-    control: Control,
-    store: Store,
-    console: Console,
+    control: FarHost,
+    recorder: Recorder,
+    observer: RunObserver,
     results: list[Result],
 ) -> list[Result]:
-    """Measure every row, appending each to `results` as it finishes (so Ctrl-C/SIGTERM keep them in the JSON)."""
-    index = len(results)
+    """Measure every row, appending each to `results` and handing it to the recorder as it finishes (so
+    Ctrl-C/SIGTERM keep the finished rows in the database and the JSON)."""
 
     def save(row: Result) -> None:
-        nonlocal index
+        index = len(results)
         results.append(row)
-        store.save_result(run_id, index, row)
-        index += 1
+        recorder.row(run_id, index, row)
 
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-    )
-    with _scratch_dir() as scratch, Progress(*columns, console=console, transient=True) as bar:
+    with _scratch_dir() as scratch:
         for entry in plan.entries:
             loaded = registry.load(entry)
             if isinstance(loaded, str):
@@ -230,7 +225,7 @@ def _measure_rows(
             try:
                 for direction in plan.directions:
                     for file_set in manifest.sets:
-                        save(_measure_row(plan, run_dir, copier, entry, direction, file_set, bar))
+                        save(_measure_row(plan, run_dir, copier, entry, direction, file_set, observer))
             finally:
                 copier.client.close()
     return results
@@ -243,46 +238,46 @@ def _measure_row(
     entry: registry.Entry,
     direction: str,
     file_set: FileSet,
-    bar: Progress,
+    observer: RunObserver,
 ) -> Result:
     protocol, name = entry.label.split("/")
-    row = Result(protocol, name, direction, file_set.name, file_set.total_bytes, len(file_set.files))
+    row = functools.partial(Result, protocol, name, direction, file_set.name, file_set.total_bytes, len(file_set.files))
     upload_dir = f"{run_dir}/{_slug(entry.label)}-{_slug(file_set.name)}"
     try:
         if direction == "upload":
             copier.client.mkdir(upload_dir)
     except WorkbenchError as exc:
-        row.error = exc.one_line()
         copier.client = _reconnect(copier.client)  # a session that broke between rows must not fail the rest
-        return row
+        return row(error=exc.one_line())
     total = plan.warmup + plan.repeat
-    task = bar.add_task(f"{entry.label} {direction} {file_set.name}", total=file_set.total_bytes)
+    samples: list[Sample] = []
+    warmup = 0
+    error: str | None = None
+    progress = observer.row_progress(f"{entry.label} {direction} {file_set.name}", file_set.total_bytes)
     try:
         for attempt in range(total):
             warm = attempt < plan.warmup
             label = "warm-up" if warm else f"{attempt - plan.warmup + 1}/{plan.repeat}"
-            bar.reset(
-                task, total=file_set.total_bytes, description=f"{entry.label} {direction} {file_set.name} {label}"
-            )
-            sample = copier.copy_once(file_set, direction, upload_dir, lambda n: bar.update(task, completed=n))
+            progress.restart(f"{entry.label} {direction} {file_set.name} {label}")
+            sample = copier.copy_once(file_set, direction, upload_dir, progress.advance)
             if warm:
-                row.warmup += 1
+                warmup += 1
                 if sample.error is None:
                     continue
             else:
-                row.samples.append(sample)
+                samples.append(sample)
             if sample.error is not None:
-                row.error = sample.error
+                error = sample.error
                 copier.client = _reconnect(copier.client)
                 break
     finally:
-        bar.remove_task(task)
+        progress.close()
     with contextlib.suppress(WorkbenchError):
         copier.control.delete(upload_dir)
     details = copier.client.row_details(direction)
-    details.setdefault("page_cache", "server reads from its page cache")
-    row.details = details
-    return row
+    if details.page_cache is None:  # every client but a mount: the copy is served from the server's page cache
+        details = dataclasses.replace(details, page_cache="server reads from its page cache")
+    return row(samples=tuple(samples), warmup=warmup, error=error, details=details)
 
 
 def _reconnect(client: Client) -> Client:
@@ -300,101 +295,107 @@ def run_meta(plan: Plan, server: dict[str, Any]) -> dict[str, Any]:
         "client": hostinfo.describe(plan.target.host),
         "server": server,
         "target": {"host": plan.target.host, "ports": dict(plan.target.ports)},
-        "plan": {
-            "protocols": [e.label for e in plan.entries],
-            "directions": list(plan.directions),
-            "sizes": list(plan.sizes),
-            "small_sets": [s.name for s in plan.small_sets],
-            "profile": plan.profile,
-            "seed": plan.seed,
-            "repeat": plan.repeat,
-            "warmup": plan.warmup,
-            "block_size": plan.options.block_size,
-            "compress": plan.options.compress,
-        },
+        "plan": settings.plan_json(plan),
         "disk": "downloads land in the client's page cache (no fsync); uploads are read from it",
     }
 
 
-def execute(
-    plan: Plan,
-    db_path: Path,
-    json_out: Path | None,
-    label: str | None,
-    console: Console,
-    extra: dict[str, Any] | None = None,
-    on_finish: Callable[[Run], list[str]] | None = None,
-) -> Run:
-    """Run the plan, save every row as it finishes, render the summary table, write the JSON document.
-
-    `on_finish(run)` may amend the run (the lab adds what its emulator did) and returns notes to add.
-    """
+def clean_leftovers() -> None:
+    """Remove what a run killed outright left on this machine: mounts, then its temporary files (an smbclient
+    auth file holds a password). A dead lab's directory is the next lab's to clean: it names that lab's servers.
+    Called by `run` and `lab` before execute()."""
     from workbench.protocols.mounts import stale
 
-    # What a run killed outright left on this machine: mounts, then its temporary files (an smbclient auth
-    # file holds a password). A dead lab's directory is the next lab's to clean: it names that lab's servers.
     stale.unmount_stale()
     stale.remove_stale_temp(keep_kinds=("lab",))
-    from workbench.cli.report import render_run
-    from workbench.core.baseline import measure_baseline
-    from workbench.core.explain import explain_rows
 
-    # A control call that gets no answer for the stall timeout is as dead as a stalled copy (at most 30 s).
-    control = Control(plan.target, timeout=plan.options.timeout)
+
+def execute(
+    plan: Plan,
+    recorder: Recorder,
+    observer: RunObserver | None = None,
+    *,
+    far: FarHost | None = None,
+    lab: LabContext | None = None,
+    label: str | None = None,
+) -> Run:
+    """Run the plan: baseline, then every row, each handed to `recorder.row` as it finishes; the finished run.
+
+    `recorder.finish(run)` gets the run as it ended, also when Ctrl-C, SIGTERM or a failure stops it (the
+    exception then goes on): its finished rows are kept. `far` is the far host (default: `workbench serve`
+    at plan.target); `lab` adds the lab's link, window sweep and emulator figures.
+    """
+    from workbench.core.explain import explain
+
+    observer = observer or QuietObserver()
+    control = far if far is not None else ServedFarHost(plan)
     # The first call reaches the server: an unreachable host or a bad password stops here, in one line.
     meta = run_meta(plan, control.info())
-    if json_out is not None:
-        _check_writable(json_out)
-    with Store(db_path) as store:
-        # Uploads go under a directory no other client can pick: the database id alone is per client, so two
-        # clients with their own databases would share incoming/run-1 and delete each other's files.
-        meta["upload_token"] = secrets.token_hex(8)
-        # Who runs it: a later run from this database can tell a killed run (owner gone) from a live one.
-        meta["owner"] = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
-        _remove_uploads_of_killed_runs(store, control, plan.target)
-        run_id = store.begin_run(meta, label)
-        run_dir = _run_dir(run_id, meta["upload_token"])
-        meta["upload_dir"] = run_dir
-        run = Run(id=run_id, meta=meta, baseline=Baseline(), link=plan.link)
-        if extra:
-            run.window_sweep = extra.get("window_sweep")
-        store.save_extra(run_id, link=plan.link, window_sweep=run.window_sweep)
-        try:
-            console.print(f"[bold]run {run_id}[/]: preparing test files on both hosts…")
-            manifest = _prepare_files(plan, control)
-            console.print(f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…")
-            run.baseline = measure_baseline(plan)
-            store.save_baseline(run_id, run.baseline)
-            _check_copy_estimate(plan, manifest, run.baseline, console)
-            # Made by serve before any client: every server may then write beneath it (the rsync daemon, which
-            # transfers as its own uid, through the write grant it inherits from incoming/'s default ACL).
-            control.mkdir(run_dir)
-            _measure_rows(plan, run_id, run_dir, manifest, control, store, console, run.results)
-            run.warnings.extend(explain_rows(run, plan))
-            for i, row in enumerate(run.results):
-                store.save_result(run_id, i, row)
-        finally:
-            with contextlib.suppress(WorkbenchError):  # rows remove their own; this takes the empty run directory
-                control.delete(run_dir)
-            run.meta["finished_utc"] = _utc_now()
-            if on_finish is not None:
-                with contextlib.suppress(Exception):  # a note about the run must never lose the run
-                    run.warnings.extend(on_finish(run))
-                store.save_extra(run_id, link=run.link)
-            store.finish_run(run_id, run.meta["finished_utc"], run.warnings, run.meta)
-            if json_out is not None:
-                json_out.write_text(json.dumps(run.to_json(), indent=1))
-    render_run(console, run)
-    if json_out is not None:
-        console.print(f"JSON document: {json_out}")
+    # Uploads go under a directory no other client can pick: the database id alone is per client, so two
+    # clients with their own databases would share incoming/run-1 and delete each other's files.
+    meta["upload_token"] = secrets.token_hex(8)
+    # Who runs it: a later run from this database can tell a killed run (owner gone) from a live one.
+    meta["owner"] = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
+    _remove_uploads_of_killed_runs(recorder, control, plan.target)
+    link = dict(lab.link) if lab is not None else None
+    window_sweep = lab.window_sweep if lab is not None else None
+    run_id = recorder.begin(meta, label, link, window_sweep)
+    run_dir = _run_dir(run_id, meta["upload_token"])
+    meta["upload_dir"] = run_dir
+    baseline = Baseline()
+    rows: list[Result] = []  # the runner's own list: the Run is made once, from it, when the run ends
+    warnings: list[str] = []
+    explanation: Explanation | None = None  # of the rows, once they are all measured
+    try:
+        observer.status(f"run {run_id}: preparing test files on both hosts…")
+        manifest = _prepare_files(plan, control)
+        observer.status(f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…")
+        baseline = control.baseline(plan)
+        recorder.baseline(run_id, baseline)
+        _check_copy_estimate(plan, manifest, baseline, observer)
+        # Made by serve before any client: every server may then write beneath it (the rsync daemon, which
+        # transfers as its own uid, through the write grant it inherits from incoming/'s default ACL).
+        control.mkdir(run_dir)
+        _measure_rows(plan, run_id, run_dir, manifest, control, recorder, observer, rows)
+        measured = Run(run_id, meta, baseline, results=tuple(rows), link=link, window_sweep=window_sweep)
+        explanation = explain(measured, plan.target.host)
+        warnings.extend(explanation.notes)
+    finally:
+        with contextlib.suppress(WorkbenchError):  # rows remove their own; this takes the empty run directory
+            control.delete(run_dir)
+        meta["finished_utc"] = _utc_now()
+        if lab is not None:
+            emulator = _emulator_report(lab)
+            link = lab.link_after(emulator)
+            warnings.extend(emulator.notes if emulator is not None else ())
+        run = Run(
+            id=run_id,
+            meta=meta,
+            baseline=baseline,
+            results=tuple(rows),
+            link=link,
+            window_sweep=window_sweep,
+            warnings=tuple(warnings),
+            explanation=explanation,
+        )
+        recorder.finish(run)
     return run
+
+
+def _emulator_report(lab: LabContext) -> EmulatorReport | None:
+    if lab.emulator is None:
+        return None
+    try:
+        return lab.emulator.report()
+    except Exception:  # a note about the run must never lose the run
+        return None
 
 
 def _run_dir(run_id: int, token: str) -> str:
     return f"{INCOMING_DIR}/run-{run_id}-{token}"
 
 
-def _remove_uploads_of_killed_runs(store: Store, control: Control, target: Target) -> None:
+def _remove_uploads_of_killed_runs(recorder: Recorder, control: FarHost, target: Target) -> None:
     """Delete on the far host the upload directory of each earlier run of this database that was killed.
 
     A run ended by Ctrl-C or SIGTERM removes its own; one killed outright (SIGKILL) cannot, and no other
@@ -402,7 +403,7 @@ def _remove_uploads_of_killed_runs(store: Store, control: Control, target: Targe
     process is gone are touched: a run still going in another shell keeps its files.
     """
     here = {"host": target.host, "ports": dict(target.ports)}
-    for run_id, meta in store.unfinished_runs():
+    for run_id, meta in recorder.unfinished_runs():
         owner, token = meta.get("owner") or {}, meta.get("upload_token")
         if not token or meta.get("upload_removed") or meta.get("target") != here:
             continue
@@ -416,10 +417,10 @@ def _remove_uploads_of_killed_runs(store: Store, control: Control, target: Targe
         except WorkbenchError:
             continue  # the far host is unwell: try again next run
         meta["upload_removed"] = True
-        store.update_meta(run_id, meta)
+        recorder.update_meta(run_id, meta)
 
 
-def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, console: Console) -> None:
+def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, observer: RunObserver) -> None:
     """Say how long the copies take at least, at the raw TCP rate just measured; refuse hours of them.
 
     The raw TCP rate bounds every client, so this is a floor: a plan of 1 GB files over a 1 Mbit/s path
@@ -436,7 +437,7 @@ def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, con
         if not rate_bytes_per_s:
             return  # no baseline this way: nothing to estimate from
         least_s += copies_per_direction * set_bytes / rate_bytes_per_s
-    console.print(f"the copies take at least {format_duration(least_s)} at the raw TCP rate")
+    observer.status(f"the copies take at least {format_duration(least_s)} at the raw TCP rate")
     check_copy_estimate(
         least_s,
         copies_per_direction * len(plan.directions),
@@ -445,10 +446,3 @@ def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, con
         "use smaller --sizes, fewer --protocols or --repeat",
     )
 
-
-def _check_writable(path: Path) -> None:
-    try:
-        with open(path, "a"):
-            pass
-    except OSError as exc:
-        raise from_os_error(exc, f"opening {path} for the JSON document") from exc

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,3 +169,70 @@ class Store:
             (limit,),
         ).fetchall()
         return [RunSummary(int(i), s, lbl, int(n), bool(f)) for i, s, lbl, n, f in rows]
+
+
+class StoreRecorder:
+    """The runner's Recorder (workbench.core.observe) backed by the results database.
+
+    The database is opened at the run's first call, not here: a far host that does not answer, or a bad
+    password, stops a run before it has touched the database. `finished` is the run as it ended (also
+    after Ctrl-C or a failure), for the caller to write its JSON document from.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.finished: Run | None = None
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.path)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __enter__(self) -> StoreRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def unfinished_runs(self) -> list[tuple[int, dict[str, Any]]]:
+        return self.store.unfinished_runs()
+
+    def update_meta(self, run_id: int, meta: Mapping[str, Any]) -> None:
+        self.store.update_meta(run_id, dict(meta))
+
+    def begin(
+        self,
+        meta: Mapping[str, Any],
+        label: str | None,
+        link: Mapping[str, Any] | None,
+        window_sweep: tuple[Mapping[str, Any], ...] | None,
+    ) -> int:
+        run_id = self.store.begin_run(dict(meta), label)
+        self.store.save_extra(
+            run_id,
+            link=dict(link) if link is not None else None,
+            window_sweep=[dict(w) for w in window_sweep] if window_sweep is not None else None,
+        )
+        return run_id
+
+    def baseline(self, run_id: int, baseline: Baseline) -> None:
+        self.store.save_baseline(run_id, baseline)
+
+    def row(self, run_id: int, index: int, row: Result) -> None:
+        self.store.save_result(run_id, index, row)
+
+    def finish(self, run: Run) -> None:
+        assert run.id is not None  # a run is recorded only once begin() gave it an id
+        self.finished = run
+        for index, (row, why) in enumerate(run.explained_rows()):  # again, with what each row reached
+            self.store.save_result(run.id, index, row, why)
+        if run.link is not None:
+            self.store.save_extra(run.id, link=dict(run.link))
+        self.store.finish_run(run.id, str(run.meta["finished_utc"]), list(run.warnings), dict(run.meta))

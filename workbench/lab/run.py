@@ -14,41 +14,44 @@ import dataclasses
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rich.console import Console
-
+from workbench.core.context import EmulatorReport, LabContext
+from workbench.core.observe import Recorder, RunObserver
+from workbench.core.results import Run
+from workbench.core.settings import default
 from workbench.shared import paths
 from workbench.shared.errors import UsageError, WorkbenchError
 
-if TYPE_CHECKING:
-    from workbench.core.results import Run
-
 DEFAULT_PRESET = "wifi-ac"
-DEFAULT_SMALL = ("100x64K",)
 
 
 @dataclass(frozen=True)
 class LabRequest:
-    preset: str = DEFAULT_PRESET
-    rate: str | None = None
-    rtt: str | None = None
-    loss: float = 0.0
-    mtu: int = 1500
-    cc: str | None = None
-    protocols: str = "all"
-    sizes: str = "16M,128M"
-    small: tuple[str, ...] = ()
-    profile: str = "random"
-    directions: str = "upload,download"
-    repeat: int = 3
-    warmup: int = 1
-    tcp_duration: float = 3.0
-    window_sweep: str | None = None
-    compress: bool = False
-    stall_timeout: float = 30.0  # seconds without progress before a copy fails its row (ClientOptions.timeout)
+    """The emulated link asked for, and the plan's settings by name (workbench.core.settings)."""
+
+    preset: str
+    rate: str | None
+    rtt: str | None
+    loss: float
+    mtu: int
+    cc: str | None
+    window_sweep: str | None
+    settings: Mapping[str, Any]
+
+
+def lab_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan's settings for a lab from its flags: a small-file set unless told otherwise ('none': none)."""
+    values = dict(flags)
+    small = values.get("small")
+    if small is None:
+        values["small"] = list(default("small", "lab"))
+    else:
+        values["small"] = [s for s in small if s.lower() != "none"]
+    return values
 
 
 def link_spec(req: LabRequest) -> Any:
@@ -83,20 +86,8 @@ def validate_request(req: LabRequest) -> Any:
                 f"--cc {req.cc!r} is not a congestion control this kernel offers",
                 f"choose from {', '.join(available)}, e.g. --cc cubic",
             )
-    inputs = plan_inputs(
-        {
-            "protocols": req.protocols,
-            "sizes": req.sizes,
-            "small": list(req.small),
-            "profile": req.profile,
-            "directions": req.directions,
-            "repeat": req.repeat,
-            "warmup": req.warmup,
-            "tcp_duration": req.tcp_duration,
-            "stall_timeout": req.stall_timeout,
-        }
-    )
-    check_windows(None, req.window_sweep, req.tcp_duration)
+    inputs = plan_inputs(req.settings)
+    check_windows(None, req.window_sweep, float(req.settings.get("tcp_duration") or default("tcp_duration")))
     files_bytes = sum(inputs["sizes"]) + sum(s.count * s.size for s in inputs["small_sets"])
     check_free_space(paths.data_dir() / "files", files_bytes)
     spec = link_spec(req)
@@ -141,27 +132,30 @@ def link_document(described: dict[str, Any], preset: str) -> dict[str, Any]:
     return doc
 
 
-def run_lab(req: LabRequest, db_path: Path, json_out: Path | None, label: str | None, console: Console) -> Run:
-    """Build the lab, run the comparison inside it, tear it down (also on Ctrl-C and SIGTERM); the finished run."""
+def run_lab(req: LabRequest, recorder: Recorder, observer: RunObserver, label: str | None = None) -> Run:
+    """Build the lab, run the comparison inside it, tear it down (also on Ctrl-C and SIGTERM); the finished run.
+
+    Each finished row goes to `recorder` as in `run`; `observer` shows what the lab and the run do.
+    """
     from workbench.lab import Lab, check_available, cleanup_stale
 
     spec = validate_request(req)  # before anything is built: a typo must not cost a namespace
     check_available()
     for removed in cleanup_stale():
-        console.print(f"removed a stale lab left by a killed run: {removed}")
+        observer.status(f"removed a stale lab left by a killed run: {removed}")
     work = Path(tempfile.mkdtemp(prefix=f"workbench-lab-{os.getpid()}-"))  # owner pid: see lab/leftovers.py
     root = work / "root"
     root.mkdir()
     state = work / "state"
     try:
         rate_text = f"{spec.rate_bps / 1e6:,.0f} Mbit/s"
-        console.print(f"lab: {req.preset} link, {rate_text}, RTT {spec.rtt_ms} ms, MTU {spec.mtu}: building…")
+        observer.status(f"lab: {req.preset} link, {rate_text}, RTT {spec.rtt_ms} ms, MTU {spec.mtu}: building…")
         with Lab(spec) as lab:
-            console.print(f"lab: idle RTT measured {lab.idle_rtt_ms:.2f} ms; measuring goodput (3 s)…")
+            observer.status(f"lab: idle RTT measured {lab.idle_rtt_ms:.2f} ms; measuring goodput (3 s)…")
             with contextlib.suppress(WorkbenchError):
                 lab.measure_goodput(seconds=3.0)
             link = link_document(lab.describe(), req.preset)
-            return _run_inside(lab, req, root, state, link, db_path, json_out, label, console)
+            return _run_inside(lab, req, root, state, link, recorder, observer, label or f"lab {req.preset}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -172,85 +166,64 @@ def _run_inside(
     root: Path,
     state: Path,
     link: dict[str, Any],
-    db_path: Path,
-    json_out: Path | None,
-    label: str | None,
-    console: Console,
+    recorder: Recorder,
+    observer: RunObserver,
+    label: str,
 ) -> Run:
+    from workbench.core import runner
     from workbench.core.config import build_plan
-    from workbench.core.runner import execute
     from workbench.server.daemons import supervisor
 
-    console.print(f"lab: starting servers on the server host {lab.server_addr}…")
+    observer.status(f"lab: starting servers on the server host {lab.server_addr}…")
     servers = supervisor.up(root, lab.server_addr, state, netns=lab.server_ns)
     for line in servers.lines():
-        console.print(f"  {line}")
+        observer.status(f"  {line}")
     try:
         with lab.in_client():
-            plan = build_plan(
-                config=None,
-                explicit=set(),
-                files_dir=paths.data_dir() / "files",
-                host=lab.server_addr,
-                target=state / paths.TARGET_FILE,
-                credentials=state / paths.CREDENTIALS_FILE,
-                protocols=req.protocols,
-                sizes=req.sizes,
-                small=list(req.small),
-                profile=req.profile,
-                directions=req.directions,
-                repeat=req.repeat,
-                warmup=req.warmup,
-                tcp_duration=req.tcp_duration,
-                compress=req.compress,
-                stall_timeout=req.stall_timeout,
-            )
-            plan = dataclasses.replace(plan, link=link)
-            extra: dict[str, Any] = {}
-            if req.window_sweep:
-                extra["window_sweep"] = _sweep(plan, req.window_sweep, link, console)
-            before = lab.forwarder_stats()
-
-            def emulator_notes(run: Any) -> list[str]:
-                return _emulator_report(run, before, lab.forwarder_stats())
-
-            return execute(
-                plan,
-                db_path=db_path,
-                json_out=json_out,
-                label=label or f"lab {req.preset}",
-                console=console,
-                extra=extra,
-                on_finish=emulator_notes,
-            )
+            where = {
+                "host": lab.server_addr,
+                "target": state / paths.TARGET_FILE,
+                "credentials": state / paths.CREDENTIALS_FILE,
+                "files": paths.data_dir() / "files",
+            }
+            plan = build_plan({**req.settings, **where})
+            sweep = _sweep(plan, req.window_sweep, link, observer) if req.window_sweep else None
+            context = LabContext(link=link, window_sweep=sweep, emulator=_EmulatorWatch(lab))
+            runner.clean_leftovers()
+            return runner.execute(plan, recorder, observer, lab=context, label=label)
     finally:
         for line in supervisor.down(state):
-            console.print(f"  {line}")
+            observer.status(f"  {line}")
 
 
 EMULATOR_BUSY = 0.8  # of one core: above this the link emulator may have shaped results, not just the link
 
 
-def _emulator_report(run: Any, before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Record what the link emulator did during the run, and say when it was near a full core."""
-    wall = max(1e-9, after["wall_seconds"] - before["wall_seconds"])
-    busy = (after["cpu_seconds"] - before["cpu_seconds"]) / wall
-    drops = after.get("drops", 0) - before.get("drops", 0)
-    if run.link is not None:
-        run.link["emulator"] = {"cpu_fraction": round(busy, 3), "drops": drops, "seconds": round(wall, 1)}
-    notes = []
-    if busy > EMULATOR_BUSY:
-        notes.append(
-            f"the link emulator used {busy:.0%} of a core on average: rows near the link rate may be bound by "
-            "this machine's CPU rather than by the emulated link"
-        )
-    return notes
+class _EmulatorWatch:
+    """The link emulator's CPU and drops from now until report(), with a note when it was near a full core."""
+
+    def __init__(self, lab: Any) -> None:
+        self._lab = lab
+        self._before = lab.forwarder_stats()
+
+    def report(self) -> EmulatorReport:
+        after = self._lab.forwarder_stats()
+        wall = max(1e-9, after["wall_seconds"] - self._before["wall_seconds"])
+        busy = (after["cpu_seconds"] - self._before["cpu_seconds"]) / wall
+        drops = after.get("drops", 0) - self._before.get("drops", 0)
+        notes = []
+        if busy > EMULATOR_BUSY:
+            notes.append(
+                f"the link emulator used {busy:.0%} of a core on average: rows near the link rate may be bound by "
+                "this machine's CPU rather than by the emulated link"
+            )
+        return EmulatorReport(round(busy, 3), drops, round(wall, 1), tuple(notes))
 
 
-def _sweep(plan: Any, spec: str, link: dict[str, Any], console: Console) -> list[dict[str, Any]]:
+def _sweep(plan: Any, spec: str, link: dict[str, Any], observer: RunObserver) -> tuple[dict[str, Any], ...]:
     from workbench.core.baseline import sweep_windows
     from workbench.shared.sizes import parse_sizes
 
     windows = parse_sizes(spec)
-    console.print(f"window sweep: {', '.join(str(w // 1024) + ' KiB' for w in windows)}…")
-    return sweep_windows(plan.target, windows, link.get("rtt_ms") or 1.0, 2.0)
+    observer.status(f"window sweep: {', '.join(str(w // 1024) + ' KiB' for w in windows)}…")
+    return tuple(sweep_windows(plan.target, windows, link.get("rtt_ms") or 1.0, 2.0))

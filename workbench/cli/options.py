@@ -1,0 +1,53 @@
+"""Typer options made from the settings table (workbench.core.settings), so `run` and `lab` declare none of
+them: a command decorated with `with_settings("run")` gets one option per setting after its own parameters,
+and receives their values together, by name, in its `settings` argument."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from workbench.core.settings import for_command
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _option(command: str, setting: Any) -> inspect.Parameter:
+    # a list option's default stays None ("not given"): typer cannot tell a given empty list from none
+    is_list = typing.get_origin(setting.type) is list or any(
+        typing.get_origin(a) is list for a in typing.get_args(setting.type)
+    )
+    value = None if is_list else setting.default_for(command)
+    info = typer.Option(setting.flag, help=setting.help_for(command))
+    return inspect.Parameter(
+        setting.name, inspect.Parameter.KEYWORD_ONLY, default=value, annotation=Annotated[setting.type, info]
+    )
+
+
+def with_settings(command: str) -> Callable[[F], F]:
+    """Add the settings of `command` ("run" or "lab") as options; the decorated function takes `settings`."""
+
+    def wrap(fn: F) -> F:
+        own = [p for name, p in inspect.signature(fn).parameters.items() if name != "settings"]
+        hints = typing.get_type_hints(fn, include_extras=True)
+        own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in own]
+        added = [_option(command, s) for s in for_command(command)]
+        own_names = {p.name for p in own}
+
+        @functools.wraps(fn)
+        def command_fn(**kwargs: Any) -> Any:
+            mine = {k: v for k, v in kwargs.items() if k in own_names}
+            return fn(**mine, settings={k: v for k, v in kwargs.items() if k not in own_names})
+
+        parameters = [*own, *added]
+        command_fn.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        command_fn.__annotations__ = {p.name: p.annotation for p in parameters}
+        del command_fn.__wrapped__  # typer must read the signature above, not the function's own
+        return command_fn  # type: ignore[return-value]
+
+    return wrap
