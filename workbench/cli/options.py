@@ -1,5 +1,5 @@
 """Typer options made from the settings table (workbench.core.settings), so `run` and `lab` declare none of
-them: a command decorated with `with_settings("run")` gets one option per setting after its own parameters,
+them: a command decorated with `with_settings("run")` gets one option per setting before its own options,
 and receives their values together, by name, in its `settings` argument."""
 
 from __future__ import annotations
@@ -35,7 +35,10 @@ def with_settings(command: str) -> Callable[[F], F]:
     def wrap(fn: F) -> F:
         own = [p for name, p in inspect.signature(fn).parameters.items() if name != "settings"]
         hints = typing.get_type_hints(fn, include_extras=True)
-        own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in own]
+        # keyword-only (typer passes every value by name), so the settings can come before the command's own
+        # options in --help, as `run` always listed them
+        kw = inspect.Parameter.KEYWORD_ONLY
+        own = [p.replace(annotation=hints.get(p.name, p.annotation), kind=kw) for p in own]
         added = [_option(command, s) for s in for_command(command)]
         own_names = {p.name for p in own}
 
@@ -44,7 +47,8 @@ def with_settings(command: str) -> Callable[[F], F]:
             mine = {k: v for k, v in kwargs.items() if k in own_names}
             return fn(**mine, settings={k: v for k, v in kwargs.items() if k not in own_names})
 
-        parameters = [*own, *added]
+        required = [p for p in own if p.default is inspect.Parameter.empty]  # e.g. typer.Context
+        parameters = [*required, *added, *(p for p in own if p not in required)]
         command_fn.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         command_fn.__annotations__ = {p.name: p.annotation for p in parameters}
         del command_fn.__wrapped__  # typer must read the signature above, not the function's own
