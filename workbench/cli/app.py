@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> None:
         err.print("interrupted")
         sys.exit(ExitCode.INTERRUPTED)
     except SystemExit as exc:
-        # the lab turns SIGTERM into SystemExit(143) while its namespaces are up (workbench/lab/link.py)
+        # the lab turns SIGTERM into SystemExit(143) while its namespaces are up (workbench/lab/lifecycle.py)
         if exc.code == ExitCode.TERMINATED:
             err.print("terminated")
         raise

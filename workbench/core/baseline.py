@@ -12,7 +12,7 @@ from typing import Any
 
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
-from workbench.probe import client as tcpprobe
+from workbench.probe import client as probe_client
 from workbench.probe import iperf
 from workbench.protocols.control import Control
 from workbench.shared.errors import WorkbenchError
@@ -57,10 +57,10 @@ def measure_baseline(plan: Plan) -> Baseline:
     secret = plan.target.credentials.password
     base = Baseline()
     try:
-        rtt = tcpprobe.rtt(host, port, secret, count=20)
+        rtt = probe_client.rtt(host, port, secret, count=20)
         base = dataclasses.replace(base, rtt_ms=rtt.ping_median * 1e3, connect_rtt_ms=rtt.connect_median * 1e3)
-        up = tcpprobe.measure(host, port, secret, "upload", plan.tcp_duration)
-        down = tcpprobe.measure(host, port, secret, "download", plan.tcp_duration)
+        up = probe_client.measure(host, port, secret, "upload", plan.tcp_duration)
+        down = probe_client.measure(host, port, secret, "download", plan.tcp_duration)
     except WorkbenchError as exc:
         return dataclasses.replace(base, error=exc.one_line())
     base = dataclasses.replace(
@@ -90,7 +90,7 @@ def measure_tcp(
 ) -> dict[str, Any]:
     """What `workbench tcp` shows: RTT, throughput per direction (probe and iperf3), optional window sweep."""
     host, port, secret = target.host, target.port("tcp"), target.credentials.password
-    rtt = tcpprobe.rtt(host, port, secret, count=20)
+    rtt = probe_client.rtt(host, port, secret, count=20)
     doc: dict[str, Any] = {
         "host": host,
         "rtt_ms": rtt.ping_median * 1e3,
@@ -100,7 +100,7 @@ def measure_tcp(
     }
     with iperf3_auth(target) as auth:
         for direction in directions:
-            probe = tcpprobe.measure(host, port, secret, direction, duration, window=window)
+            probe = probe_client.measure(host, port, secret, direction, duration, window=window)
             doc["directions"][direction] = {
                 "probe_bps": probe.bps,
                 "bytes": probe.bytes,
@@ -116,7 +116,7 @@ def measure_tcp(
 
 def sweep_windows(target: Target, windows: list[int], rtt_ms: float, duration: float) -> list[dict[str, Any]]:
     """Throughput per clamped receive window (server to client) beside window / RTT, as JSON rows."""
-    points = tcpprobe.window_sweep(
+    points = probe_client.window_sweep(
         target.host, target.port("tcp"), target.credentials.password, windows, rtt_ms, duration, "download"
     )
     return [
