@@ -77,7 +77,7 @@ def _config_field(setting: Setting) -> tuple[Any, Any]:
     if setting.name in RANGES:
         low, high, low_open, _whole, _example = RANGES[setting.name]
         bounds = {"gt" if low_open else "ge": low, "le": high}
-    return (kind | None, Field(None, **bounds, **_doc(setting.expects, setting.example)))
+    return (kind | None, Field(None, **bounds, **_doc(setting.expects_text, setting.example)))
 
 
 # The TOML config file: every key optional (one per setting, plus [ports]); the types TOML carries are checked

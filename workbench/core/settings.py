@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench.shared.validate import range_text
+
 _SAME: Any = object()  # lab_default: the same default as run's
 
 
@@ -20,7 +22,7 @@ class Setting:
     type: Any  # the flag's Python type
     default: Any  # run's default (a list option's flag default is always None: "not given")
     help: str  # the flag's help
-    expects: str  # what a config file value must be, said in the one-line refusal of a wrong one
+    expects: str  # what a config file value must be, said in the one-line refusal of a wrong one ("": from RANGES)
     example: str  # a config file line
     toml: Any = None  # the config file's type, when wider than the flag's (a list of words for a string)
     run: bool = True  # a flag of `workbench run` (else a config file key only)
@@ -29,6 +31,7 @@ class Setting:
     lab_help: str | None = None
     meta: str | None = None  # the key in the run metadata's `plan` object, if recorded there
     from_plan: Callable[[Any], Any] | None = None  # its value there, from the parsed Plan
+    unit: str = ""  # a ranged setting's unit, in the words of `expects` ("seconds")
 
     @property
     def flag(self) -> str:
@@ -39,6 +42,10 @@ class Setting:
 
     def help_for(self, command: str) -> str:
         return self.lab_help if command == "lab" and self.lab_help else self.help
+
+    @property
+    def expects_text(self) -> str:
+        return self.expects or range_text(self.name, self.unit)
 
 
 WORDS = str | list[str]  # a config value given as "a,b" or as ["a", "b"]
@@ -137,7 +144,7 @@ SETTINGS: tuple[Setting, ...] = (
         int,
         3,
         "Timed copies per row.",
-        "a whole number 1..1000",
+        "",
         "repeat = 3",
         meta="repeat",
         from_plan=lambda plan: plan.repeat,
@@ -147,7 +154,7 @@ SETTINGS: tuple[Setting, ...] = (
         int,
         1,
         "Untimed copies first.",
-        "a whole number 0..100",
+        "",
         "warmup = 1",
         meta="warmup",
         from_plan=lambda plan: plan.warmup,
@@ -157,8 +164,9 @@ SETTINGS: tuple[Setting, ...] = (
         float,
         3.0,
         "Seconds per direction for the raw-TCP baseline.",
-        "a number of seconds above 0 and at most 60",
+        "",
         "tcp_duration = 3.0",
+        unit="seconds",
     ),
     Setting(
         "files",
@@ -185,7 +193,7 @@ SETTINGS: tuple[Setting, ...] = (
         int,
         1,
         "Same seed, same bytes, on every host.",
-        "a whole number 0 or more",
+        "",
         "seed = 1",
         run=False,
         lab=False,
@@ -197,24 +205,28 @@ SETTINGS: tuple[Setting, ...] = (
         float,
         30.0,
         "Seconds without progress after which a copy (or a control call) fails its row; the run goes on.",
-        "a number of seconds 1..3600",
+        "",
         "stall_timeout = 30",
+        unit="seconds",
     ),
     Setting(
         "block_size",
         int,
         1 << 20,
         "Application read/write size, in bytes, where the client has one.",
-        "a whole number of bytes 4096..67108864",
+        "",
         "block_size = 1048576",
         run=False,
         lab=False,
         meta="block_size",
         from_plan=lambda plan: plan.options.block_size,
+        unit="bytes",
     ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
 def for_command(command: str) -> tuple[Setting, ...]:
     """The settings that are flags of `command` ("run" or "lab")."""
     return tuple(s for s in SETTINGS if (s.run if command == "run" else s.lab))

@@ -16,7 +16,7 @@ from workbench.protocols.mounts import stale
 from workbench.shared.paths import SERVERS_FILE
 from workbench.shared.procs import pid_alive
 
-LAB_DIR_PREFIX = "workbench-lab-"  # the lab's work directory (lab/run.py): served root, server state (keys, credentials)
+LAB_DIR_PREFIX = "workbench-lab-"  # the lab run's work directory: served root, server state (keys, credentials)
 
 
 def lab_dir_owner(path: Path) -> int | None:

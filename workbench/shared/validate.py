@@ -62,13 +62,17 @@ def check_range(name: str, value: float, *, source: str | None = None) -> None:
     below = value <= low if low_open else value < low
     if math.isfinite(value) and not below and value <= high and (not whole or value == int(value)):
         return
-    kind = "a whole number" if whole else "a number"
-    if low_open:
-        bounds = f"above {low:g} and at most {high:g}"
-    else:
-        bounds = f"{int(low)}..{int(high)}" if whole else f"{low:g}..{high:g}"
     where = source or flag(name)
-    raise UsageError(f"{where} must be {kind} {bounds}, not {value!r}", f"e.g. {flag(name)} {example}")
+    raise UsageError(f"{where} must be {range_text(name)}, not {value!r}", f"e.g. {flag(name)} {example}")
+
+
+def range_text(name: str, unit: str = "") -> str:
+    """What RANGES[name] accepts, in words: 'a whole number 1..1000', 'a number of seconds 1..3600'."""
+    low, high, low_open, whole, _example = RANGES[name]
+    kind = ("a whole number" if whole else "a number") + (f" of {unit}" if unit else "")
+    if low_open:
+        return f"{kind} above {low:g} and at most {high:g}"
+    return f"{kind} {int(low)}..{int(high)}" if whole else f"{kind} {low:g}..{high:g}"
 
 
 def check_loss(value: float) -> None:
