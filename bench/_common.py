@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from workbench.fixtures import generate
 from workbench.protocols import registry
 from workbench.protocols.base import Client, ClientOptions
-
 from workbench.server.daemons import supervisor
 from workbench.shared import credentials as creds_mod
 from workbench.shared import target as target_mod

@@ -19,7 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.fixtures import generate
 from workbench.fixtures.profiles import chunks
-
 from workbench.shared.sizes import parse_size
 
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from workbench.protocols.details import ClientDetails
-
 from workbench.shared.errors import WorkbenchError
 from workbench.shared.target import Target
 

@@ -18,7 +18,6 @@ from workbench.protocols.base import Client, FileCopy, Progress
 from workbench.protocols.control import Control
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.process import Completed, last_line, run_native
-
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
 from workbench.shared.target import url_host
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from workbench.protocols.base import Client, Progress
 from workbench.protocols.details import ClientDetails
-
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+
 from workbench.protocols.base import Client, Progress
 from workbench.protocols.details import ClientDetails
-
 from workbench.shared.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 from workbench.shared.target import url_host
 

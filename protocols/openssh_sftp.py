@@ -11,7 +11,6 @@ from typing import Any
 from workbench.protocols.base import Client, ClientOptions, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.process import Completed, last_line, run_native
-
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
 from workbench.shared.target import Target, url_host
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import IO
 
 from workbench.protocols.base import Progress
-
 from workbench.shared.errors import NetworkError, WorkbenchError
 
 POLL_SECONDS = 0.05

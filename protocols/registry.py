@@ -7,7 +7,6 @@ import importlib
 from dataclasses import dataclass
 
 from workbench.protocols.base import Client
-
 from workbench.shared.errors import UsageError
 
 

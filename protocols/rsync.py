@@ -25,7 +25,6 @@ from workbench.protocols.base import Client, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.openssh_sftp import DEFAULT_CIPHER, ssh_error, ssh_login, ssh_options
 from workbench.protocols.process import Completed, last_line, run_native
-
 from workbench.shared.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError
 from workbench.shared.target import url_host
 

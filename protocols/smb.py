@@ -13,7 +13,6 @@ from typing import Any, BinaryIO
 
 from workbench.protocols.base import Client, Progress, call_translating
 from workbench.protocols.details import ClientDetails
-
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 STATUS_OBJECT_NAME_NOT_FOUND = 0xC0000034

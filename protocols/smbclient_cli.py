@@ -19,7 +19,6 @@ from typing import Any
 from workbench.protocols.base import Client, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.process import Completed, run_native
-
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError
 
 BINARY = "smbclient"

@@ -27,7 +27,6 @@ from workbench.protocols.base import Client, FileCopy, Progress, call_translatin
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.smb import local_peer_pids
 from workbench.protocols.smb_fastpath import FastPath, read_all, read_payload, size_of
-
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 DEPTH = 4  # requests kept in flight per file

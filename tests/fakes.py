@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from workbench.core.plan import Plan
+from workbench.core.results import Baseline, Result, Run
 from workbench.fixtures import generate
 from workbench.fixtures.manifest import hash_file
 from workbench.protocols.base import Client, Progress
 from workbench.protocols.registry import Entry
-
-from workbench.core.plan import Plan
-from workbench.core.results import Baseline, Result, Run
 from workbench.shared.errors import NetworkError, UnavailableError
 from workbench.shared.sizes import SmallSet
 

@@ -14,9 +14,8 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from workbench.protocols.base import Client, ClientOptions
-
 from tests.helpers import ensure_running, free_port
+from workbench.protocols.base import Client, ClientOptions
 from workbench.server.daemons.base import ServerContext
 from workbench.server.daemons.serve_process import ServeProcess
 from workbench.shared import credentials as creds_mod

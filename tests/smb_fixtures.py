@@ -10,9 +10,8 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from workbench.protocols.base import Client, ClientOptions
-
 from tests.helpers import ensure_running, loopback_context
+from workbench.protocols.base import Client, ClientOptions
 from workbench.server.daemons.smbd import Smbd
 from workbench.shared.credentials import Credentials
 from workbench.shared.target import Target

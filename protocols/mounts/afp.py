@@ -17,7 +17,6 @@ from urllib.parse import quote
 
 from workbench.protocols.mounts.base import MountClient, classify, which
 from workbench.protocols.mounts.runner import Outcome
-
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
 from workbench.shared.target import url_host
 

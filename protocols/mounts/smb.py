@@ -19,7 +19,6 @@ from urllib.parse import quote
 from workbench.protocols.mounts.base import MountClient, classify, which
 from workbench.protocols.mounts.runner import Outcome
 from workbench.protocols.mounts.stale import owned_prefix
-
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 from workbench.shared.target import url_host
 

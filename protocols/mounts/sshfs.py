@@ -20,7 +20,6 @@ from workbench.protocols.details import ClientDetails
 from workbench.protocols.mounts.base import MountClient, classify, readahead_bytes, which
 from workbench.protocols.mounts.runner import Outcome
 from workbench.protocols.mounts.stale import owned_prefix
-
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 from workbench.shared.target import url_host
 

@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from workbench.protocols.base import FileCopy
 
 from tests.helpers import write_random
+from workbench.protocols.base import FileCopy
 from workbench.shared.errors import AuthError, NotFoundError, WorkbenchError
 
 ODD_SIZE = 3 * 1024 * 1024 + 12345  # not a multiple of any request size

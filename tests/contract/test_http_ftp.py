@@ -7,13 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.contract.suite import ClientContract
+from tests.serve_fixtures import ServeRunner, bad, factory
 from workbench.protocols.base import Client
 from workbench.protocols.curl import CurlFtpClient, CurlHttpClient
 from workbench.protocols.ftp import FtplibClient
 from workbench.protocols.http import AiohttpClient
-
-from tests.contract.suite import ClientContract
-from tests.serve_fixtures import ServeRunner, bad, factory
 
 
 class _ServeContract(ClientContract):
@@ -79,9 +79,8 @@ def test_ftp_refuses_paths_outside_the_root(served: ServeRunner, tmp_path: Path)
 def test_ftp_session_that_never_came_back_fails_its_copy_in_one_line(tmp_path: Path) -> None:
     """After a failed row the runner reconnects; when the server stays down, the next copy must fail its row
     with a NetworkError (as SFTP and SMB do), never an AssertionError that ends the whole run."""
-    from workbench.protocols.base import ClientOptions
-
     from tests.helpers import free_port
+    from workbench.protocols.base import ClientOptions
     from workbench.shared.credentials import generate
     from workbench.shared.errors import NetworkError
     from workbench.shared.target import Target

@@ -21,16 +21,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from workbench.protocols.base import ClientOptions
-from workbench.protocols.mount import CifsClient, CommandRunner, Outcome, SmbfsClient, SshfsClient
-from workbench.protocols.mounts import smb as smb_mount
-from workbench.protocols.mounts import sshfs as sshfs_mount
-from workbench.protocols.mounts.base import readahead_bytes
 
 from tests.contract.suite import ClientContract, Counter
 from tests.far_host import FarHost, fuse_mounts, saved_rows, start_workbench, wait_for
 from tests.helpers import ensure_running, free_port, loopback_context, write_random
 from workbench.core.store import Store
+from workbench.protocols.base import ClientOptions
+from workbench.protocols.mount import CifsClient, CommandRunner, Outcome, SmbfsClient, SshfsClient
+from workbench.protocols.mounts import smb as smb_mount
+from workbench.protocols.mounts import sshfs as sshfs_mount
+from workbench.protocols.mounts.base import readahead_bytes
 from workbench.server.daemons.sshd import Sshd
 from workbench.shared import procs
 from workbench.shared.credentials import Credentials

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from workbench.protocols.base import ClientOptions
-from workbench.protocols.rsync import RsyncDaemonClient, RsyncSshClient
 
 from tests.contract.suite import ClientContract, Counter
 from tests.helpers import write_random
+from workbench.protocols.base import ClientOptions
+from workbench.protocols.rsync import RsyncDaemonClient, RsyncSshClient
 from workbench.shared.errors import NotFoundError, WorkbenchError
 
 if TYPE_CHECKING:
@@ -109,9 +109,8 @@ def test_no_temp_dir_left_behind(rsyncd: Served, tmp_path: Path) -> None:
 
 def test_the_rsync_daemon_writes_beneath_a_directory_serve_made(tmp_path: Path) -> None:
     """A run's upload directory is made by serve (root); the daemon, transferring as its own uid, writes inside it."""
-    from workbench.protocols.control import Control
-
     from tests.helpers import free_port
+    from workbench.protocols.control import Control
     from workbench.server.daemons import supervisor
     from workbench.shared import credentials as creds_mod
     from workbench.shared.target import DEFAULT_PORTS, Target

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from workbench.protocols.base import ClientOptions
-from workbench.protocols.openssh_sftp import OpenSSHSftpClient
-from workbench.protocols.sftp import ParamikoClient
 
 from tests.contract.suite import ClientContract, Counter
 from tests.helpers import write_random
+from workbench.protocols.base import ClientOptions
+from workbench.protocols.openssh_sftp import OpenSSHSftpClient
+from workbench.protocols.sftp import ParamikoClient
 from workbench.shared.errors import AuthError, NotFoundError, WorkbenchError
 
 if TYPE_CHECKING:

@@ -13,15 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.contract.suite import ClientContract, Counter
+from tests.helpers import free_port, write_random
+from tests.smb_fixtures import SmbdRunner, bad_client_for, client_factory
 from workbench.protocols import smb_fastpath, smbprotocol_client
 from workbench.protocols.base import Client, ClientOptions, FileCopy
 from workbench.protocols.smb import PysmbClient
 from workbench.protocols.smbclient_cli import SmbclientClient
 from workbench.protocols.smbprotocol_client import SmbprotocolClient
-
-from tests.contract.suite import ClientContract, Counter
-from tests.helpers import free_port, write_random
-from tests.smb_fixtures import SmbdRunner, bad_client_for, client_factory
 from workbench.server.daemons.smbd import Smbd
 from workbench.shared.errors import NetworkError, NotFoundError, UsageError
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
-from workbench.protocols.base import ClientOptions
-from workbench.protocols.openssh_sftp import ssh_login, ssh_options
 
 from tests.helpers import loopback_context
+from workbench.protocols.base import ClientOptions
+from workbench.protocols.openssh_sftp import ssh_login, ssh_options
 from workbench.server.daemons.base import ManagedServer
 from workbench.server.daemons.rsyncd import Rsyncd
 from workbench.server.daemons.smbd import Smbd

@@ -29,11 +29,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from workbench.protocols import registry
-from workbench.protocols.base import Client, ClientOptions
 
 from tests.helpers import free_port, write_random
 from workbench.core.store import Store
+from workbench.protocols import registry
+from workbench.protocols.base import Client, ClientOptions
 from workbench.server.daemons import supervisor
 from workbench.server.daemons.base import ServerContext
 from workbench.server.daemons.serve_process import ServeProcess

@@ -333,10 +333,9 @@ def _lab_dirs(owner: int) -> list[Path]:
 @pytest.mark.lab
 @pytest.mark.skipif(_lab_reason() is not None, reason=f"lab unavailable: {_lab_reason()}")
 def test_a_sigkilled_lab_is_cleaned_by_the_next(tmp_path: Path) -> None:
-    from workbench.protocols.mounts import stale
-
     from workbench.lab import cleanup_stale, netns
     from workbench.lab.lifecycle import _forwarder_pids
+    from workbench.protocols.mounts import stale
 
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "PYTHONPATH": str(repo)}

@@ -172,9 +172,8 @@ def test_a_connection_lost_mid_row_fails_that_row_and_the_run_goes_on(far_host: 
 def test_the_next_run_removes_the_uploads_of_a_killed_run_and_spares_a_live_one(
     served: ServeRunner, tmp_path: Path
 ) -> None:
-    from workbench.protocols.control import Control
-
     from workbench.core.runner import _remove_uploads_of_killed_runs
+    from workbench.protocols.control import Control
     from workbench.shared import procs
 
     target = served.target()

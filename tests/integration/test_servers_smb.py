@@ -8,14 +8,14 @@ import socket
 from pathlib import Path
 
 import pytest
-from workbench.protocols.base import Client
-from workbench.protocols.smb import PysmbClient
-from workbench.protocols.smbclient_cli import SmbclientClient
-from workbench.protocols.smbprotocol_client import SmbprotocolClient
 
 from tests.contract.suite import Counter
 from tests.helpers import free_port
 from tests.smb_fixtures import HOST, SmbdRunner, client_factory
+from workbench.protocols.base import Client
+from workbench.protocols.smb import PysmbClient
+from workbench.protocols.smbclient_cli import SmbclientClient
+from workbench.protocols.smbprotocol_client import SmbprotocolClient
 from workbench.server.daemons.base import ServerContext
 from workbench.server.daemons.smbd import Smbd
 from workbench.shared.credentials import generate

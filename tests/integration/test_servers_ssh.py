@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
 from workbench.protocols.openssh_sftp import ssh_login, ssh_options
 from workbench.protocols.sftp import ParamikoClient
-
 from workbench.shared.net import port_open
 
 if TYPE_CHECKING:

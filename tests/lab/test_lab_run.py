@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from workbench.protocols import registry
 
 from tests.helpers import assert_lab_rtt_honest
 from workbench.lab import expected_goodput_bps
+from workbench.protocols import registry
 
 # Every figure the lab's JSON calls *_bps is bytes/s. A bits/bytes slip is a factor of 8, so "not above the link
 # rate (+2 %)" and "at least a quarter of what the link or window allows" catch it either way while leaving a busy

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from workbench.protocols import registry
-from workbench.protocols.base import Client, ClientOptions
 
 from tests.helpers import lab_unavailable
+from workbench.protocols import registry
+from workbench.protocols.base import Client, ClientOptions
 from workbench.shared import procs
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import ExitCode, NetworkError, WorkbenchError

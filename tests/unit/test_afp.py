@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import write_random
 from workbench.protocols import registry
 from workbench.protocols.base import ClientOptions
 from workbench.protocols.mount import AfpClient, CommandRunner, Outcome
-
-from tests.helpers import write_random
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 from workbench.shared.target import Target

@@ -329,9 +329,8 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(var, raising=False)
 
     tripwire = tripwire_for
-    import workbench.fixtures.generate
-
     import workbench.core.baseline
+    import workbench.fixtures.generate
     import workbench.lab
     import workbench.server.daemons.supervisor
     import workbench.server.serve

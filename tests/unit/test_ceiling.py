@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from workbench.protocols.details import ClientDetails
 
 from workbench.core.ceiling import (
     Bound,
@@ -15,6 +14,7 @@ from workbench.core.ceiling import (
     format_bytes,
     format_ms,
 )
+from workbench.protocols.details import ClientDetails
 
 
 def by_label(found: list[Bound]) -> dict[str, Bound]:

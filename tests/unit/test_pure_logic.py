@@ -9,13 +9,13 @@ import stat
 from pathlib import Path
 
 import pytest
-from workbench.fixtures import generate
-from workbench.fixtures.manifest import hash_file
-from workbench.protocols.details import ClientDetails
 
 from workbench.core.config import load_toml
 from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run, Sample
 from workbench.core.stats import find_stalls, summarize
+from workbench.fixtures import generate
+from workbench.fixtures.manifest import hash_file
+from workbench.protocols.details import ClientDetails
 from workbench.server.confine import ServedRoot
 from workbench.shared import credentials as creds_mod
 from workbench.shared.errors import AuthError, NotFoundError, UsageError, WorkbenchError
@@ -351,11 +351,11 @@ def test_a_run_whose_copies_would_take_hours_is_refused_before_the_first_copy() 
     from types import SimpleNamespace
 
     from rich.console import Console
-    from workbench.fixtures.manifest import FileEntry, FileSet, Manifest
-    from workbench.protocols import registry
 
     from workbench.cli.progress import RichObserver
     from workbench.core.runner import _check_copy_estimate
+    from workbench.fixtures.manifest import FileEntry, FileSet, Manifest
+    from workbench.protocols import registry
 
     both = ("upload", "download")
     plan = SimpleNamespace(entries=registry.select("http/aiohttp"), warmup=1, repeat=3, directions=both)

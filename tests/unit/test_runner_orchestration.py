@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from workbench.protocols.base import ClientOptions
-from workbench.protocols.registry import Entry
 
 from tests.fakes import FAKE, FAKE_NO_HELPER, FAKE_UNAVAILABLE, FakeClient, FakeFarHost, ListRecorder, Script
 from workbench.core.context import EmulatorReport, LabContext
 from workbench.core.plan import Plan
 from workbench.core.runner import UNAVAILABLE, execute
+from workbench.protocols.base import ClientOptions
+from workbench.protocols.registry import Entry
 from workbench.shared.credentials import Credentials
 from workbench.shared.target import Target
 
