@@ -21,6 +21,7 @@ from workbench.cli.options import with_settings
 from workbench.core.settings import BY_NAME
 from workbench.shared import paths
 from workbench.shared.errors import ExitCode, NotFoundError, Terminated, UsageError, WorkbenchError, from_os_error
+from workbench.shared.target import DEFAULT_PORTS
 
 if TYPE_CHECKING:
     from workbench.core.results import Run
@@ -102,10 +103,12 @@ def serve(
     bind: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     state_dir: Annotated[Path | None, typer.Option(help="Private state: credentials, target file.")] = None,
     credentials: CredOpt = None,
-    http_port: Annotated[int, typer.Option(help="HTTP port (0: any free).")] = 8181,
-    ftp_port: Annotated[int, typer.Option(help="FTP port (0: any free).")] = 2121,
-    tcp_port: Annotated[int, typer.Option(help="Raw-TCP probe port (0: any free).")] = 5301,
-    iperf3_port: Annotated[int, typer.Option(help="iperf3 server port, when iperf3 is installed.")] = 5201,
+    http_port: Annotated[int, typer.Option(help="HTTP port (0: any free).")] = DEFAULT_PORTS["http"],
+    ftp_port: Annotated[int, typer.Option(help="FTP port (0: any free).")] = DEFAULT_PORTS["ftp"],
+    tcp_port: Annotated[int, typer.Option(help="Raw-TCP probe port (0: any free).")] = DEFAULT_PORTS["tcp"],
+    iperf3_port: Annotated[
+        int, typer.Option(help="iperf3 server port, when iperf3 is installed.")
+    ] = DEFAULT_PORTS["iperf3"],
     no_iperf3: Annotated[bool, typer.Option("--no-iperf3", help="Do not start an iperf3 server.")] = False,
     no_target_file: Annotated[
         bool, typer.Option("--no-target-file", hidden=True, help="Leave target.json to 'servers up'.")
@@ -120,10 +123,10 @@ def serve(
     if not root.is_dir():
         raise NotFoundError(f"root directory {root} does not exist", "create it or pass another --root")
     for name, number, usual in (
-        ("http_port", http_port, 8181),
-        ("ftp_port", ftp_port, 2121),
-        ("tcp_port", tcp_port, 5301),
-        ("iperf3_port", iperf3_port, 5201),
+        ("http_port", http_port, DEFAULT_PORTS["http"]),
+        ("ftp_port", ftp_port, DEFAULT_PORTS["ftp"]),
+        ("tcp_port", tcp_port, DEFAULT_PORTS["tcp"]),
+        ("iperf3_port", iperf3_port, DEFAULT_PORTS["iperf3"]),
     ):
         check_port(name, number, allow_zero=True, example=usual)
     state = _state_dir(state_dir)
@@ -153,13 +156,15 @@ def serve(
 @app.command()
 def tcp(
     host: Annotated[str, typer.Argument(help="The host running 'workbench serve'.")],
-    port: Annotated[int, typer.Option(help="Its raw-TCP probe port.")] = 5301,
+    port: Annotated[int, typer.Option(help="Its raw-TCP probe port.")] = DEFAULT_PORTS["tcp"],
     duration: Annotated[float, typer.Option(help="Seconds per direction (max 60).")] = 5.0,
     reverse: Annotated[bool, typer.Option("--reverse", help="Only the download direction (server sends).")] = False,
     window: Annotated[str | None, typer.Option(help="Clamp the advertised receive window, e.g. 64K.")] = None,
     window_sweep: Annotated[str | None, typer.Option(help="Measure each window, e.g. 32K,64K,128K,256K.")] = None,
-    iperf3_port: Annotated[int, typer.Option(help="iperf3 server port for the cross-check.")] = 5201,
-    http_port: Annotated[int, typer.Option(help="serve's HTTP port (its authenticated iperf3's public key).")] = 8181,
+    iperf3_port: Annotated[int, typer.Option(help="iperf3 server port for the cross-check.")] = DEFAULT_PORTS["iperf3"],
+    http_port: Annotated[
+        int, typer.Option(help="serve's HTTP port (its authenticated iperf3's public key).")
+    ] = DEFAULT_PORTS["http"],
     credentials: CredOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
@@ -167,14 +172,14 @@ def tcp(
     from workbench.cli.report import render_tcp
     from workbench.core.baseline import measure_tcp
     from workbench.shared import credentials as creds_mod
-    from workbench.shared.target import DEFAULT_PORTS, Target
+    from workbench.shared.target import Target
     from workbench.shared.validate import check_host, check_port, check_range, check_windows
 
     host = check_host(host, source="HOST")
     for name, number, usual in (
-        ("port", port, 5301),
-        ("iperf3_port", iperf3_port, 5201),
-        ("http_port", http_port, 8181),
+        ("port", port, DEFAULT_PORTS["tcp"]),
+        ("iperf3_port", iperf3_port, DEFAULT_PORTS["iperf3"]),
+        ("http_port", http_port, DEFAULT_PORTS["http"]),
     ):
         check_port(name, number, allow_zero=False, example=usual)
     check_range("duration", duration)
