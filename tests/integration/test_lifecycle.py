@@ -106,9 +106,13 @@ def test_sshd_rewriting_its_command_line_is_still_recognised(layout: tuple[Path,
     record = json.loads((state / "servers.json").read_text())["servers"][0]
     pid = record["pid"]
     try:
-        # a connection still in pre-authentication changes sshd's title ("[listener] 1 of 10-100 startups")
-        with socket.create_connection((HOST, port), timeout=5) as conn:
-            conn.recv(64)  # its banner: the connection is accepted and counted
+        # connections still in pre-authentication change sshd's title ("[listener] 2 of 10-100 startups"). Two
+        # of them: the record may already count one, `up`'s own port check, if sshd had not yet retired it.
+        with socket.create_connection((HOST, port), timeout=5) as conn, socket.create_connection(
+            (HOST, port), timeout=5
+        ) as second:
+            conn.recv(64)  # the banners: both connections are accepted and counted
+            second.recv(64)
             assert _wait_until(lambda: procs.cmdline(pid) != record["cmdline"], 5), procs.cmdline(pid)
             assert "running" in supervisor.status(state)[0]
             lines = supervisor.down(state)
