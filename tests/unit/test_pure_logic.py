@@ -142,7 +142,7 @@ def test_table_model_shows_failed_and_unavailable_rows() -> None:
     good = _row()
     bad = Result("smb", "pysmb", "upload", "16M", 1, 1, error="connection refused by 10.0.0.2:4445")
     gone = Result("afp", "mount_afp", "upload", "-", 0, 0, error="unavailable: mount_afp is macOS only")
-    why = RowExplanation(pct_of_tcp=50.0, bound="requests", ceiling_bps=23.4e6)
+    why = RowExplanation(pct_of_tcp=50.0, bound="requests", ceiling_bytes_per_s=23.4e6)
     run = Run(
         id=1,
         meta={},
@@ -277,8 +277,8 @@ def test_explain_fills_share_of_tcp_and_the_binding_ceiling() -> None:
     assert run.to_json() == before and run.explanation is None  # the run is a value: explaining it changes nothing
     pysmb_why, fast_why, small_why, streamed_why, busy_why = explanation.rows
     assert pysmb_why.pct_of_tcp == pytest.approx(100 * 15 / 62)
-    assert pysmb_why.bound == "requests" and pysmb_why.ceiling_bps == pytest.approx(65536 / 0.0029)
-    assert fast_why.bound == "link" and fast_why.ceiling_bps == pytest.approx(62.7e6)
+    assert pysmb_why.bound == "requests" and pysmb_why.ceiling_bytes_per_s == pytest.approx(65536 / 0.0029)
+    assert fast_why.bound == "link" and fast_why.ceiling_bytes_per_s == pytest.approx(62.7e6)
     assert small_why.bound == "requests" and "one round trip per file" in (small_why.bound_explanation or "")
     assert streamed_why.bound == "link"  # rsync streams a set: no per-file round trip to blame
     assert busy_why.bound == "cpu"
@@ -298,7 +298,7 @@ def test_fixed_cost_fit_separates_session_start_from_streaming() -> None:
     cost = fixedcost.fit(points)
     assert cost is not None and cost.sizes == (16 * mib, 128 * mib)
     assert cost.fixed_s == pytest.approx(0.49, abs=0.01)
-    assert cost.streaming_bps == pytest.approx(58e6, rel=0.01)
+    assert cost.streaming_bytes_per_s == pytest.approx(58e6, rel=0.01)
     assert cost.share_of(16 * mib) == pytest.approx(0.49 / (0.49 + 16 * mib / 58e6), rel=0.02)
     # nothing to claim: one size, sizes too close, a fixed part lost in noise, or a negative one
     assert fixedcost.fit([(16 * mib, 0.8), (16 * mib, 0.81)]) is None
@@ -326,7 +326,7 @@ def test_explain_notes_the_fixed_cost_of_per_copy_clients() -> None:
     assert len(notes) == 1 and notes[0].startswith("sftp/openssh upload: ≈48")
     small_why, large_why, streaming_why = explanation.rows
     assert small_why.fixed_cost_s == large_why.fixed_cost_s == pytest.approx(0.486, abs=0.01)
-    assert large_why.streaming_bps == pytest.approx(58.5e6, rel=0.01)
+    assert large_why.streaming_bytes_per_s == pytest.approx(58.5e6, rel=0.01)
     assert streaming_why.fixed_cost_s is None  # one size: nothing to fit
     assert "fixed_cost_s" not in run.explained(explanation).to_json()["results"][2]["details"]
     assert "incl. session setup ≈48" in _note(small, small_why, 2.8)

@@ -314,7 +314,7 @@ def test_an_old_document_reads_back_and_renders_the_same_table() -> None:
     assert sshfs.details.readahead_bytes == 131072 and sshfs.details.mount == "sshfs"
     assert pysmb.details.unknown == {"credits_granted": 512}
     why = run.explanation_of(0)
-    assert why.fixed_cost_s == 0.462 and why.streaming_bps == 88694874 and why.bound == "requests"
+    assert why.fixed_cost_s == 0.462 and why.streaming_bytes_per_s == 88694874 and why.bound == "requests"
     assert why.bounds is not None and [b.label for b in why.bounds] == ["window", "requests"]
     assert run.explanation_of(4) == RowExplanation()  # the failed row: nothing to explain
     # written again, the document says exactly what it said (key for key, value for value)

@@ -36,9 +36,9 @@ def _spread(row: Result) -> str:
 
 
 def _ceiling(why: RowExplanation) -> str:
-    if why.bound is None or why.ceiling_bps is None:
+    if why.bound is None or why.ceiling_bytes_per_s is None:
         return "—"
-    return f"{why.bound} {why.ceiling_bps / 1e6:,.0f}"
+    return f"{why.bound} {why.ceiling_bytes_per_s / 1e6:,.0f}"
 
 
 def _note(row: Result, why: RowExplanation, rtt_ms: float | None = None) -> str:

@@ -60,7 +60,9 @@ def explain(run: Run, host: str) -> Explanation:
         why = _explain_row(row, run.baseline, link_bps, rtt_s)
         cost = costs.get(index)
         if cost is not None:
-            why = dataclasses.replace(why, fixed_cost_s=round(cost.fixed_s, 4), streaming_bps=round(cost.streaming_bps))
+            why = dataclasses.replace(
+                why, fixed_cost_s=round(cost.fixed_s, 4), streaming_bytes_per_s=round(cost.streaming_bytes_per_s)
+            )
         rows.append(why)
     notes: list[str] = []
     cpu_rows = sum(why.bound == "cpu" for why in rows)
@@ -99,7 +101,7 @@ def _explain_row(row: Result, base: Baseline, link_bps: float | None, rtt_s: flo
     bound = binding_bound(found)
     return RowExplanation(
         pct_of_tcp=100.0 * median / tcp if tcp else None,
-        ceiling_bps=bound.bps if bound is not None else None,
+        ceiling_bytes_per_s=bound.bps if bound is not None else None,
         bound=bound.label if bound is not None else None,
         bound_explanation=format_bound(bound) if bound is not None else None,
         bounds=tuple(found),
@@ -124,7 +126,8 @@ def _fixed_costs(rows: Sequence[Result]) -> tuple[dict[int, fixedcost.FixedCost]
         costs.update(dict.fromkeys(group, cost))
         smallest = min((rows[i] for i in group), key=lambda r: r.bytes)
         notes.append(
-            f"{label} {direction}: ≈{format_ms(cost.fixed_s)} fixed per copy, {cost.streaming_bps / 1e6:.1f} MB/s "
+            f"{label} {direction}: ≈{format_ms(cost.fixed_s)} fixed per copy, "
+            f"{cost.streaming_bytes_per_s / 1e6:.1f} MB/s "
             f"once streaming ({cost.share_of(smallest.bytes):.0%} of a {smallest.file_set} copy is the fixed part)"
         )
     return costs, notes

@@ -20,12 +20,12 @@ MIN_FIXED_SHARE = 0.1  # ...or under a tenth of the smallest copy: not worth a n
 @dataclass(frozen=True)
 class FixedCost:
     fixed_s: float  # seconds every copy pays whatever its size
-    streaming_bps: float  # bytes/s once the copy streams
+    streaming_bytes_per_s: float  # bytes/s once the copy streams
     sizes: tuple[int, ...]  # the distinct copy sizes the fit used
 
     def share_of(self, nbytes: int) -> float:
         """The part of a copy of `nbytes` that the fixed cost takes."""
-        return self.fixed_s / (self.fixed_s + nbytes / self.streaming_bps)
+        return self.fixed_s / (self.fixed_s + nbytes / self.streaming_bytes_per_s)
 
 
 def fit(points: Sequence[tuple[int, float]]) -> FixedCost | None:
@@ -48,4 +48,4 @@ def fit(points: Sequence[tuple[int, float]]) -> FixedCost | None:
     smallest_time = min(t for b, t in points if b == sizes[0])
     if fixed < MIN_FIXED_S or fixed < MIN_FIXED_SHARE * smallest_time:
         return None
-    return FixedCost(fixed_s=fixed, streaming_bps=1 / slope, sizes=tuple(sizes))
+    return FixedCost(fixed_s=fixed, streaming_bytes_per_s=1 / slope, sizes=tuple(sizes))

@@ -49,18 +49,18 @@ class RowExplanation:
     """What one row reached and what bounds it; every field None (or empty) when it could not be said."""
 
     pct_of_tcp: float | None = None  # median rate as a percentage of the raw TCP rate the same way
-    ceiling_bps: float | None = None  # bytes/s: the binding bound's rate
+    ceiling_bytes_per_s: float | None = None  # bytes/s: the binding bound's rate
     bound: str | None = None  # the binding bound's label (workbench.core.ceiling.LABELS)
     bound_explanation: str | None = None  # 'window ≤ 46.8 MB/s (window 128 KiB / 2.8 ms)'
     bounds: tuple[Bound, ...] | None = None  # every ceiling found; None: the row had no rate to explain
     fixed_cost_s: float | None = None  # seconds every copy of this client and direction pays (fixedcost.fit)
-    streaming_bps: float | None = None  # bytes/s of the same fit once the copy streams
+    streaming_bytes_per_s: float | None = None  # bytes/s of the same fit once the copy streams
 
     def row_json(self) -> dict[str, Any]:
         """The row-level keys of schema 1."""
         return {
             "pct_of_tcp": self.pct_of_tcp,
-            "ceiling_bps": self.ceiling_bps,
+            "ceiling_bps": self.ceiling_bytes_per_s,
             "bound": self.bound,
             "bound_explanation": self.bound_explanation,
         }
@@ -72,8 +72,8 @@ class RowExplanation:
             doc["bounds"] = [{"label": b.label, "bps": b.bps, "explanation": b.explanation} for b in self.bounds]
         if self.fixed_cost_s is not None:
             doc["fixed_cost_s"] = self.fixed_cost_s
-        if self.streaming_bps is not None:
-            doc["streaming_bps"] = self.streaming_bps
+        if self.streaming_bytes_per_s is not None:
+            doc["streaming_bps"] = self.streaming_bytes_per_s
         return doc
 
     @classmethod
@@ -83,14 +83,14 @@ class RowExplanation:
         raw_bounds = details.get("bounds")
         return cls(
             pct_of_tcp=row.get("pct_of_tcp"),
-            ceiling_bps=row.get("ceiling_bps"),
+            ceiling_bytes_per_s=row.get("ceiling_bps"),
             bound=row.get("bound"),
             bound_explanation=row.get("bound_explanation"),
             bounds=tuple(Bound(b["label"], b["bps"], b["explanation"]) for b in raw_bounds)
             if isinstance(raw_bounds, list)
             else None,
             fixed_cost_s=details.get("fixed_cost_s"),
-            streaming_bps=details.get("streaming_bps"),
+            streaming_bytes_per_s=details.get("streaming_bps"),
         )
 
 

@@ -162,7 +162,7 @@ class Lab:
     def measure_goodput(self, seconds: float = 3.0, warmup: float = 1.0) -> float:
         """TCP goodput client→server in bit/s over `seconds` after a `warmup`, with one plain socket stream."""
         spec = self.spec
-        self.goodput_bps = measure.goodput_bit_per_s(
+        self.goodput_bps = measure.goodput_bits_per_s(
             self.hosts, self.emulator, spec.rate_bps, spec.mtu, spec.cc, self.notes, seconds, warmup
         )
         return self.goodput_bps

@@ -88,10 +88,10 @@ def calibrate(hosts: Hosts, emulator: Emulator, rtt_ms: float, loss: float, note
     return measured
 
 
-def goodput_bit_per_s(
+def goodput_bits_per_s(
     hosts: Hosts,
     emulator: Emulator,
-    rate_bit_per_s: int,
+    rate_bits_per_s: int,
     mtu: int,
     cc: str | None,
     notes: list[str],
@@ -149,15 +149,15 @@ def goodput_bit_per_s(
     start_t = marks[0][0] + warmup
     first = next(((t, b) for t, b in marks if t >= start_t), marks[0])
     last = marks[-1]
-    measured_bit_per_s = 8 * (last[1] - first[1]) / (last[0] - first[0])
+    measured_bits_per_s = 8 * (last[1] - first[1]) / (last[0] - first[0])
     after = emulator.stats()
     wall = max(1e-9, after["wall_seconds"] - before["wall_seconds"])
     busy = (after["cpu_seconds"] - before["cpu_seconds"]) / wall
-    expected = expected_goodput_bps(rate_bit_per_s, mtu)
-    if measured_bit_per_s < 0.95 * expected:
+    expected = expected_goodput_bps(rate_bits_per_s, mtu)
+    if measured_bits_per_s < 0.95 * expected:
         why = "the emulator was near a full core" if busy > 0.8 else "CPU contention or queue drops"
         notes.append(
-            f"goodput {measured_bit_per_s / 1e6:.0f} Mbit/s is below the {expected / 1e6:.0f} Mbit/s "
+            f"goodput {measured_bits_per_s / 1e6:.0f} Mbit/s is below the {expected / 1e6:.0f} Mbit/s "
             f"expected: {why} (emulator used {busy:.0%} of a core)"
         )
-    return measured_bit_per_s
+    return measured_bits_per_s
