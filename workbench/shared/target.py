@@ -44,9 +44,25 @@ class Target:
     ports: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_PORTS))
     remote_root: str = ""  # absolute path of the served root on the far host (sftp, rsync over ssh)
     share: str = "workbench"  # SMB share and rsync module name, both exporting the served root
+    # A server workbench did not start (given by URL): no control API, no /f/ or /ctl/ on HTTP; paths are
+    # relative to `prefix` beneath what the service exports (the SMB share, the rsync module, the FTP
+    # login directory, the HTTP URL path). SSH-based clients use `remote_root` instead, as for served hosts.
+    stock: bool = False
+    prefix: str = ""  # POSIX directory, no leading or trailing "/"; "" is the export's own root
+    tls: bool = False  # ftps:// (explicit TLS on the control and data connections) and https://
+    # Stock SSH: the host as the user wrote it, so OpenSSH clients pass it as is and ~/.ssh/config applies
+    # (HostName, ProxyJump, IdentityFile, HostKeyAlias); `host` is then the resolved address.
+    ssh_alias: str | None = None
 
     def port(self, service: str) -> int:
         return int(self.ports.get(service, DEFAULT_PORTS[service]))
+
+    def remote_path(self, remote: str) -> str:
+        """A path relative to the served root as the service sees it: beneath `prefix` on a stock server."""
+        remote = remote.strip("/")
+        if not self.prefix:
+            return remote
+        return f"{self.prefix}/{remote}" if remote else self.prefix
 
 
 _EXAMPLE = 'a JSON object: {"host": "192.0.2.10", "ports": {"http": 8181}, "remote_root": "/srv/wb"}'
