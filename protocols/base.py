@@ -109,6 +109,14 @@ class Client(ABC):
         """Create a remote directory and its parents (idempotent)."""
         raise NotImplementedError
 
+    def remove_tree(self, remote_dir: str) -> None:
+        """Delete a remote directory and everything beneath it, never following a link out of it.
+
+        A run against a stock server deletes its scratch directory with this at the end (also after a
+        failure or Ctrl-C). Raises NotFoundError when `remote_dir` does not exist.
+        """
+        raise NotImplementedError(f"{self.label} cannot delete a remote directory")
+
     def row_details(self, direction: str) -> ClientDetails:
         """details() as they apply to one direction: a mount's reads are paced by the kernel, its writes not."""
         return self.details()

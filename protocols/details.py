@@ -43,6 +43,9 @@ class ClientDetails:
     mount: str | None = None  # the mount client's name, when the copies go through a mounted file system
     block_size: int | None = None  # a mount's application read/write size in bytes (its schema-1 key)
     page_cache: str | None = None  # how the local (mount) or the server's page cache takes part in the copy
+    # How the run checked an upload when the far host has no hash API (a stock server given by URL): "read
+    # back" (the file read back outside the timed window) or "rsync checksums"; None: the far host hashed it.
+    verified_by: str | None = None
     # Keys of a document this version does not know (written by another version): kept so that writing the
     # document again loses nothing; never read.
     unknown: Mapping[str, Any] = field(default_factory=dict)

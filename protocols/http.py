@@ -1,4 +1,12 @@
-"""HTTP with aiohttp: GET streamed into a file with large reads, PUT streamed from a file."""
+"""HTTP with aiohttp: GET streamed into a file with large reads, PUT streamed from a file.
+
+Against `workbench serve` (target.stock False) files live under /f/ and directories are made through the
+control API. Against a stock WebDAV server (a URL given to `run`) every path is target.remote_path(remote),
+percent-quoted, at the server's root: PROPFIND checks the directory and the login, MKCOL makes directories,
+DELETE removes them. The login answers the server's own challenge (Digest when offered, else Basic), so a
+password never goes out in clear to a server that asked for Digest. The WebDAV helpers at the top are shared
+with curl (protocols/curl.py).
+"""
 
 from __future__ import annotations
 
@@ -6,19 +14,155 @@ import asyncio
 import base64
 import contextlib
 import os
+import re
+import ssl
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
+from yarl import URL
 
 from workbench.protocols.base import Client, Progress
 from workbench.protocols.details import ClientDetails
-from workbench.shared.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError, from_os_error
-from workbench.shared.target import url_host
+from workbench.shared.errors import (
+    AuthError,
+    DiskError,
+    NetworkError,
+    NotFoundError,
+    UsageError,
+    WorkbenchError,
+    from_os_error,
+)
+from workbench.shared.target import Target, url_host
 
 # aiohttp's default 64 KiB read buffer halves download speed (~500-600 MB/s on loopback, 1 GiB on tmpfs);
 # 4 MiB reached ~1 GB/s (1013 MB/s) on the same path.
 READ_BUFSIZE = 4 << 20
+
+# --- WebDAV on a stock server (shared with curl) ---
+
+PROPFIND_BODY = b'<?xml version="1.0" encoding="utf-8"?><propfind xmlns="DAV:"><prop><resourcetype/></prop></propfind>'
+PUT_OK = (200, 201, 204)
+# MKCOL: 201 made it; 405 (RFC 4918: the resource exists) and 301 (a server adding the trailing slash) mean
+# it was already there.
+MKCOL_OK = (201, 301, 405)
+DELETE_OK = (200, 204)
+UNTRUSTED_CERT_HINT = (
+    "trust its certificate (SSL_CERT_FILE, or CURL_CA_BUNDLE for curl), or pass --insecure-host-keys on a "
+    "link you trust"
+)
+_CHALLENGE = re.compile(r"(?:^|,)\s*([A-Za-z][\w-]*)(?=\s+[\w-]+=|\s*$|\s*,)")
+
+
+def webdav_base(target: Target) -> str:
+    return f"{'https' if target.tls else 'http'}://{url_host(target.host)}:{target.port('http')}"
+
+
+def webdav_path(target: Target, remote: str, collection: bool = False) -> str:
+    """The percent-quoted request path of `remote` beneath the target's prefix; a collection ends in "/"."""
+    path = "/" + quote(target.remote_path(remote), safe="/")
+    return path + "/" if collection and not path.endswith("/") else path
+
+
+def webdav_parents(remote_dir: str) -> list[str]:
+    """Every directory from the first component of `remote_dir` down to itself: "a/b" -> ["a", "a/b"]."""
+    parts = [p for p in remote_dir.split("/") if p]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def removable(target: Target, remote_dir: str) -> str:
+    """remote_dir, refused when it names the export's root (a DELETE of "/" would empty the whole share)."""
+    if not target.remote_path(remote_dir):
+        raise UsageError("refusing to delete the WebDAV server's root directory", "name a directory beneath it")
+    return remote_dir
+
+
+def pick_auth(challenges: Iterable[str]) -> str:
+    """'digest' or 'basic' from a 401's WWW-Authenticate values: Digest when offered (no password in clear)."""
+    schemes = {m.lower() for value in challenges for m in _CHALLENGE.findall(value)}
+    for scheme in ("digest", "basic"):
+        if scheme in schemes:
+            return scheme
+    if not schemes:
+        raise AuthError("the WebDAV server refused the request without saying how to log in (HTTP 401)")
+    offered = ", ".join(sorted(schemes))
+    raise AuthError(f"the WebDAV server asks for {offered} authentication", "workbench speaks Basic and Digest")
+
+
+def tls_context(verify: bool) -> ssl.SSLContext | bool:
+    """The system's CA store, read now (so SSL_CERT_FILE/SSL_CERT_DIR set for this run apply); False: no check."""
+    return ssl.create_default_context() if verify else False
+
+
+def check_deleted(status: int, what: str) -> None:
+    """Raise unless `status` says a DELETE of the collection `what` removed all of it."""
+    if status == 207:  # Multi-Status: some members could not be deleted, the rest were
+        raise WorkbenchError(f"the WebDAV server deleted only part of {what}", "see the server's log")
+    if status not in DELETE_OK:
+        raise webdav_error(status, what)
+
+
+def webdav_error(status: int, what: str) -> WorkbenchError:
+    """A stock WebDAV server's answer `status` to a request for `what`, as a one-line error."""
+    if status == 401:
+        return AuthError(
+            f"the WebDAV server refused the login for {what}", "check the URL's user and WORKBENCH_PASSWORD or ~/.netrc"
+        )
+    if status == 403:
+        return DiskError(f"the WebDAV server forbids access to {what} (HTTP 403)", "check the user's rights there")
+    if status == 404:
+        return NotFoundError(f"not on the WebDAV server: {what}", "check the URL's path")
+    if status == 405:
+        return WorkbenchError(f"the server refused a WebDAV request on {what} (HTTP 405)", "is it a WebDAV share?")
+    if status == 409:
+        return NotFoundError(f"the parent directory of {what} is missing on the WebDAV server (HTTP 409)")
+    if status in (413, 507):
+        return DiskError(f"the WebDAV server has no room for {what} (HTTP {status})", "free space there or copy less")
+    return WorkbenchError(f"HTTP {status} from the WebDAV server for {what}")
+
+
+class WebDavAuth:
+    """Client middleware that logs in the way the server asked: Digest (aiohttp's, preemptive once it has a
+    nonce: one round trip per request) or Basic; nothing until `choose` was told the server's challenge.
+
+    A PUT goes out once even under Digest: aiohttp's middleware answers a 401 by sending the request again,
+    but a streamed body cannot be sent twice (the second try waits for bytes that never come, until the
+    stall timeout). The 401 of a nonce gone stale (Apache ends them after AuthDigestNonceLifetime, 300 s)
+    goes back to the caller instead, and the middleware has already learnt the new nonce from it.
+    """
+
+    def __init__(self, user: str, password: str, origin: URL) -> None:
+        self.scheme: str | None = None
+        self._origin = origin  # the server's scheme://host:port: a redirect elsewhere gets no password
+        self._basic = aiohttp.encode_basic_auth(user, password)
+        self._digest = aiohttp.DigestAuthMiddleware(user, password)
+
+    def choose(self, challenges: Iterable[str]) -> None:
+        self.scheme = pick_auth(challenges)
+
+    async def __call__(self, request: aiohttp.ClientRequest, handler: Any) -> aiohttp.ClientResponse:
+        if self.scheme == "digest":
+            return await self._digest(request, _send_once(handler) if request.method == "PUT" else handler)
+        if self.scheme == "basic" and request.url.origin() == self._origin:
+            request.headers[aiohttp.hdrs.AUTHORIZATION] = self._basic
+        return await handler(request)
+
+
+def _send_once(handler: Any) -> Any:
+    """`handler`, except that a second call returns the first call's response instead of sending again."""
+    sent: list[aiohttp.ClientResponse] = []
+
+    async def send(request: aiohttp.ClientRequest) -> aiohttp.ClientResponse:
+        if not sent:
+            sent.append(await handler(request))
+        return sent[0]
+
+    return send
+
+
+# --- the client ---
 
 
 class AiohttpClient(Client):
@@ -30,7 +174,19 @@ class AiohttpClient(Client):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: aiohttp.ClientSession | None = None
         self._moved_at = 0.0  # loop time of the last byte moved (see _watchdog)
-        self.base = f"http://{url_host(self.target.host)}:{self.target.port('http')}"
+        self._auth: WebDavAuth | None = None  # stock: the login the server asked for (see _open_stock)
+        self.stock = self.target.stock
+        self.base = (
+            webdav_base(self.target)
+            if self.stock
+            else f"http://{url_host(self.target.host)}:{self.target.port('http')}"
+        )
+
+    def _url(self, remote: str, collection: bool = False) -> URL | str:
+        if self.stock:
+            # Quoted here, once: yarl must send it as is (Digest signs the path exactly as sent).
+            return URL(self.base + webdav_path(self.target, remote, collection), encoded=True)
+        return f"{self.base}/f/{remote}"
 
     def _run(self, coro: Any) -> Any:
         assert self._loop is not None, "connect() first"
@@ -47,6 +203,12 @@ class AiohttpClient(Client):
         except TimeoutError as exc:
             raise NetworkError(
                 f"HTTP transfer stalled for {self.options.timeout:.0f} s", "the server stopped or the link is down"
+            ) from exc
+        except aiohttp.ClientConnectorCertificateError as exc:  # https only: before the connector errors
+            raise AuthError(
+                f"cannot verify the certificate of {self.target.host}:{self.target.port('http')}: "
+                f"{exc.certificate_error}",
+                UNTRUSTED_CERT_HINT,
             ) from exc
         except aiohttp.ClientConnectorError as exc:
             raise from_os_error(
@@ -94,6 +256,8 @@ class AiohttpClient(Client):
         progress(n)
 
     def _status_error(self, status: int, what: str) -> WorkbenchError:
+        if self.stock:
+            return webdav_error(status, what)
         if status == 401:
             return AuthError("HTTP server refused the credentials", "check --credentials / WORKBENCH_PASSWORD")
         if status == 404:
@@ -107,6 +271,9 @@ class AiohttpClient(Client):
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self.options.connect_timeout, sock_read=self.options.timeout
         )
+        if self.stock:
+            self._run(self._open_stock(timeout))
+            return
 
         async def open_session() -> None:
             creds = self.target.credentials
@@ -126,10 +293,36 @@ class AiohttpClient(Client):
 
         self._run(open_session())
 
+    async def _open_stock(self, timeout: aiohttp.ClientTimeout) -> None:
+        """Open the session and check, before any timing, that the prefix directory answers a PROPFIND.
+
+        The first PROPFIND carries no credentials: the server's 401 says which scheme it wants.
+        """
+        creds = self.target.credentials
+        self._auth = auth = WebDavAuth(creds.user, creds.password, URL(self.base).origin())
+        connector = aiohttp.TCPConnector(limit=4, force_close=False, ssl=tls_context(self.options.verify_host_keys))
+        self._session = aiohttp.ClientSession(
+            timeout=timeout, read_bufsize=READ_BUFSIZE, connector=connector, middlewares=(auth,)
+        )
+        url = self._url("", collection=True)
+        status, challenges = await self._propfind(url)
+        if status == 401:
+            auth.choose(challenges)
+            status, _ = await self._propfind(url)
+        if status != 207:
+            raise webdav_error(status, f"the directory {webdav_path(self.target, '', collection=True)}")
+
+    async def _propfind(self, url: URL | str) -> tuple[int, list[str]]:
+        assert self._session is not None
+        headers = {"Depth": "0", "Content-Type": "application/xml; charset=utf-8"}
+        async with self._session.request("PROPFIND", url, data=PROPFIND_BODY, headers=headers) as resp:
+            await resp.read()
+            return resp.status, resp.headers.getall("WWW-Authenticate", [])
+
     def download(self, remote: str, local: Path, progress: Progress) -> None:
         async def get() -> None:
             assert self._session is not None
-            async with self._session.get(f"{self.base}/f/{remote}") as resp:
+            async with self._session.get(self._url(remote)) as resp:
                 if resp.status != 200:
                     raise self._status_error(resp.status, remote)
                 fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -157,16 +350,33 @@ class AiohttpClient(Client):
         async def put() -> None:
             assert self._session is not None
             headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
-            async with self._session.put(f"{self.base}/f/{remote}", data=body(), headers=headers) as resp:
+            async with self._session.put(self._url(remote), data=body(), headers=headers) as resp:
                 if resp.status != 200:
                     raise self._status_error(resp.status, remote)
                 stored = (await resp.json()).get("bytes")
                 if stored != size:
                     raise NetworkError(f"server stored {stored} of {size} bytes of {remote}", "retry the copy")
 
-        self._run(put())
+        async def put_stock() -> None:
+            assert self._session is not None and self._auth is not None
+            headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
+            for attempt in (1, 2):
+                async with self._session.put(self._url(remote), data=body(), headers=headers) as resp:
+                    await resp.read()  # 201 (made) or 204/200 (replaced), with no body worth reading
+                    status = resp.status
+                if status == 401 and attempt == 1 and self._auth.scheme == "digest":
+                    continue  # a stale nonce (see WebDavAuth): the file once more, with the new one
+                if status not in PUT_OK:
+                    raise self._status_error(status, remote)
+                return
+
+        self._run(put_stock() if self.stock else put())
 
     def mkdir(self, remote_dir: str) -> None:
+        if self.stock:
+            self._run(self._mkcol(remote_dir))
+            return
+
         async def call() -> None:
             assert self._session is not None
             async with self._session.post(f"{self.base}/ctl/mkdir", params={"path": remote_dir}) as resp:
@@ -174,6 +384,31 @@ class AiohttpClient(Client):
                     raise self._status_error(resp.status, remote_dir)
 
         self._run(call())
+
+    async def _mkcol(self, remote_dir: str) -> None:
+        """MKCOL each directory from the prefix down (the prefix itself was checked by connect)."""
+        assert self._session is not None
+        for path in webdav_parents(remote_dir):
+            async with self._session.request("MKCOL", self._url(path, collection=True)) as resp:
+                await resp.read()
+                if resp.status not in MKCOL_OK:
+                    raise self._status_error(resp.status, path)
+
+    def remove_tree(self, remote_dir: str) -> None:
+        if not self.stock:
+            super().remove_tree(remote_dir)
+            return
+        removable(self.target, remote_dir)
+
+        async def delete() -> None:
+            assert self._session is not None
+            # DELETE of a collection is always recursive (RFC 4918 9.6.1); the server, not the client, walks it.
+            url = self._url(remote_dir, collection=True)
+            async with self._session.delete(url, headers={"Depth": "infinity"}) as resp:
+                await resp.read()
+                check_deleted(resp.status, remote_dir)
+
+        self._run(delete())
 
     def close(self) -> None:
         if self._loop is None:
@@ -185,4 +420,6 @@ class AiohttpClient(Client):
         self._loop = None
 
     def details(self) -> ClientDetails:
-        return ClientDetails(read_bufsize=READ_BUFSIZE, block_bytes=self.options.block_size, server_sendfile=True)
+        # A stock server's way of sending files is unknown (None: not said); `serve` uses sendfile.
+        sendfile = None if self.stock else True
+        return ClientDetails(read_bufsize=READ_BUFSIZE, block_bytes=self.options.block_size, server_sendfile=sendfile)

@@ -23,7 +23,16 @@ from typing import Any, ClassVar
 
 from workbench.protocols.base import Client, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
-from workbench.protocols.openssh_sftp import DEFAULT_CIPHER, ssh_error, ssh_login, ssh_options
+from workbench.protocols.openssh_sftp import (
+    DEFAULT_CIPHER,
+    SSH_LOGIN_DENIED,
+    askpass_env,
+    remote_path,
+    ssh_error,
+    ssh_host,
+    ssh_login,
+    ssh_options,
+)
 from workbench.protocols.process import Completed, last_line, run_native
 from workbench.shared.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError
 from workbench.shared.target import url_host
@@ -226,13 +235,33 @@ class RsyncSshClient(_RsyncClient):
             None if shutil.which("ssh") else "ssh not installed: apt-get install openssh-client"
         )
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._askpass: dict[str, str] = {}
+
     @property
     def _where(self) -> str:
-        return f"{self.target.host}:{self.target.port('ssh')}"
+        return f"{ssh_host(self.target)}:{self.target.port('ssh')}"
 
     def _remote(self, path: str) -> str:
-        # Paths are relative to the served root: the server's rrsync gate anchors them there.
-        return f"{ssh_login(self.target)}:{path}"
+        # Served: relative to the served root (the server's rrsync gate anchors them there). Stock: beneath
+        # remote_root, absolute or relative to the home directory; a trailing "/" (the contents) is kept.
+        joined = remote_path(self.target, path)
+        if self.target.stock and path.endswith("/") and not joined.endswith("/"):
+            joined += "/"
+        return f"{ssh_login(self.target)}:{joined}"
+
+    def _run(self, argv: list[str], progress: Progress, total: int, what: str, **kw: Any) -> None:
+        # A stock server's password reaches ssh through SSH_ASKPASS, set up for this one rsync (see _env).
+        with askpass_env(self.target) as env:
+            self._askpass = env
+            try:
+                super()._run(argv, progress, total, what, **kw)
+            finally:
+                self._askpass = {}
+
+    def _env(self) -> dict[str, str]:
+        return self._askpass
 
     def _transport_args(self) -> list[str]:
         ssh = ["ssh", "-p", str(self.target.port("ssh")), *ssh_options(self.target, self.options)]
@@ -240,8 +269,9 @@ class RsyncSshClient(_RsyncClient):
 
     def _error(self, done: Completed, what: str) -> WorkbenchError:
         text = (done.stderr + done.stdout).lower()
-        if "host key verification failed" in text or "permission denied (publickey" in text:
-            return ssh_error(done, what, self._where)
+        host_key = "host key verification failed" in text or "identification has changed" in text
+        if host_key or SSH_LOGIN_DENIED.search(text):
+            return ssh_error(done, what, self._where, self.target)
         if "connection refused" in text:
             return NetworkError(f"connection refused by {self._where} while {what}", "is sshd running there?")
         gate = next((ln.strip() for ln in done.stderr.splitlines() if "rrsync error" in ln), "")
@@ -265,19 +295,116 @@ class RsyncDaemonClient(_RsyncClient):
     def _where(self) -> str:
         return f"{self.target.host}:{self.target.port('rsync')}"
 
-    def _remote(self, path: str) -> str:
+    def _module_url(self) -> str:
         host = url_host(self.target.host)
         user = self.target.credentials.user
-        return f"rsync://{user}@{host}:{self.target.port('rsync')}/{self.target.share}/{path.lstrip('/')}"
+        return f"rsync://{user}@{host}:{self.target.port('rsync')}/{self.target.share}/"
+
+    def _remote(self, path: str) -> str:
+        if self.target.stock:
+            # Beneath the URL's directory; a trailing "/" (rsync: the directory's contents) is kept. The daemon
+            # expands wildcards in the paths it is given (and un-backslashes the rest): escaped, a name is itself.
+            joined = self.target.remote_path(path)
+            path = _rsync_literal(joined + "/" if path.endswith("/") and joined else joined)
+        return self._module_url() + path.lstrip("/")
+
+    def mkdir(self, remote_dir: str) -> None:
+        if not self.target.stock:
+            super().mkdir(remote_dir)
+            return
+        # --mkpath would name new directories after the escaped path, backslashes and all. Send the directories
+        # instead: a tree of empty ones into the module's root, where existing ones (or links to them, -K) stay.
+        from workbench.shared.errors import UsageError
+
+        parts = PurePosixPath(self.target.remote_path(remote_dir)).parts
+        if any(part in (".", "..") for part in parts):
+            raise UsageError(f"remote directory {remote_dir!r} leaves the module", "use a path beneath the URL's")
+        with tempfile.TemporaryDirectory() as tree:
+            for depth in range(len(parts) + 1):
+                os.makedirs(Path(tree, *parts[:depth]), exist_ok=True)
+                os.chmod(Path(tree, *parts[:depth]), 0o755)  # new remote directories take this mode
+            argv = ["rsync", "-r", "--keep-dirlinks", *self._io_args(), f"{tree}/", self._module_url()]
+            self._ask(argv, f"creating {remote_dir}")
 
     def _transport_args(self) -> list[str]:
         return [f"--contimeout={max(1, round(self.options.connect_timeout))}", "--no-motd"]
+
+    def _ask(self, argv: list[str], what: str, work_bytes: int = 0) -> Completed:
+        """Run an rsync that moves no file data (a listing, a dry run, a delete) and return its output."""
+        done = run_native(
+            argv,
+            progress=lambda n: None,
+            total_bytes=0,
+            timeout=self.options.connect_timeout + self.options.timeout * 4 + work_bytes / MIN_RATE,
+            env=self._env(),
+        )
+        if done.returncode != 0:
+            raise self._error(done, what)
+        return done
+
+    def remove_tree(self, remote_dir: str) -> None:
+        """Sync an empty directory onto the parent with --delete, filtered down to this one entry.
+
+        rsync deletes what it finds with lstat: a symlink inside is removed as a link, never followed.
+        """
+        from workbench.shared.errors import UsageError
+
+        path = PurePosixPath(remote_dir.strip("/"))
+        name = path.name
+        if not name or name in (".", "..") or "\n" in remote_dir:
+            raise UsageError(f"cannot delete {remote_dir!r} with rsync", "give a directory beneath the module's root")
+        listed = self._ask(
+            ["rsync", "--list-only", "-d", *self._io_args(), self._remote(str(path))], f"looking up {remote_dir}"
+        )
+        if not listed.stdout.startswith("d"):
+            raise WorkbenchError(f"{remote_dir} on {self._where} is not a directory", "remove_tree deletes directories")
+        with tempfile.TemporaryDirectory() as empty:
+            filters = [f"--include=/{_rsync_literal(name, wild=False)}", f"--include=/{_rsync_literal(name)}/**"]
+            parent = str(path.parent) + "/"
+            argv = ["rsync", "-r", "--delete", *filters, "--exclude=*", *self._io_args(), f"{empty}/"]
+            self._ask([*argv, self._remote(parent)], f"deleting {remote_dir}")
+
+    def same_as_local(self, local: Path, remote: str) -> bool:
+        """True when `remote` holds exactly the bytes of `local`, by rsync's own checksums (nothing downloaded).
+
+        A dry run (-n) with --checksum and --itemize-changes: the daemon checksums its copy, rsync the local
+        file, and an empty itemize list means nothing would change. A missing remote file is not the same.
+        """
+        size = local.stat().st_size
+        # The daemon reads the whole file before it answers: give rsync's I/O timeout that long too.
+        io_timeout = round(self.options.timeout + size / MIN_RATE)
+        argv = ["rsync", "-n", "-c", "-i", f"--timeout={io_timeout}", *self._transport_args()]
+        done = self._ask([*argv, str(local), self._remote(remote)], f"checksumming {remote}", work_bytes=size)
+        return not any(line[:2] in _ITEMIZED for line in done.stdout.splitlines())
+
+    def _io_args(self) -> list[str]:
+        return [f"--timeout={max(1, round(self.options.timeout))}", *self._transport_args()]
 
     def _env(self) -> dict[str, str]:
         # The only way to hand rsync a daemon password without argv or a prompt.
         return {"RSYNC_PASSWORD": self.target.credentials.password}
 
     def _error(self, done: Completed, what: str) -> WorkbenchError:
-        if "connection refused" in (done.stderr + done.stdout).lower():
+        text = done.stderr + done.stdout
+        if "connection refused" in text.lower():
             return NetworkError(f"connection refused by {self._where} while {what}", "is the rsync daemon running?")
+        # The daemon's own line names the missing path; the last line is only the connection it then closed.
+        missing = next((ln.strip() for ln in text.splitlines() if "no such file or directory" in ln.lower()), "")
+        if done.returncode == 23 and missing:
+            return NotFoundError(f"{what}: {missing}", f"check the path (relative to the module {self.target.share!r})")
         return super()._error(done, what)
+
+
+# The first two characters of an --itemize-changes line for a file rsync would send or change.
+_ITEMIZED = {f"{update}{kind}" for update in "<>ch.*" for kind in "fdLDS"}
+
+
+def _rsync_literal(name: str, wild: bool = True) -> str:
+    """`name` as an rsync filter pattern matching only itself.
+
+    Backslash escapes wildcards only in a pattern that has one (`wild`: the pattern gets "**" added, or
+    the name itself holds * ? or [); a pattern without is compared as is.
+    """
+    if not wild and not any(c in name for c in "*?["):
+        return name
+    return "".join("\\" + c if c in "\\*?[" else c for c in name)

@@ -1,17 +1,25 @@
-"""SFTP with paramiko: pinned cipher, verified host keys, bounded prefetch for downloads, pipelined uploads."""
+"""SFTP with paramiko: pinned cipher, verified host keys, bounded prefetch for downloads, pipelined uploads.
+
+Against workbench's own sshd it logs in with the credentials' key and known_hosts; against a stock
+server (`target.stock`) it follows the user's OpenSSH configuration (protocols/paramiko_login.py).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import posixpath
 import socket
 import stat
 from collections import deque
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from workbench.protocols import paramiko_login
 from workbench.protocols.base import Client, Progress
 from workbench.protocols.details import ClientDetails
+from workbench.protocols.openssh_sftp import known_host_hint, remote_path
+from workbench.shared import sshconfig
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError, from_os_error
 
 try:
@@ -61,18 +69,25 @@ class ParamikoClient(Client):
 
     def connect(self) -> None:
         host, port = self._where
-        try:
-            sock = socket.create_connection((host, port), timeout=self.options.connect_timeout)
-            sock.settimeout(self.options.timeout)
-        except OSError as exc:
-            raise from_os_error(exc, "connecting over SSH", host, port) from exc
+        ssh_host = self._resolve() if self.target.stock else None
+        if ssh_host is not None:
+            sock = paramiko_login.open_socket(ssh_host, self.options.connect_timeout, self.options.timeout)
+        else:
+            try:
+                sock = socket.create_connection((host, port), timeout=self.options.connect_timeout)
+                sock.settimeout(self.options.timeout)
+            except OSError as exc:
+                raise from_os_error(exc, "connecting over SSH", host, port) from exc
         try:
             transport = paramiko.Transport(sock, default_window_size=WINDOW_BYTES, default_max_packet_size=PACKET_BYTES)
             self._transport = transport
             transport.get_security_options().ciphers = (self._cipher,)
-            transport.start_client(timeout=self.options.timeout)
-            self._check_host_key(transport.get_remote_server_key())
-            self._authenticate(transport)
+            if ssh_host is not None:
+                self._stock_login(transport, ssh_host)
+            else:
+                transport.start_client(timeout=self.options.timeout)
+                self._check_host_key(transport.get_remote_server_key())
+                self._authenticate(transport)
             self._sftp = paramiko.SFTPClient.from_transport(
                 transport, window_size=WINDOW_BYTES, max_packet_size=PACKET_BYTES
             )
@@ -84,6 +99,33 @@ class ParamikoClient(Client):
             if isinstance(exc, WorkbenchError):
                 raise
             raise self._translate(exc, "logging in over SSH") from exc
+
+    def _resolve(self) -> sshconfig.SshHost:
+        """The stock target's alias as `ssh -G` resolves it, with the URL's (or resolved) user and port."""
+        alias = self.target.ssh_alias or self.target.host
+        return sshconfig.resolve(alias, port=self.target.port("ssh"), user=self.target.credentials.user or None)
+
+    def _known_hosts_files(self, ssh_host: sshconfig.SshHost) -> list[str]:
+        # As UserKnownHostsFile=FILE does for the OpenSSH programs: the credentials' file replaces the user's.
+        known = self.target.credentials.known_hosts
+        user_files = [str(known)] if known is not None else list(ssh_host.user_known_hosts)
+        return user_files + list(ssh_host.global_known_hosts)
+
+    def _stock_login(self, transport: paramiko.Transport, ssh_host: sshconfig.SshHost) -> None:
+        creds = self.target.credentials
+        if self.options.verify_host_keys:
+            files = self._known_hosts_files(ssh_host)
+            paramiko_login.prefer_known_types(transport, paramiko_login.known_keys(files, ssh_host.known_hosts_name))
+        transport.start_client(timeout=self.options.timeout)
+        if self.options.verify_host_keys:
+            hint = known_host_hint(self.target)
+            paramiko_login.check_host_key(transport.get_remote_server_key(), ssh_host, files, hint)
+        if creds.ssh_key is not None:
+            identities, only = [str(creds.ssh_key)], True  # as -i KEY -o IdentitiesOnly=yes
+        else:
+            identities, only = list(ssh_host.identity_files), ssh_host.identities_only
+        where = f"{ssh_host.alias}:{ssh_host.port}"
+        paramiko_login.authenticate(transport, ssh_host.user, identities, only, creds.password, where)
 
     def _check_host_key(self, key: paramiko.PKey) -> None:
         if not self.options.verify_host_keys:
@@ -136,10 +178,13 @@ class ParamikoClient(Client):
             raise NetworkError("not connected", "call connect() first")
         return self._sftp
 
+    def _path(self, remote: str) -> str:
+        return remote_path(self.target, remote)
+
     def download(self, remote: str, local: Path, progress: Progress) -> None:
         sftp = self._client()
         try:
-            with sftp.open(remote, "rb") as src, open(local, "wb") as dst:
+            with sftp.open(self._path(remote), "rb") as src, open(local, "wb") as dst:
                 _pipelined_read(sftp, src, src.stat().st_size or 0, dst, progress)
         except WorkbenchError:
             raise
@@ -153,7 +198,7 @@ class ParamikoClient(Client):
         except OSError as exc:
             raise from_os_error(exc, f"reading {local}") from exc
         try:
-            with src, sftp.open(remote, "wb") as dst:
+            with src, sftp.open(self._path(remote), "wb") as dst:
                 _pipelined_write(sftp, dst, src, progress)
         except WorkbenchError:
             raise
@@ -163,7 +208,7 @@ class ParamikoClient(Client):
     def mkdir(self, remote_dir: str) -> None:
         sftp = self._client()
         path = PurePosixPath()
-        for part in PurePosixPath(remote_dir).parts:
+        for part in PurePosixPath(self._path(remote_dir)).parts:
             path /= part
             try:
                 if stat.S_ISDIR(sftp.stat(str(path)).st_mode or 0):
@@ -176,6 +221,21 @@ class ParamikoClient(Client):
                 sftp.mkdir(str(path))
             except (OSError, paramiko.SSHException, EOFError) as exc:
                 raise self._translate(exc, f"creating {path}") from exc
+
+    def remove_tree(self, remote_dir: str) -> None:
+        """Delete remote_dir and everything beneath it; a link is removed itself, never followed."""
+        sftp = self._client()
+        top = self._path(remote_dir)
+        try:
+            mode = sftp.lstat(top).st_mode or 0
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise self._translate(exc, f"removing {remote_dir}") from exc
+        if not stat.S_ISDIR(mode):
+            raise UsageError(f"{remote_dir} is not a directory on the server", "remove_tree deletes directories only")
+        try:
+            _remove_dir(sftp, top)
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise self._translate(exc, f"removing {remote_dir}") from exc
 
     def close(self) -> None:
         # A dead link makes paramiko's close raise; closing must still succeed.
@@ -195,6 +255,25 @@ class ParamikoClient(Client):
             cipher=self._cipher,
             timed_includes_setup=False,
         )
+
+
+def _remove_dir(sftp: paramiko.SFTPClient, path: str) -> None:
+    """Depth-first removal of a directory whose lstat said directory.
+
+    A listing's attributes may come from stat() on some servers (OpenSSH's are lstat's), so an entry
+    listed as a directory is lstat-ed again before descending: a link to a directory is unlinked, and
+    what it points to is never touched.
+    """
+    for entry in sftp.listdir_attr(path):
+        child = posixpath.join(path, entry.filename)
+        mode = entry.st_mode or 0
+        if stat.S_ISDIR(mode):
+            mode = sftp.lstat(child).st_mode or 0
+        if stat.S_ISDIR(mode):
+            _remove_dir(sftp, child)
+        else:
+            sftp.remove(child)
+    sftp.rmdir(path)
 
 
 class _Replies:

@@ -6,14 +6,26 @@ reply, so its ceiling is request_bytes x 1 / RTT; details() reports both numbers
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from workbench.protocols.base import Client, Progress, call_translating
 from workbench.protocols.details import ClientDetails
-from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
+from workbench.shared.errors import (
+    AuthError,
+    NetworkError,
+    NotFoundError,
+    UsageError,
+    WorkbenchError,
+    from_os_error,
+)
+from workbench.shared.target import Target
 
 STATUS_OBJECT_NAME_NOT_FOUND = 0xC0000034
 STATUS_OBJECT_NAME_COLLISION = 0xC0000035
@@ -22,13 +34,148 @@ STATUS_ACCESS_DENIED = 0xC0000022
 STATUS_OBJECT_NAME_INVALID = 0xC0000033
 STATUS_OBJECT_PATH_SYNTAX_BAD = 0xC000003B
 STATUS_BAD_NETWORK_NAME = 0xC00000CC
+STATUS_DIRECTORY_NOT_EMPTY = 0xC0000101
 _NOT_FOUND = {STATUS_OBJECT_NAME_NOT_FOUND, STATUS_OBJECT_PATH_NOT_FOUND}
 _DIALECTS = {0x0202: "2.0.2", 0x0210: "2.1", 0x0300: "3.0", 0x0302: "3.0.2", 0x0311: "3.1.1"}
+FILE_ATTRIBUTE_DIRECTORY = 0x10
+FILE_ATTRIBUTE_REPARSE_POINT = 0x400  # a symlink, junction or mount point, as Windows and macOS servers show one
+# CREATE options and access for deleting one entry (MS-SMB2 2.2.13)
+DELETE_ACCESS = 0x00010000 | 0x00000080  # DELETE | FILE_READ_ATTRIBUTES
+SHARE_ALL = 0x1 | 0x2 | 0x4  # FILE_SHARE_READ | WRITE | DELETE
+FILE_DIRECTORY_FILE = 0x1
+FILE_NON_DIRECTORY_FILE = 0x40
+FILE_OPEN_REPARSE_POINT = 0x00200000  # open a link itself, never what it points to
+FILE_DISPOSITION_INFORMATION = 13
 
 
 def smb_path(remote: str) -> str:
     """A POSIX path relative to the share as SMB wants it (backslashes, no leading separator)."""
     return remote.strip("/").replace("/", "\\")
+
+
+def posix(path: str) -> str:
+    """An SMB path as messages show it (forward slashes)."""
+    return path.replace("\\", "/")
+
+
+def share_path(target: Target, remote: str) -> str:
+    """`remote` as a path in the share: beneath the URL's directory (the prefix) on a stock server."""
+    return smb_path(target.remote_path(remote) if target.stock else remote)
+
+
+def delete_options(kind: str) -> int:
+    """CREATE options to delete a "file", a "dir" or a "link" (the link itself, whatever it leads to)."""
+    by_kind = {"file": FILE_NON_DIRECTORY_FILE, "dir": FILE_DIRECTORY_FILE, "link": 0}
+    return FILE_OPEN_REPARSE_POINT | by_kind[kind]
+
+
+# -- deleting a directory tree, shared by the SMB clients -----------------------------------------
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    """One entry of a directory listing (FileIdBothDirectoryInformation)."""
+
+    name: str
+    attributes: int
+    file_id: int
+
+    @property
+    def is_link(self) -> bool:
+        return bool(self.attributes & FILE_ATTRIBUTE_REPARSE_POINT)
+
+    @property
+    def is_dir(self) -> bool:
+        return bool(self.attributes & FILE_ATTRIBUTE_DIRECTORY)
+
+
+class TreeOps(Protocol):
+    """What remove_smb_tree needs from a client: list a directory, delete one entry."""
+
+    def list_dir(self, path: str) -> list[DirEntry]:
+        """Every entry of directory `path` (SMB form), "." and ".." included when the server lists them."""
+
+    def delete_entry(self, path: str, kind: str) -> int:
+        """Delete one entry ("file", "dir" or "link", opened with FILE_OPEN_REPARSE_POINT); its NT status, 0 = done."""
+
+
+def remove_smb_tree(ops: TreeOps, path: str, where: str) -> None:
+    """Delete directory `path` (SMB form) and everything in it, never following a link.
+
+    An entry the server flags as a reparse point is deleted itself, never entered. Samba shows a symlink as
+    what it points to and hides one that leads out of the share (wide links = no); a directory reached
+    through such a link is told apart by its ".." entry, which names the real parent: it is deleted as a
+    link when the server allows, else left alone and reported. Entries the server hides cannot be deleted
+    over SMB; the directory holding them is then reported as not empty. Everything else is deleted before
+    the first problem is raised.
+    """
+    if not path:
+        raise UsageError("refusing to delete the share's root directory", "give a directory beneath it")
+    parent = path.rpartition("\\")[0]
+    problems: list[WorkbenchError] = []
+    _remove_dir(ops, path, _own_id(ops.list_dir(parent)), where, problems)
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise type(first)(first.message + more, first.hint)
+
+
+def _own_id(entries: list[DirEntry]) -> int | None:
+    """The file id of the listed directory itself (its "." entry); None when the server gives none."""
+    dot = next((e for e in entries if e.name == "."), None)
+    return dot.file_id if dot is not None and dot.file_id else None
+
+
+def _remove_dir(ops: TreeOps, path: str, parent_id: int | None, where: str, problems: list[WorkbenchError]) -> bool:
+    """Delete `path` and its contents; False (with the reason in `problems`) when something had to stay."""
+    entries = ops.list_dir(path)
+    dotdot = next((e for e in entries if e.name == ".."), None)
+    if parent_id is not None and dotdot is not None and dotdot.file_id and dotdot.file_id != parent_id:
+        # Its real parent is elsewhere: `path` is a link the server resolved. Delete the link, never its contents.
+        return _deleted(ops.delete_entry(path, "link"), path, where, problems, through_link=True)
+    here = _own_id(entries)
+    complete = True
+    for entry in entries:
+        if entry.name in (".", ".."):
+            continue
+        child = f"{path}\\{entry.name}"
+        if entry.is_link:
+            complete &= _deleted(ops.delete_entry(child, "link"), child, where, problems)
+        elif entry.is_dir:
+            try:
+                complete &= _remove_dir(ops, child, here, where, problems)
+            except NotFoundError:
+                continue  # gone since the listing (or a link whose target went: Samba hides it from now on)
+        else:
+            complete &= _deleted(ops.delete_entry(child, "file"), child, where, problems)
+    # A directory still holding what could not be deleted stays: its own "not empty" would only repeat that.
+    return complete and _deleted(ops.delete_entry(path, "dir"), path, where, problems)
+
+
+def _deleted(status: int, path: str, where: str, problems: list[WorkbenchError], through_link: bool = False) -> bool:
+    """True when `status` says the entry is gone; otherwise note why in `problems`."""
+    if status == 0 or status in _NOT_FOUND:
+        return True  # deleted, or gone already
+    problems.append(_delete_failure(status, path, where, through_link))
+    return False
+
+
+def _delete_failure(status: int, path: str, where: str, through_link: bool) -> WorkbenchError:
+    shown = posix(path)
+    if status == STATUS_DIRECTORY_NOT_EMPTY and through_link:
+        return WorkbenchError(
+            f"{shown} on {where} leads to a directory elsewhere (a symlink): not followed, and the server "
+            "will not delete the link itself",
+            "remove it on the server",
+        )
+    if status == STATUS_DIRECTORY_NOT_EMPTY:
+        return WorkbenchError(
+            f"{shown} on {where} is not empty after deleting everything the server lists in it",
+            "the server hides some entries (Samba hides symlinks that lead out of the share): remove them there",
+        )
+    if status == STATUS_ACCESS_DENIED:
+        return AuthError(f"deleting {shown} on {where}: access denied", "check the share's permissions")
+    return WorkbenchError(f"deleting {shown} on {where} failed (NT status 0x{status:08X})", "see the server's log")
 
 
 def _proc_net_address(host: str, port: int) -> str:
@@ -107,6 +254,81 @@ def _status(exc: Exception) -> int | None:
     return None
 
 
+@functools.cache
+def _connection_class() -> type:
+    """pysmb's SMBConnection plus what it lacks: the negotiated dialect and a delete that never follows a link."""
+    from smb.base import _PendingRequest
+    from smb.smb2_constants import SMB2_INFO_FILE
+    from smb.smb2_structs import SMB2CloseRequest, SMB2CreateRequest, SMB2Message, SMB2SetInfoRequest
+    from smb.smb_constants import FILE_OPEN, SEC_IMPERSONATE
+    from smb.SMBConnection import SMBConnection
+
+    class _Connection(SMBConnection):
+        # pysmb keeps no record of the negotiated dialect; catch it as the reply goes by.
+        dialect_revision: int | None = None
+
+        def _updateServerInfo_SMB2(self, payload: Any) -> None:
+            self.dialect_revision = getattr(payload, "dialect_revision", None)
+            super()._updateServerInfo_SMB2(payload)
+
+        def delete_entry(self, tid: int, path: str, options: int, timeout: float) -> int:
+            """CREATE (DELETE access, `options`) + SET_INFO delete pending + CLOSE; the first failing NT status.
+
+            pysmb's own deleteFiles/deleteDirectory open without FILE_OPEN_REPARSE_POINT (a Windows server
+            would then delete what a link points to), skip missing files silently and ignore CLOSE's status.
+            """
+            outcome: list[int] = []
+
+            def send(request: Any, callback: Callable[..., None], **kwargs: Any) -> None:
+                message = SMB2Message(request)
+                message.tid = tid
+                self._sendSMBMessage(message)
+                self.pending_requests[message.mid] = _PendingRequest(
+                    message.mid, time.time() + timeout, callback, errback, **kwargs
+                )
+
+            def errback(failure: Exception) -> None:
+                self.is_busy = False
+                raise failure
+
+            def finish(status: int) -> None:
+                outcome.append(status)
+                self.is_busy = False
+
+            def created(reply: Any, **_: Any) -> None:
+                if reply.status != 0:
+                    finish(reply.status)
+                    return
+                fid = reply.payload.fid
+                # FileDispositionInformation: delete pending = 1
+                send(SMB2SetInfoRequest(fid, 0, SMB2_INFO_FILE, FILE_DISPOSITION_INFORMATION, b"\x01"), marked, fid=fid)
+
+            def marked(reply: Any, fid: bytes, **_: Any) -> None:
+                send(SMB2CloseRequest(fid), closed, marked_status=reply.status)
+
+            def closed(reply: Any, marked_status: int, **_: Any) -> None:
+                finish(marked_status or reply.status)
+
+            create = SMB2CreateRequest(
+                path,
+                access_mask=DELETE_ACCESS,
+                share_access=SHARE_ALL,
+                create_disp=FILE_OPEN,
+                create_options=options,
+                impersonation=SEC_IMPERSONATE,
+            )
+            self.is_busy = True
+            try:
+                send(create, created)
+                while self.is_busy:
+                    self._pollForNetBIOSPacket(timeout)
+            finally:
+                self.is_busy = False
+            return outcome[0]
+
+    return _Connection
+
+
 class PysmbClient(Client):
     protocol = "smb"
     name = "pysmb"
@@ -128,18 +350,8 @@ class PysmbClient(Client):
         return f"{self.target.host}:{self.target.port('smb')}"
 
     def connect(self) -> None:
-        from smb.SMBConnection import SMBConnection
-
-        class _Connection(SMBConnection):
-            # pysmb keeps no record of the negotiated dialect; catch it as the reply goes by.
-            dialect_revision: int | None = None
-
-            def _updateServerInfo_SMB2(self, payload: Any) -> None:
-                self.dialect_revision = getattr(payload, "dialect_revision", None)
-                super()._updateServerInfo_SMB2(payload)
-
         creds = self.target.credentials
-        conn = _Connection(creds.user, creds.password, "workbench", self.target.host, is_direct_tcp=True)
+        conn = _connection_class()(creds.user, creds.password, "workbench", self.target.host, is_direct_tcp=True)
         try:
             # pysmb's timeout bounds the TCP connect and each reply of the login alike (replies take ms)
             ok = self._call(
@@ -201,7 +413,7 @@ class PysmbClient(Client):
                 self._call(
                     conn.retrieveFile,
                     self.target.share,
-                    smb_path(remote),
+                    share_path(self.target, remote),
                     _ProgressWriter(fh, progress),
                     timeout=self.options.timeout,
                     what=what,
@@ -216,7 +428,7 @@ class PysmbClient(Client):
                 self._call(
                     conn.storeFile,
                     self.target.share,
-                    smb_path(remote),
+                    share_path(self.target, remote),
                     _ProgressReader(fh, progress),
                     timeout=self.options.timeout,
                     what=f"uploading {remote}",
@@ -226,7 +438,7 @@ class PysmbClient(Client):
 
     def mkdir(self, remote_dir: str) -> None:
         conn = self._require()
-        parts = [p for p in remote_dir.strip("/").split("/") if p]
+        parts = [p for p in share_path(self.target, remote_dir).split("\\") if p]
         for depth in range(1, len(parts) + 1):
             path = "\\".join(parts[:depth])
             try:
@@ -238,6 +450,9 @@ class PysmbClient(Client):
                 if error is None:
                     raise
                 raise error from exc
+
+    def remove_tree(self, remote_dir: str) -> None:
+        remove_smb_tree(_PysmbTree(self), share_path(self.target, remote_dir), f"{self._where}/{self.target.share}")
 
     def close(self) -> None:
         if self._conn is not None:
@@ -264,3 +479,38 @@ class PysmbClient(Client):
             signing=bool(conn.is_signing_active),
             encryption=False,
         )
+
+
+class _PysmbTree:
+    """TreeOps over a pysmb session (remove_smb_tree's listing and deleting)."""
+
+    def __init__(self, client: PysmbClient) -> None:
+        self.client = client
+        self.conn = client._require()
+        self.share = client.target.share
+        self.timeout = client.options.timeout
+
+    def list_dir(self, path: str) -> list[DirEntry]:
+        what = f"listing {posix(path) or 'the share root'}"
+        found = self.client._call(self.conn.listPath, self.share, path, timeout=self.timeout, what=what)
+        return [DirEntry(f.filename, f.file_attributes, f.file_id or 0) for f in found]
+
+    def delete_entry(self, path: str, kind: str) -> int:
+        what = f"deleting {posix(path)}"
+        if not self.conn.is_using_smb2:
+            return self._delete_smb1(path, kind, what)
+        tid = self.conn.connected_trees[self.share]  # connected by the listing that came first
+        return self.client._call(self.conn.delete_entry, tid, path, delete_options(kind), self.timeout, what=what)
+
+    def _delete_smb1(self, path: str, kind: str, what: str) -> int:
+        """SMB1 (a server too old for SMB2): pysmb's own deletes, which name the entry and never open it."""
+        from smb.smb_structs import OperationFailure
+
+        delete = self.conn.deleteDirectory if kind == "dir" else self.conn.deleteFiles
+        try:
+            self.client._call(delete, self.share, path, timeout=self.timeout, what=what)
+        except WorkbenchError as exc:
+            if isinstance(exc.__cause__, OperationFailure):
+                return _status(exc.__cause__) or STATUS_ACCESS_DENIED
+            raise
+        return 0

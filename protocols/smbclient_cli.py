@@ -19,6 +19,7 @@ from typing import Any
 from workbench.protocols.base import Client, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.process import Completed, run_native
+from workbench.protocols.smb import share_path
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError
 
 BINARY = "smbclient"
@@ -39,6 +40,7 @@ _NETWORK = {
     "NT_STATUS_END_OF_FILE",
     "NT_STATUS_INVALID_NETWORK_RESPONSE",
 }
+SEP = "\\"  # SMB's path separator
 UNKNOWN_SIZE = 1 << 50  # a total for run_native when the download's size is not known up front
 UNKNOWN_SIZE_BOUND = 4 * 3600.0
 MIN_RATE = 100_000  # bytes/s assumed at worst when bounding a whole batch; stalls are caught sooner
@@ -49,10 +51,6 @@ def _quote(path: str) -> str:
     if any(c in path for c in '"\n\r;'):
         raise UsageError(f"path {path!r} cannot be passed to smbclient", 'avoid ", ; and newlines in file names')
     return f'"{path}"'
-
-
-def _remote(remote: str) -> str:
-    return _quote(remote.strip("/").replace("/", "\\"))
 
 
 class SmbclientClient(Client):
@@ -72,6 +70,10 @@ class SmbclientClient(Client):
     @property
     def _where(self) -> str:
         return f"{self.target.host}:{self.target.port('smb')}"
+
+    def _remote(self, remote: str) -> str:
+        """One smbclient argument naming `remote` in the share (beneath the URL's directory on a stock server)."""
+        return _quote(share_path(self.target, remote))
 
     def connect(self) -> None:
         """Write the private auth file and check the login once (every copy logs in again)."""
@@ -175,7 +177,7 @@ class SmbclientClient(Client):
         # The remote size is unknown without a second login inside the timed span, so the total is
         # open-ended and every report is clipped to what the local file really holds.
         self._run(
-            [f"get {_remote(remote)} {_quote(str(local))}"],
+            [f"get {self._remote(remote)} {_quote(str(local))}"],
             what=f"downloading {remote}",
             total=UNKNOWN_SIZE,
             progress=_LocalFileProgress(progress, local),
@@ -184,7 +186,7 @@ class SmbclientClient(Client):
 
     def upload(self, local: Path, remote: str, progress: Progress) -> None:
         self._run(
-            [f"put {_quote(str(local))} {_remote(remote)}"],
+            [f"put {_quote(str(local))} {self._remote(remote)}"],
             what=f"uploading {remote}",
             total=_size(local),
             progress=progress,
@@ -193,7 +195,7 @@ class SmbclientClient(Client):
     def download_many(self, files: Sequence[FileCopy], progress: Progress) -> None:
         if files:
             self._run(
-                [f"get {_remote(f.remote)} {_quote(str(f.local))}" for f in files],
+                [f"get {self._remote(f.remote)} {_quote(str(f.local))}" for f in files],
                 what=f"downloading {len(files)} files",
                 total=sum(f.size for f in files),
                 progress=progress,
@@ -202,15 +204,15 @@ class SmbclientClient(Client):
     def upload_many(self, files: Sequence[FileCopy], progress: Progress) -> None:
         if files:
             self._run(
-                [f"put {_quote(str(f.local))} {_remote(f.remote)}" for f in files],
+                [f"put {_quote(str(f.local))} {self._remote(f.remote)}" for f in files],
                 what=f"uploading {len(files)} files",
                 total=sum(_size(f.local) for f in files),
                 progress=progress,
             )
 
     def mkdir(self, remote_dir: str) -> None:
-        parts = [p for p in remote_dir.strip("/").split("/") if p]
-        commands = [f"mkdir {_remote('/'.join(parts[:i]))}" for i in range(1, len(parts) + 1)]
+        parts = [p for p in share_path(self.target, remote_dir).split("\\") if p]
+        commands = [f"mkdir {_quote(SEP.join(parts[:i]))}" for i in range(1, len(parts) + 1)]
         if commands:
             self._run(
                 commands, what=f"creating {remote_dir}", total=0, ignore=frozenset({"NT_STATUS_OBJECT_NAME_COLLISION"})

@@ -25,7 +25,15 @@ from typing import Any, BinaryIO
 
 from workbench.protocols.base import Client, FileCopy, Progress, call_translating
 from workbench.protocols.details import ClientDetails
-from workbench.protocols.smb import local_peer_pids
+from workbench.protocols.smb import (
+    SHARE_ALL,
+    DirEntry,
+    delete_options,
+    local_peer_pids,
+    posix,
+    remove_smb_tree,
+    share_path,
+)
 from workbench.protocols.smb_fastpath import FastPath, read_all, read_payload, size_of
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
@@ -34,11 +42,6 @@ FILES_IN_FLIGHT = 8  # small files of a set copied at once, each as one CREATE+R
 MAX_REQUEST = 8 * 1024 * 1024  # bytes per read/write, capped further by what the server negotiates
 CREDIT_UNIT = 64 * 1024  # one SMB2 credit pays for this many bytes of a read or write
 _DIALECTS = {0x0202: "2.0.2", 0x0210: "2.1", 0x0300: "3.0", 0x0302: "3.0.2", 0x0311: "3.1.1"}
-
-
-def smb_path(remote: str) -> str:
-    """A POSIX path relative to the share as SMB wants it (backslashes, no leading separator)."""
-    return remote.strip("/").replace("/", "\\")
 
 
 class SmbprotocolClient(Client):
@@ -193,7 +196,7 @@ class SmbprotocolClient(Client):
     def _open(self, remote: str, write: bool, what: str) -> Any:
         from smbprotocol.open import Open
 
-        handle = Open(self._require_tree(), smb_path(remote))
+        handle = Open(self._require_tree(), share_path(self.target, remote))
         self._guard(handle.create, *_create_args(write), what=what)
         return handle
 
@@ -247,7 +250,7 @@ class SmbprotocolClient(Client):
         )
 
         tree = self._require_tree()
-        parts = [p for p in remote_dir.strip("/").split("/") if p]
+        parts = [p for p in share_path(self.target, remote_dir).split("\\") if p]
         for depth in range(1, len(parts) + 1):
             path = "\\".join(parts[:depth])
             handle = Open(tree, path)
@@ -268,6 +271,12 @@ class SmbprotocolClient(Client):
                     raise
                 raise error from exc
             self._guard(handle.close, what=f"creating {path}")
+
+    def remove_tree(self, remote_dir: str) -> None:
+        self._require_tree()
+        remove_smb_tree(
+            _SmbprotocolTree(self), share_path(self.target, remote_dir), f"{self._where}/{self.target.share}"
+        )
 
     # -- sets of small files: one compound per file, several files in flight ---------------------
 
@@ -333,7 +342,7 @@ class SmbprotocolClient(Client):
         from smbprotocol.open import Open, SMB2CloseRequest, SMB2ReadRequest, SMB2WriteRequest
 
         related = b"\xff" * 16  # "the file the previous request of this compound opened"
-        handle = Open(self._tree, smb_path(item.remote))
+        handle = Open(self._tree, share_path(self.target, item.remote))
         if upload:
             body = SMB2WriteRequest()
             body["buffer"] = read_all(item.local)
@@ -518,3 +527,101 @@ def _create_args(write: bool) -> tuple[Any, ...]:
         disposition, share = CreateDisposition.FILE_OPEN, ShareAccess.FILE_SHARE_READ
     options = CreateOptions.FILE_NON_DIRECTORY_FILE | CreateOptions.FILE_SEQUENTIAL_ONLY
     return (ImpersonationLevel.Impersonation, mask, FileAttributes.FILE_ATTRIBUTE_NORMAL, share, disposition, options)
+
+
+class _SmbprotocolTree:
+    """TreeOps over an smbprotocol session (remove_smb_tree's listing and deleting)."""
+
+    def __init__(self, client: SmbprotocolClient) -> None:
+        self.client = client
+        self.tree = client._require_tree()
+
+    def list_dir(self, path: str) -> list[DirEntry]:
+        from smbprotocol.exceptions import NoMoreFiles
+        from smbprotocol.file_info import FileInformationClass
+        from smbprotocol.open import CreateDisposition, CreateOptions, DirectoryAccessMask, ImpersonationLevel, Open
+
+        what = f"listing {posix(path) or 'the share root'}"
+        handle = Open(self.tree, path)
+        guard = self.client._guard
+        guard(
+            handle.create,
+            ImpersonationLevel.Impersonation,
+            DirectoryAccessMask.FILE_LIST_DIRECTORY | DirectoryAccessMask.FILE_READ_ATTRIBUTES,
+            0,
+            SHARE_ALL,
+            CreateDisposition.FILE_OPEN,
+            CreateOptions.FILE_DIRECTORY_FILE,
+            what=what,
+        )
+        entries: list[DirEntry] = []
+        try:
+            while True:  # each QUERY_DIRECTORY continues where the last ended, until STATUS_NO_MORE_FILES
+                try:
+                    batch = handle.query_directory("*", FileInformationClass.FILE_ID_BOTH_DIRECTORY_INFORMATION)
+                except NoMoreFiles:
+                    break
+                except Exception as exc:
+                    raise self.client._translate(exc, what) or exc from exc
+                entries += [_entry(info) for info in batch]
+        finally:
+            self.client._close_handle(handle, what, failing=False)
+        return entries
+
+    def delete_entry(self, path: str, kind: str) -> int:
+        from smbprotocol.exceptions import SMBResponseException
+        from smbprotocol.file_info import FileDispositionInformation
+        from smbprotocol.open import (
+            CreateDisposition,
+            FilePipePrinterAccessMask,
+            ImpersonationLevel,
+            Open,
+            SMB2SetInfoRequest,
+        )
+
+        what = f"deleting {posix(path)}"
+        access = FilePipePrinterAccessMask.DELETE | FilePipePrinterAccessMask.FILE_READ_ATTRIBUTES
+        handle = Open(self.tree, path)
+        try:
+            handle.create(
+                ImpersonationLevel.Impersonation,
+                access,
+                0,
+                SHARE_ALL,
+                CreateDisposition.FILE_OPEN,
+                delete_options(kind),
+            )
+        except SMBResponseException as exc:
+            return exc.status
+        except Exception as exc:
+            raise self.client._translate(exc, what) or exc from exc
+        status = 0
+        try:
+            info = FileDispositionInformation()
+            info["delete_pending"] = True
+            request = SMB2SetInfoRequest()
+            request["info_type"] = info.INFO_TYPE
+            request["file_info_class"] = info.INFO_CLASS
+            request["file_id"] = handle.file_id
+            request["buffer"] = info
+            conn, session = self.tree.session.connection, self.tree.session
+            sent = conn.send(request, session.session_id, self.tree.tree_connect_id)
+            conn.receive(sent, timeout=self.client.options.timeout)
+        except SMBResponseException as exc:
+            status = exc.status
+        except Exception as exc:
+            raise self.client._translate(exc, what) or exc from exc
+        finally:
+            try:
+                handle.close()  # the entry goes when its last handle closes; Samba reports a failed rmdir here
+            except SMBResponseException as exc:
+                status = status or exc.status
+        return status
+
+
+def _entry(info: Any) -> DirEntry:
+    return DirEntry(
+        info["file_name"].get_value().decode("utf-16-le"),
+        info["file_attributes"].get_value(),
+        info["file_id"].get_value(),
+    )

@@ -52,7 +52,14 @@ def _kernel_has_cifs() -> bool:
     return any(modules.glob("cifs/cifs.ko*")) or any(modules.glob("smb/client/cifs.ko*"))
 
 
-class CifsClient(MountClient):
+class _SharePaths(MountClient):
+    """The share's root is mounted; on a stock server every remote path lies beneath the URL's directory."""
+
+    def _path(self, remote: str) -> Path:
+        return super()._path(self.target.remote_path(remote) if self.target.stock else remote)
+
+
+class CifsClient(_SharePaths):
     """The Linux kernel's SMB client (mount -t cifs), uncached."""
 
     protocol = "smb"
@@ -114,7 +121,7 @@ class CifsClient(MountClient):
             self._secret_dir = None
 
 
-class SmbfsClient(MountClient):
+class SmbfsClient(_SharePaths):
     """macOS's SMB client (mount_smbfs), password typed at its prompt."""
 
     protocol = "smb"

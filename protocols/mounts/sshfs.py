@@ -4,6 +4,10 @@ The host key is verified against the credentials' known_hosts (StrictHostKeyChec
 keeps ssh from ever prompting, and `-F /dev/null` keeps the user's ~/.ssh/config out of the numbers.
 Nothing secret is on argv: the key is a file. Reconnect is off and ServerAlive probes are on, so a
 dead server turns reads into EIO/ENOTCONN within about `timeout` seconds instead of a hang.
+
+A stock server (`target.stock`) is mounted as the user reaches it: the alias with their ssh config (or
+WORKBENCH_SSH_CONFIG's as -F), agent, identity files and known_hosts; only what the credentials name is
+added. A password goes to sshfs on stdin (`password_stdin`: sshfs types it at ssh's prompt on a pty).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from workbench.protocols.details import ClientDetails
 from workbench.protocols.mounts.base import MountClient, classify, readahead_bytes, which
 from workbench.protocols.mounts.runner import Outcome
 from workbench.protocols.mounts.stale import owned_prefix
+from workbench.protocols.openssh_sftp import known_host_hint, ssh_host
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
+from workbench.shared.sshconfig import config_args
 from workbench.shared.target import url_host
 
 REQUEST_BYTES = 32 * 1024  # the kernel splits FUSE reads and writes into SFTP requests of this size
@@ -67,19 +73,13 @@ class SshfsClient(MountClient):
     def mount_argv(self, mountpoint: Path, ssh_log: Path | None = None) -> list[str]:
         """The sshfs command line (no secrets: the key and known_hosts are files)."""
         creds = self.target.credentials
+        if self.target.stock:
+            return self._stock_argv(mountpoint, ssh_log)
         host = url_host(self.target.host)
-        timeout = max(1, math.ceil(self.options.timeout))
         ssh = {
-            "BatchMode": "yes",
-            "ConnectTimeout": str(max(1, math.ceil(self.options.connect_timeout))),
-            # about `timeout` seconds of silence before ssh gives up and sshfs fails the reads
-            "ServerAliveInterval": str(max(1, math.ceil(timeout / 3))),
-            "ServerAliveCountMax": "3",
-            "Ciphers": self.cipher,
-            "Compression": "no",
+            **self._common_ssh_options(),
             "PasswordAuthentication": "no",
             "KbdInteractiveAuthentication": "no",
-            "LogLevel": "ERROR",
         }
         if creds.ssh_key:
             ssh |= {"IdentityFile": str(creds.ssh_key), "IdentitiesOnly": "yes"}
@@ -89,15 +89,6 @@ class SshfsClient(MountClient):
                 ssh |= {"UserKnownHostsFile": str(creds.known_hosts), "GlobalKnownHostsFile": "/dev/null"}
         else:
             ssh |= {"StrictHostKeyChecking": "no", "UserKnownHostsFile": "/dev/null"}
-        fuse = [
-            # no attribute/listing cache: a file rewritten on the server between runs must not be
-            # read with its old size (FUSE stops reading at the cached size)
-            "dir_cache=no",
-        ]
-        if ssh_log is not None:
-            # sshfs discards ssh's stderr; -E keeps its reason ("Permission denied") for the error message
-            fuse.append(f"ssh_command={_escape(f'ssh -E {ssh_log}')}")
-        opts = [f"{k}={_escape(v)}" for k, v in ssh.items()] + fuse
         return [
             which("sshfs") or "sshfs",
             f"{creds.user}@{host}:{self.target.remote_root}",
@@ -107,8 +98,59 @@ class SshfsClient(MountClient):
             "-F",
             "/dev/null",
             "-o",
-            ",".join(opts),
+            self._option_list(ssh, ssh_log),
         ]
+
+    def _stock_argv(self, mountpoint: Path, ssh_log: Path | None) -> list[str]:
+        """A stock server: the alias, the user's ssh config, and only what the credentials name."""
+        creds = self.target.credentials
+        ssh = self._common_ssh_options()
+        if creds.password:
+            ssh |= {"BatchMode": "no", "NumberOfPasswordPrompts": "1"}
+        if creds.ssh_key:
+            ssh |= {"IdentityFile": str(creds.ssh_key), "IdentitiesOnly": "yes"}
+        if self.options.verify_host_keys:
+            ssh["StrictHostKeyChecking"] = "yes"
+            if creds.known_hosts:
+                ssh["UserKnownHostsFile"] = str(creds.known_hosts)
+        else:
+            ssh |= {"StrictHostKeyChecking": "no", "UserKnownHostsFile": "/dev/null"}
+        extra = ["password_stdin"] if creds.password else []
+        return [
+            which("sshfs") or "sshfs",
+            f"{creds.user}@{url_host(ssh_host(self.target))}:{self.target.remote_root}",
+            str(mountpoint),
+            "-p",
+            str(self.target.port("ssh")),
+            *config_args(),
+            "-o",
+            self._option_list(ssh, ssh_log, extra),
+        ]
+
+    def _common_ssh_options(self) -> dict[str, str]:
+        timeout = max(1, math.ceil(self.options.timeout))
+        return {
+            "BatchMode": "yes",
+            "ConnectTimeout": str(max(1, math.ceil(self.options.connect_timeout))),
+            # about `timeout` seconds of silence before ssh gives up and sshfs fails the reads
+            "ServerAliveInterval": str(max(1, math.ceil(timeout / 3))),
+            "ServerAliveCountMax": "3",
+            "Ciphers": self.cipher,
+            "Compression": "no",
+            "LogLevel": "ERROR",
+        }
+
+    def _option_list(self, ssh: dict[str, str], ssh_log: Path | None, extra: list[str] | None = None) -> str:
+        fuse = [
+            # no attribute/listing cache: a file rewritten on the server between runs must not be
+            # read with its old size (FUSE stops reading at the cached size)
+            "dir_cache=no",
+        ]
+        if ssh_log is not None:
+            # sshfs discards ssh's stderr; -E keeps its reason ("Permission denied") for the error message
+            fuse.append(f"ssh_command={_escape(f'ssh -E {ssh_log}')}")
+        opts = [f"{k}={_escape(v)}" for k, v in ssh.items()] + fuse + (extra or [])
+        return ",".join(opts)
 
     def _mount(self, mountpoint: Path) -> Outcome:
         key = self.target.credentials.ssh_key
@@ -116,7 +158,10 @@ class SshfsClient(MountClient):
             raise AuthError(f"{self.label}: SSH key {key} not found", "start the server with 'workbench serve'")
         self._log_dir = Path(tempfile.mkdtemp(prefix=owned_prefix("sshfs-log")))  # owner pid: see stale.py
         log = self._log_dir / "ssh.log"
-        outcome = self.runner.run(self.mount_argv(mountpoint, log), timeout=self.mount_timeout)
+        password = self.target.credentials.password if self.target.stock else ""
+        # password_stdin: sshfs reads one line and types it at ssh's password prompt (never argv).
+        stdin = password + "\n" if password else None
+        outcome = self.runner.run(self.mount_argv(mountpoint, log), timeout=self.mount_timeout, stdin_text=stdin)
         if not outcome.ok and log.exists():
             outcome = dataclasses.replace(outcome, output=log.read_text(errors="replace") + outcome.output)
         return outcome
@@ -127,6 +172,9 @@ class SshfsClient(MountClient):
             self._log_dir = None
 
     def _failure(self, outcome: Outcome) -> WorkbenchError:
+        if self.target.stock and "host key verification failed" in outcome.output.lower():
+            where = f"{ssh_host(self.target)}:{self.target.port('ssh')}"
+            return AuthError(f"{self.label}: host key of {where} is not known", known_host_hint(self.target))
         return classify(self.label, outcome, self.mount_timeout, _SSHFS_FAILURES)
 
     def _unmount_commands(self, mountpoint: Path) -> list[list[str]]:
