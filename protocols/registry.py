@@ -26,6 +26,8 @@ KNOWN_CLIENTS: tuple[Entry, ...] = (
     Entry("ftp/curl", "workbench.protocols.curl:CurlFtpClient", "apt-get install curl", reference=True),
     Entry("sftp/paramiko", "workbench.protocols.sftp:ParamikoClient", "pip install paramiko"),
     Entry("sftp/openssh", "workbench.protocols.openssh_sftp:OpenSSHSftpClient", "apt-get install openssh-client", True),
+    Entry("scp/openssh", "workbench.protocols.scp:ScpClient", "apt-get install openssh-client", True),
+    Entry("scp/legacy", "workbench.protocols.scp:ScpLegacyClient", "apt-get install openssh-client", True),
     Entry("rsync/ssh", "workbench.protocols.rsync:RsyncSshClient", "apt-get install rsync openssh-client", True),
     Entry("rsync/daemon", "workbench.protocols.rsync:RsyncDaemonClient", "apt-get install rsync", True),
     Entry("smb/pysmb", "workbench.protocols.smb:PysmbClient", "pip install pysmb"),

@@ -1,16 +1,17 @@
-"""OpenSSH sshd with private config and keys, serving SFTP and rsync confined to the served root.
+"""OpenSSH sshd with private config and keys, serving SFTP, scp and rsync confined to the served root.
 
 Confinement: ``ChrootDirectory`` cannot be used here because sshd demands that every component of
 the chroot path be root-owned and not group/other-writable (temp trees under /tmp are not), and a
 chroot would also hide the rsync binary from rsync-over-ssh sessions. Instead a ``ForceCommand``
-gate (``sshgate.py``, run as a plain script) refuses shells and any command but the SFTP subsystem and
-``rsync --server``, then, before exec, applies a Landlock ruleset (unprivileged kernel sandbox):
-read/write only beneath the served root, plus read/execute of the program's own code. SFTP may read
-only the exact files its binary loads (and /etc/passwd, which sftp-server needs to start); rsync
-also goes through ``rrsync -munge ROOT``, which rejects paths that leave the root. Writes outside
-the root are impossible for both. Beneath the root no device node, FIFO, socket or symlink can be
-made and no file can be hard-linked or renamed in from outside (Landlock grants none of those
-rights there), and a seccomp filter refuses setuid/setgid modes, mknod and extended attributes.
+gate (``sshgate.py``, run as a plain script) refuses shells and any command but the SFTP subsystem,
+``rsync --server`` and the legacy scp protocol's ``scp -t``/``scp -f``, then, before exec, applies a
+Landlock ruleset (unprivileged kernel sandbox): read/write only beneath the served root, plus
+read/execute of the program's own code. SFTP and scp may read only the exact files their binary loads
+(and /etc/passwd, which both look up at start); rsync also goes through ``rrsync -munge ROOT``, which
+rejects paths that leave the root. Writes outside the root are impossible for all three. Beneath the
+root no device node, FIFO, socket or symlink can be made and no file can be hard-linked or renamed in
+from outside (Landlock grants none of those rights there), and a seccomp filter refuses setuid/setgid
+modes, mknod and extended attributes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from workbench.server.daemons.sshgate import landlock_abi
 from workbench.shared.errors import NotFoundError, UnavailableError
 
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
+SCP = "/usr/bin/scp"  # the legacy protocol's remote end (`scp -O` runs `scp -t` or `scp -f` on the server)
 GATE = Path(__file__).resolve().with_name("sshgate.py")
 
 
@@ -102,6 +104,8 @@ class Sshd(ManagedServer):
             "sftp_server": SFTP_SERVER,
             "sftp_files": _loaded_files(SFTP_SERVER),
         }
+        if os.path.exists(SCP):
+            gate |= {"scp": SCP, "scp_files": _loaded_files(SCP)}
         self.gate_path.write_text(json.dumps(gate, indent=2))
 
     def _config(self) -> str:

@@ -1,5 +1,6 @@
-"""The ForceCommand gate of workbench's sshd: one SSH session may run only SFTP or `rsync --server`,
-confined by Landlock to the served root and by a seccomp filter against setuid/setgid files.
+"""The ForceCommand gate of workbench's sshd: one SSH session may run only SFTP, `rsync --server` or the
+legacy scp protocol's `scp -t`/`scp -f`, confined by Landlock to the served root and by a seccomp filter
+against setuid/setgid files.
 
 Threat model: the authenticated client is hostile, and the session runs as the account that runs
 the servers (often root). Beneath the root it may read, write, create regular files and directories,
@@ -262,7 +263,7 @@ def gate(config_path: str) -> int:
     command = os.environ.get("SSH_ORIGINAL_COMMAND", "")
     words = command.split()
     if not words:
-        return _refuse("interactive shells are disabled; only sftp and rsync are served")
+        return _refuse("interactive shells are disabled; only sftp, scp and rsync are served")
     if words[0] in ("internal-sftp", "sftp-server") or words[0].endswith("/sftp-server"):
         os.chdir(root)
         confine([root, "/dev/null"], config["sftp_files"])
@@ -272,7 +273,44 @@ def gate(config_path: str) -> int:
         # rrsync (python3) and rsync need system code; rrsync keeps rsync's paths inside root.
         confine([root, "/dev/null"], [p for p in _SYSTEM_CODE if os.path.exists(p)])
         os.execv(RRSYNC, [RRSYNC, "-munge", "-no-lock", root])
-    return _refuse(f"command refused: {words[0]!r}; only sftp and rsync are served")
+    if words[0] == "scp" and config.get("scp"):
+        argv = scp_argv(command)
+        if argv is None:
+            return _refuse("scp: only `scp [-v] [-r] [-p] [-d] -t|-f [--] PATH` is served")
+        os.chdir(root)
+        # Like sftp-server: scp may read only its own binary and libraries, and the root.
+        confine([root, "/dev/null"], config["scp_files"])
+        os.execv(config["scp"], [config["scp"], *argv])
+    return _refuse(f"command refused: {words[0]!r}; only sftp, scp and rsync are served")
+
+
+_SCP_FLAGS = ("-v", "-r", "-p", "-d")
+
+
+def scp_argv(command: str) -> list[str] | None:
+    """The arguments of a legacy `scp -t`/`scp -f` request (what `scp -O` sends), or None to refuse it.
+
+    scp hands the path to the login shell; there is none here, so it is unquoted as sh would (shlex)
+    and never expanded. Exactly one of -t (receive) or -f (send), a few harmless flags, one path.
+    """
+    import shlex  # here, not at the top: every SFTP and rsync session would pay for it
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if not words or words[0] != "scp":
+        return None
+    flags: list[str] = []
+    rest = words[1:]
+    while rest and rest[0] in (*_SCP_FLAGS, "-t", "-f"):
+        flags.append(rest.pop(0))
+    if rest and rest[0] == "--":
+        rest.pop(0)
+    modes = [f for f in flags if f in ("-t", "-f")]
+    if len(modes) != 1 or len(set(flags)) != len(flags) or len(rest) != 1 or not rest[0]:
+        return None
+    return [*flags, "--", rest[0]]
 
 
 if __name__ == "__main__":
