@@ -46,7 +46,7 @@ fi
 if .venv/bin/python -m pip show -q workbench >/dev/null 2>&1; then
   .venv/bin/python -m pip uninstall -q -y workbench
 fi
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[stock,test]'
 echo "setup.sh: workbench installed in .venv (run it as .venv/bin/workbench)"
 
 if ((run_lab)); then
