@@ -206,15 +206,29 @@ def tcp(
 def run(
     ctx: typer.Context,
     settings: dict[str, Any],
+    urls: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="URL",
+            help="Servers workbench did not start, e.g. smb://alice@nas/share/dir, sftp://nas/~/dir (or ssh://), "
+            "ftp://nas/dir, ftps://, rsync://nas/module/dir, https://nas/dav (WebDAV), afp://mac/volume. "
+            "One run each, instead of --host/--target.",
+            show_default=False,
+        ),
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML config file (flags override it).")] = None,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
     insecure_host_keys: Annotated[
-        bool, typer.Option("--insecure-host-keys", help="Do not verify SSH host keys (not recommended).")
+        bool,
+        typer.Option("--insecure-host-keys", help="Do not verify SSH host keys or TLS certificates (not recommended)."),
     ] = False,
 ) -> None:
-    """Copy test files over each protocol, both ways, several times; compare with the raw TCP limit."""
+    """Copy test files over each protocol, both ways, several times; compare with the raw TCP limit.
+
+    The far host is `workbench serve` (--host/--target), or one or more servers given by URL.
+    """
     from workbench.cli.progress import present_run
     from workbench.core import runner
     from workbench.core.config import build_plan
@@ -222,10 +236,20 @@ def run(
 
     check_label(label)
     check_output_file(json_out)
+    explicit = _explicit_params(ctx)
+    if urls:
+        _check_url_flags(explicit)
+    elif "iperf3" in explicit:
+        raise UsageError(
+            "--iperf3 is for servers given by URL", "a host running 'workbench serve' has its own iperf3, used as is"
+        )
     if insecure_host_keys:
-        err.print("[yellow]warning:[/] SSH host keys will not be verified (--insecure-host-keys)")
+        err.print("[yellow]warning:[/] SSH host keys and TLS certificates will not be verified (--insecure-host-keys)")
     values = {**settings, "verify_host_keys": not insecure_host_keys}
-    plan = build_plan(values, config=config, explicit=_explicit_params(ctx))
+    if urls:
+        _run_urls(urls, values, config, explicit, db, json_out, label)
+        return
+    plan = build_plan(values, config=config, explicit=explicit)
     runner.clean_leftovers()
     run = present_run(
         out,
@@ -234,6 +258,85 @@ def run(
         lambda recorder, observer: runner.execute(plan, recorder, observer, label=label),
     )
     _exit_for_rows(run)
+
+
+def _check_url_flags(explicit: set[str]) -> None:
+    """URLs name the far host and find their own login: --host, --target and --credentials are another mode."""
+    for name in ("host", "target", "credentials"):
+        if name in explicit:
+            raise UsageError(
+                f"--{name} and server URLs are two ways to name the far host: give one",
+                "a URL's password comes from WORKBENCH_PASSWORD, ~/.netrc, the OS keyring or the prompt"
+                if name == "credentials"
+                else f"drop --{name} to run against the URLs, or the URLs to run against 'workbench serve'",
+            )
+
+
+def _json_for(json_out: Path | None, index: int, count: int) -> Path | None:
+    """The JSON path of the index-th of `count` URL runs: run.json, or run-1.json, run-2.json, ... for several."""
+    if json_out is None or count == 1:
+        return json_out
+    return json_out.with_name(f"{json_out.stem}-{index}{json_out.suffix}")
+
+
+def _run_urls(
+    texts: list[str],
+    values: dict[str, Any],
+    config: Path | None,
+    explicit: set[str],
+    db: Path | None,
+    json_out: Path | None,
+    label: str | None,
+) -> None:
+    """One run per URL, each recorded as usual. Every URL and the settings are checked before the first run; a
+    run that fails (the host does not answer, the login is refused) is said in one line and the next URL runs.
+    Exits with the first failure's code once all ran (ROWS_FAILED when rows failed)."""
+    from workbench.cli.progress import check_writable, present_run
+    from workbench.core import runner, stock
+    from workbench.shared import urls as urls_mod
+
+    plan = stock.url_plan(values, config=config, explicit=explicit)
+    parsed = [urls_mod.parse(text) for text in texts]
+    for url in parsed:
+        stock.check_clients(url, plan.entries)
+    iperf3 = values.get("iperf3")
+    if iperf3 is None and config is not None:
+        from workbench.core.config import load_toml
+
+        iperf3 = load_toml(config).get("iperf3")
+    if iperf3 is not None:
+        urls_mod.parse_host_port(str(iperf3))
+    for index in range(1, len(texts) + 1):
+        path = _json_for(json_out, index, len(texts))
+        if path is not None:
+            check_writable(path)
+    codes: list[int] = []
+    for index, (text, url) in enumerate(zip(texts, parsed, strict=True), start=1):
+        if len(texts) > 1:
+            out.print(f"[bold]{escape(url.display())}[/] ({index} of {len(texts)})")
+        try:
+            runner.clean_leftovers()
+            url_plan_, far = stock.prepare(text, plan, prompt=True, iperf3=iperf3)
+            done = present_run(
+                out,
+                db or paths.default_db(),
+                _json_for(json_out, index, len(texts)),
+                lambda recorder, observer, p=url_plan_, f=far: runner.execute(
+                    p, recorder, observer, far=f, label=label
+                ),
+            )
+        except WorkbenchError as exc:
+            if len(texts) == 1:
+                raise
+            err.print(f"[bold red]error:[/] {escape(url.display())}: {escape(exc.one_line())}", soft_wrap=True)
+            codes.append(int(exc.exit_code))
+            continue
+        try:
+            _exit_for_rows(done)
+        except typer.Exit as exc:
+            codes.append(int(exc.exit_code))
+    if codes:
+        raise typer.Exit(codes[0])
 
 
 def _exit_for_rows(run: Run) -> None:
@@ -357,11 +460,31 @@ def servers_status(
 
 
 @app.command()
-def doctor() -> None:
-    """Which protocol clients and servers can run here (and why not), and the TCP settings that bound throughput."""
-    from workbench.cli.doctor import render_doctor
+def doctor(
+    url: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="URL",
+            help="A server given by URL: check it answers, the login, and which clients would run (copies nothing).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Which protocol clients and servers can run here (and why not), and the TCP settings that bound throughput.
 
-    render_doctor(out)
+    With a URL: does that server answer, does the login work, which of its clients would run here; copies nothing.
+    """
+    from workbench.cli.doctor import render_doctor, render_url_check
+
+    if url is None:
+        render_doctor(out)
+        return
+    from workbench.core.stock import check
+
+    found = check(url, prompt=True)
+    render_url_check(out, found)
+    if found.exit_code:
+        raise typer.Exit(found.exit_code)
 
 
 # ---------------------------------------------------------------- lab
@@ -376,6 +499,13 @@ def lab(
     mtu: Annotated[int, typer.Option(help="Link MTU.")] = 1500,
     cc: Annotated[str | None, typer.Option(help="TCP congestion control in the lab (bbr, cubic).")] = None,
     window_sweep: Annotated[str | None, typer.Option(help="Also sweep TCP windows, e.g. 32K,64K,128K,256K.")] = None,
+    servers: Annotated[
+        str,
+        typer.Option(
+            help="The server host's servers: workbench (its own, default) or stock (plain daemons only, each "
+            "measured by URL as 'run URL' does, one run each; --json PATH writes PATH-SCHEME.json per run)."
+        ),
+    ] = "workbench",
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
@@ -387,7 +517,10 @@ def lab(
 
     check_label(label)
     check_output_file(json_out)
-    request = LabRequest(link, rate, rtt, loss, mtu, cc, window_sweep, lab_settings(settings))
+    request = LabRequest(link, rate, rtt, loss, mtu, cc, window_sweep, lab_settings(settings), servers)
+    if servers == "stock":
+        _stock_lab(request, db, json_out, label)
+        return
     run = present_run(
         out,
         db or paths.default_db(),
@@ -395,6 +528,27 @@ def lab(
         lambda recorder, observer: run_lab(request, recorder, observer, label),
     )
     _exit_for_rows(run)
+
+
+def _stock_lab(request: Any, db: Path | None, json_out: Path | None, label: str | None) -> None:
+    """`lab --servers stock`: one run per stock server's URL, each shown and recorded as `run` shows one; exits
+    with the first failure's code once all ran (ROWS_FAILED when rows failed)."""
+    from workbench.cli.progress import RichObserver, present_run
+    from workbench.lab.run import per_server_path, run_stock_lab
+
+    def present(name: str, start: Any) -> Run:
+        return present_run(out, db or paths.default_db(), json_out and per_server_path(json_out, name), start)
+
+    with RichObserver(out) as observer:
+        runs = run_stock_lab(request, present, observer, label)
+    codes: list[int] = []
+    for done in runs:
+        try:
+            _exit_for_rows(done)
+        except typer.Exit as exc:
+            codes.append(int(exc.exit_code))
+    if codes:
+        raise typer.Exit(codes[0])
 
 
 # ---------------------------------------------------------------- entry point

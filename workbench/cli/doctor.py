@@ -1,15 +1,19 @@
-"""`workbench doctor`: what can run here and why not, and the local TCP settings that bound throughput."""
+"""`workbench doctor`: what can run here and why not, and the local TCP settings that bound throughput;
+`workbench doctor URL`: whether a server given by URL answers, takes the login, and which clients would run."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from workbench.protocols import registry
 from workbench.shared import hostinfo
+
+if TYPE_CHECKING:
+    from workbench.core.stock import Check
 
 _MOUNTS = {"sftp/sshfs", "smb/cifs", "smb/mount_smbfs", "afp/mount_afp"}
 
@@ -98,3 +102,34 @@ def render_doctor(console: Console) -> None:
                 "tcp_wmem max / RTT",
             )
     console.print(tcp)
+
+
+def render_url_check(console: Console, found: Check) -> None:
+    """One line each for reachability and the login, then the URL's clients: would run, or why not."""
+    from rich.markup import escape
+
+    console.print(f"[bold]{escape(found.url)}[/]")
+    if found.connect_ms is not None:
+        console.print(
+            f"reachable: [green]yes[/], {escape(found.address)} answers a TCP connect in {found.connect_ms:.2f} ms"
+        )
+    else:
+        console.print(f"reachable: [red]no[/], {escape(found.reach_error or '')}")
+    if found.login is not None:
+        console.print(f"login: [green]ok[/], {escape(found.login)}")
+    elif found.login_error is not None:
+        console.print(f"login: [red]failed[/], {escape(found.login_error)}")
+    else:
+        console.print("login: not tried (the server does not answer)")
+    table = Table(title="clients for this URL", title_justify="left")
+    for name in ("client", "kind", "would run"):
+        table.add_column(name)
+    for label, reason in found.clients:
+        kind = "mount" if label in _MOUNTS else "native reference" if _is_reference(label) else "python"
+        status = "[green]yes[/]" if reason is None else f"[yellow]no:[/] {escape(reason)}"
+        table.add_row(label, kind, status)
+    console.print(table)
+
+
+def _is_reference(label: str) -> bool:
+    return any(e.label == label and e.reference for e in registry.KNOWN_CLIENTS)

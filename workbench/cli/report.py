@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from workbench.core.results import Result, RowExplanation, Run
@@ -66,6 +67,10 @@ def _note(row: Result, why: RowExplanation, rtt_ms: float | None = None) -> str:
         notes.append("local page cache bypassed")  # how: details.page_cache in the JSON
     if details.dialect:
         notes.append(f"SMB {details.dialect}")
+    if details.verified_by == "read back":
+        notes.append("verified by reading back, untimed")
+    elif details.verified_by:
+        notes.append(f"verified by {details.verified_by}")
     return "; ".join(notes)
 
 
@@ -146,15 +151,36 @@ def _tcp_note(run: Run, direction: str) -> str:
 
 
 def render_run(console: Console, run: Run) -> None:
+    server = run.meta.get("server") or {}
+    if server.get("kind") == "stock":
+        scratch = f"; scratch directory {server['scratch_path']}" if server.get("scratch_path") else ""
+        where = f"{server.get('url')} (not started by workbench{scratch})"
+        console.print(f"server: {escape(where)}")
     if run.link:
         console.print(_link_line(run.link))
     if run.baseline.error:
         console.print(f"[yellow]raw TCP baseline failed:[/] {run.baseline.error}")
+    no_baseline = _no_baseline_line(run)
+    if no_baseline:
+        console.print(no_baseline)
     console.print(results_table(run))
     if run.window_sweep:
         render_sweep(console, run.window_sweep)
     for warning in run.warnings:
         console.print(f"[yellow]note:[/] {warning}")
+
+
+def _no_baseline_line(run: Run) -> str | None:
+    """A run without raw-TCP figures (a stock server and no iperf3) says so first: its shares of raw TCP are
+    '—' and its ceilings come from the RTT and the clients' windows and requests alone."""
+    base = run.baseline
+    if base.up_bps or base.down_bps or not base.details.get("no_baseline"):
+        return None
+    why = "" if base.error else f" ({escape(str(base.details['no_baseline']))})"  # an error is shown above
+    text = f"[yellow]no raw-TCP baseline[/]{why}: figures are absolute, '% TCP' is '—'"
+    if base.rtt_ms is not None:
+        text += f"; RTT {base.rtt_ms:.2f} ms from TCP connects to the service (the ceilings use it)"
+    return text
 
 
 def _link_line(link: Mapping[str, Any]) -> str:

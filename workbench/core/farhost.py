@@ -1,10 +1,13 @@
 """What the runner asks of the far host: its control API (files, hashes, CPU, directories) and the raw TCP
-baseline. `ServedFarHost` is the real one, a `workbench serve` reached over the network; tests give a
-fake one to check the runner's orchestration without servers."""
+baseline. `ServedFarHost` is a `workbench serve` reached over the network; workbench.core.stock's
+StockFarHost a server given by URL, with nothing of workbench on it; tests give a fake one to check the
+runner's orchestration without servers."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
@@ -34,6 +37,32 @@ class FarHost(Protocol):
         """The raw TCP limit of the path, measured before the copies; a failure is recorded, never raised."""
         ...
 
+    def finish(self) -> None:
+        """Undo what the run left on the far host (a stock server's scratch directory). Called once, last, also
+        after a failure, Ctrl-C or SIGTERM; raises WorkbenchError when it could not (the run then says so)."""
+        ...
+
+
+@runtime_checkable
+class StockHost(FarHost, Protocol):
+    """A far host workbench did not start (a server given by URL): no hash API, so uploads are checked here,
+    and the run works in a scratch directory that a killed run may have left behind."""
+
+    upload_check: str  # how an upload is verified, for the row's notes: "read back", "rsync checksums"
+
+    def describe_baseline(self, plan: Plan) -> str:
+        """The status line shown before baseline(): what it will measure (iperf3, or only the RTT)."""
+        ...
+
+    def upload_matches(self, local: Path, remote: str, size_bytes: int, xxh3_128: str) -> bool:
+        """Whether the uploaded `remote` holds the same bytes as `local` (checked outside the timed window)."""
+        ...
+
+    def remove_scratch_of(self, server: Mapping[str, Any]) -> bool | None:
+        """Remove the scratch directory an earlier, killed run left (its meta `server` object, as info() gave
+        it): True removed or already gone, False failed (try again next run), None not this server's."""
+        ...
+
 
 class ServedFarHost(Control):
     """A far host running `workbench serve`: its control API, plus the probe and iperf3 for the baseline."""
@@ -46,3 +75,6 @@ class ServedFarHost(Control):
         from workbench.core.baseline import measure_baseline
 
         return measure_baseline(plan)
+
+    def finish(self) -> None:
+        """Nothing: serve removes nothing it was not told to (the runner deletes its upload directory)."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from workbench.core import settings
 from workbench.core.context import EmulatorReport, LabContext
-from workbench.core.farhost import FarHost, ServedFarHost
+from workbench.core.farhost import FarHost, ServedFarHost, StockHost
 from workbench.core.observe import QuietObserver, Recorder, RunObserver
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline, Explanation, Result, Run, Sample
@@ -129,12 +129,14 @@ class _Copier:
             entry = expected[Path(job.remote).name]
             try:
                 if direction == "download":
-                    got = hash_file(job.local)
+                    same = hash_file(job.local) == entry.xxh3_128
+                elif isinstance(self.control, StockHost):  # no hash API there: read back, or rsync's checksums
+                    same = self.control.upload_matches(job.local, job.remote, entry.size, entry.xxh3_128)
                 else:
-                    got = self.control.hash(job.remote, entry.size)["xxh3_128"]
+                    same = self.control.hash(job.remote, entry.size)["xxh3_128"] == entry.xxh3_128
             except (OSError, WorkbenchError) as exc:
                 return None, f"could not verify {job.remote}: {exc}"
-            if got != entry.xxh3_128:
+            if not same:
                 return False, f"verification failed: {Path(job.remote).name} arrived corrupted (hash mismatch)"
         return True, None
 
@@ -277,6 +279,8 @@ def _measure_row(
     details = copier.client.row_details(direction)
     if details.page_cache is None:  # every client but a mount: the copy is served from the server's page cache
         details = dataclasses.replace(details, page_cache="server reads from its page cache")
+    if direction == "upload" and isinstance(copier.control, StockHost):
+        details = dataclasses.replace(details, verified_by=copier.control.upload_check)
     return row(samples=tuple(samples), warmup=warmup, error=error, details=details)
 
 
@@ -290,11 +294,14 @@ def _reconnect(client: Client) -> Client:
 
 
 def run_meta(plan: Plan, server: dict[str, Any]) -> dict[str, Any]:
+    target: dict[str, Any] = {"host": plan.target.host, "ports": dict(plan.target.ports)}
+    if server.get("kind") == "stock":
+        target["url"] = server.get("url")  # a stock run's far host is its URL (two shares may share host and port)
     return {
         "started_utc": _utc_now(),
         "client": hostinfo.describe(plan.target.host),
         "server": server,
-        "target": {"host": plan.target.host, "ports": dict(plan.target.ports)},
+        "target": target,
         "plan": settings.plan_json(plan),
         "disk": "downloads land in the client's page cache (no fsync); uploads are read from it",
     }
@@ -329,57 +336,93 @@ def execute(
 
     observer = observer or QuietObserver()
     control = far if far is not None else ServedFarHost(plan)
-    # The first call reaches the server: an unreachable host or a bad password stops here, in one line.
-    meta = run_meta(plan, control.info())
-    # Uploads go under a directory no other client can pick: the database id alone is per client, so two
-    # clients with their own databases would share incoming/run-1 and delete each other's files.
-    meta["upload_token"] = secrets.token_hex(8)
-    # Who runs it: a later run from this database can tell a killed run (owner gone) from a live one.
-    meta["owner"] = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
-    _remove_uploads_of_killed_runs(recorder, control, plan.target)
-    link = dict(lab.link) if lab is not None else None
-    window_sweep = lab.window_sweep if lab is not None else None
-    run_id = recorder.begin(meta, label, link, window_sweep)
-    run_dir = _run_dir(run_id, meta["upload_token"])
-    meta["upload_dir"] = run_dir
-    baseline = Baseline()
-    rows: list[Result] = []  # the runner's own list: the Run is made once, from it, when the run ends
-    warnings: list[str] = []
-    explanation: Explanation | None = None  # of the rows, once they are all measured
+    finished = False
     try:
-        observer.status(f"run {run_id}: preparing test files on both hosts…")
-        manifest = _prepare_files(plan, control)
-        observer.status(f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…")
-        baseline = control.baseline(plan)
-        recorder.baseline(run_id, baseline)
-        _check_copy_estimate(plan, manifest, baseline, observer)
-        # Made by serve before any client: every server may then write beneath it (the rsync daemon, which
-        # transfers as its own uid, through the write grant it inherits from incoming/'s default ACL).
-        control.mkdir(run_dir)
-        _measure_rows(plan, run_id, run_dir, manifest, control, recorder, observer, rows)
-        measured = Run(run_id, meta, baseline, results=tuple(rows), link=link, window_sweep=window_sweep)
-        explanation = explain(measured, plan.target.host)
-        warnings.extend(explanation.notes)
+        # The first call reaches the server: an unreachable host or a bad password stops here, in one line.
+        meta = run_meta(plan, control.info())
+        # Uploads go under a directory no other client can pick: the database id alone is per client, so two
+        # clients with their own databases would share incoming/run-1 and delete each other's files.
+        meta["upload_token"] = secrets.token_hex(8)
+        # Who runs it: a later run from this database can tell a killed run (owner gone) from a live one.
+        meta["owner"] = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
+        _remove_uploads_of_killed_runs(recorder, control, plan.target)
+        link = dict(lab.link) if lab is not None else None
+        window_sweep = lab.window_sweep if lab is not None else None
+        run_id = recorder.begin(meta, label, link, window_sweep)
+        run_dir = _run_dir(run_id, meta["upload_token"])
+        meta["upload_dir"] = run_dir
+        baseline = Baseline()
+        rows: list[Result] = []  # the runner's own list: the Run is made once, from it, when the run ends
+        warnings: list[str] = list(meta["server"].get("notes") or ()) if _is_stock(meta) else []
+        explanation: Explanation | None = None  # of the rows, once they are all measured
+        try:
+            observer.status(f"run {run_id}: preparing test files on both hosts…")
+            manifest = _prepare_files(plan, control)
+            observer.status(_baseline_status(plan, control))
+            baseline = control.baseline(plan)
+            recorder.baseline(run_id, baseline)
+            if not (baseline.up_bps or baseline.down_bps) and baseline.details.get("no_baseline"):
+                observer.status(f"no raw-TCP baseline: {baseline.details['no_baseline']}")
+            _check_copy_estimate(plan, manifest, baseline, observer)
+            # Made by serve before any client: every server may then write beneath it (the rsync daemon, which
+            # transfers as its own uid, through the write grant it inherits from incoming/'s default ACL).
+            control.mkdir(run_dir)
+            _measure_rows(plan, run_id, run_dir, manifest, control, recorder, observer, rows)
+            measured = Run(run_id, meta, baseline, results=tuple(rows), link=link, window_sweep=window_sweep)
+            explanation = explain(measured, plan.target.host)
+            warnings.extend(explanation.notes)
+        finally:
+            with contextlib.suppress(WorkbenchError):  # rows remove their own; this takes the empty run directory
+                control.delete(run_dir)
+            finished = True
+            problem = _finish(control)
+            if problem is not None:
+                warnings.append(problem)
+            elif _is_stock(meta):
+                meta["scratch_removed"] = True  # a later run need not look for it
+            meta["finished_utc"] = _utc_now()
+            if lab is not None:
+                emulator = _emulator_report(lab)
+                link = lab.link_after(emulator)
+                warnings.extend(emulator.notes if emulator is not None else ())
+            run = Run(
+                id=run_id,
+                meta=meta,
+                baseline=baseline,
+                results=tuple(rows),
+                link=link,
+                window_sweep=window_sweep,
+                warnings=tuple(warnings),
+                explanation=explanation,
+            )
+            recorder.finish(run)
     finally:
-        with contextlib.suppress(WorkbenchError):  # rows remove their own; this takes the empty run directory
-            control.delete(run_dir)
-        meta["finished_utc"] = _utc_now()
-        if lab is not None:
-            emulator = _emulator_report(lab)
-            link = lab.link_after(emulator)
-            warnings.extend(emulator.notes if emulator is not None else ())
-        run = Run(
-            id=run_id,
-            meta=meta,
-            baseline=baseline,
-            results=tuple(rows),
-            link=link,
-            window_sweep=window_sweep,
-            warnings=tuple(warnings),
-            explanation=explanation,
-        )
-        recorder.finish(run)
+        if not finished:  # stopped before the run was recorded (info() failed, or Ctrl-C came early)
+            _finish(control)
     return run
+
+
+def _is_stock(meta: dict[str, Any]) -> bool:
+    return (meta.get("server") or {}).get("kind") == "stock"
+
+
+def _baseline_status(plan: Plan, control: FarHost) -> str:
+    if isinstance(control, StockHost):
+        return control.describe_baseline(plan)
+    return f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…"
+
+
+def _finish(control: FarHost) -> str | None:
+    """Let the far host undo what the run left there (a stock server's scratch directory); why not, if it could
+    not. A far host written before finish() existed (a test's fake) has nothing to undo."""
+    finish = getattr(control, "finish", None)
+    if finish is None:
+        return None
+    try:
+        finish()
+    except WorkbenchError as exc:
+        return exc.one_line()
+    return None
 
 
 def _emulator_report(lab: LabContext) -> EmulatorReport | None:
@@ -400,23 +443,33 @@ def _remove_uploads_of_killed_runs(recorder: Recorder, control: FarHost, target:
 
     A run ended by Ctrl-C or SIGTERM removes its own; one killed outright (SIGKILL) cannot, and no other
     client may guess it (its name holds a random token). Only runs against this same target whose owning
-    process is gone are touched: a run still going in another shell keeps its files.
+    process is gone are touched: a run still going in another shell keeps its files. Against a stock server
+    (a URL) that is the killed run's whole scratch directory, when it was against the same URL.
     """
     here = {"host": target.host, "ports": dict(target.ports)}
     for run_id, meta in recorder.unfinished_runs():
         owner, token = meta.get("owner") or {}, meta.get("upload_token")
-        if not token or meta.get("upload_removed") or meta.get("target") != here:
+        if not token or meta.get("upload_removed") or meta.get("scratch_removed"):
+            continue
+        stock = _is_stock(meta)
+        if stock != isinstance(control, StockHost) or (not stock and meta.get("target") != here):
             continue
         pid, start = owner.get("pid"), owner.get("start_ticks")
         if not isinstance(pid, int) or procs.start_ticks(pid) == start:
             continue  # still running, or not a run that says who owns it
-        try:
-            control.delete(_run_dir(run_id, token))
-        except NotFoundError:
-            pass  # already gone
-        except WorkbenchError:
-            continue  # the far host is unwell: try again next run
-        meta["upload_removed"] = True
+        if isinstance(control, StockHost):
+            # A stock server: the killed run's whole scratch directory, if it was against this very URL.
+            if control.remove_scratch_of(meta["server"]) is not True:
+                continue  # another URL's, or the server is unwell: try again next run
+            meta["scratch_removed"] = True
+        else:
+            try:
+                control.delete(_run_dir(run_id, token))
+            except NotFoundError:
+                pass  # already gone
+            except WorkbenchError:
+                continue  # the far host is unwell: try again next run
+            meta["upload_removed"] = True
         recorder.update_meta(run_id, meta)
 
 
@@ -445,4 +498,3 @@ def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, obs
         "at the measured raw TCP rate",
         "use smaller --sizes, fewer --protocols or --repeat",
     )
-

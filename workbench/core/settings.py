@@ -84,7 +84,7 @@ SETTINGS: tuple[Setting, ...] = (
         "protocols",
         str,
         "http,ftp",
-        "Protocols or protocol/client pairs, or 'all'.",
+        "Protocols or protocol/client pairs, or 'all' (for a URL: all of its clients unless given).",
         "a comma-separated string or a list of protocols",
         'protocols = "http,ftp"',
         toml=WORDS,
@@ -167,6 +167,17 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "tcp_duration = 3.0",
         unit="seconds",
+    ),
+    Setting(
+        # A served host's own iperf3 (serve starts one) is always used; a stock server's only when named here.
+        "iperf3",
+        str | None,
+        None,
+        "URL runs: an iperf3 server for the raw-TCP baseline, [HOST:]PORT (HOST: the URL's host). "
+        "Without it the run has no raw-TCP baseline and shows absolute figures.",
+        "a [HOST:]PORT string",
+        'iperf3 = "nas.local:5201"',
+        lab=False,
     ),
     Setting(
         "files",

@@ -1,0 +1,167 @@
+"""No password on any process's command line while `workbench run` copies: against every stock server given
+by URL (the password from WORKBENCH_PASSWORD, as one user's for all of them), and against workbench's own
+servers started by `servers up` (the password from credentials.json). A watcher reads /proc/*/cmdline of every
+process on the machine (servers, clients, helpers such as curl, smbclient, rsync, ssh) while the run lasts;
+it also checks that it saw those programs, so a watch that saw nothing cannot pass. The password must not
+reach the run's output, its JSON document or its database either.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import free_port
+from tests.stock_urls import StockSite, run_workbench
+from workbench.server.daemons import supervisor
+from workbench.shared import credentials as creds_mod
+
+SMALL_RUN = ("--sizes", "1M", "--small", "3x4K", "--repeat", "1", "--warmup", "0")
+
+
+class ArgvWatch:
+    """Reads every process's command line until stopped; keeps any that holds the secret, and the programs seen."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret.encode()
+        self.hits: list[str] = []
+        self.programs: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self.scan()
+
+    def scan(self) -> None:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                    argv = fh.read()
+            except OSError:
+                continue  # gone meanwhile
+            if not argv:
+                continue
+            words = argv.split(b"\0")
+            self.programs.add(os.path.basename(words[0].decode(errors="replace")))
+            if self.secret in argv:
+                shown = argv.replace(self.secret, b"<PASSWORD>").replace(b"\0", b" ").decode(errors="replace")
+                self.hits.append(f"pid {entry.name}: {shown[:300]}")
+
+    def __enter__(self) -> ArgvWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.scan()
+
+
+def _no_secret_in(secret: str, *paths: Path, texts: tuple[str, ...] = ()) -> None:
+    for text in texts:
+        assert secret not in text
+    for path in paths:
+        assert secret.encode() not in path.read_bytes(), path
+
+
+def test_the_watch_catches_a_password_on_a_command_line() -> None:
+    secret = creds_mod.generate().password
+    with ArgvWatch(secret) as watch:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)", secret])
+        child.wait(timeout=30)
+    assert len(watch.hits) >= 1 and secret not in watch.hits[0] and "<PASSWORD>" in watch.hits[0]
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[StockSite]:
+    stock = StockSite(tmp_path / "site")
+    try:
+        yield stock
+    finally:
+        stock.stop()
+
+
+def test_no_password_on_any_command_line_against_stock_servers(site: StockSite, tmp_path: Path) -> None:
+    kinds = ["smb", "ssh", "ftp", "ftps", "rsync", "webdav", "webdav-digest-https"]
+    for kind in kinds:
+        site.start(kind)
+    (site.home / ".netrc").unlink()  # the password comes from the environment only
+    password = site.credentials.password
+    db = tmp_path / "results.db"
+    with ArgvWatch(password) as watch:
+        proc = run_workbench(
+            site,
+            "run",
+            *(site.url(k) for k in kinds),
+            *SMALL_RUN,
+            "--files",
+            str(tmp_path / "files"),
+            "--json",
+            str(tmp_path / "run.json"),
+            "--db",
+            str(db),
+            WORKBENCH_PASSWORD=password,
+        )
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr)
+    assert watch.hits == []
+    # the watch saw the servers and the native clients that take a password or a key
+    seen = watch.programs
+    assert {"smbd", "sshd", "rsync", "curl", "smbclient", "ssh", "scp", "sftp"} <= seen, sorted(seen)
+    documents = [tmp_path / f"run-{i}.json" for i in range(1, len(kinds) + 1)]
+    _no_secret_in(password, db, *documents, texts=(proc.stdout, proc.stderr))
+
+
+@pytest.fixture
+def all_servers(tmp_path: Path) -> Iterator[Path]:
+    """`servers up` with every server this machine has (serve, sshd, smbd, rsyncd) on free ports; its state dir."""
+    root = tmp_path / "far-root"
+    root.mkdir()
+    state_dir = tmp_path / "far-state"
+    ports = {s: free_port() for s in ("http", "ftp", "tcp", "iperf3", "ssh", "smb", "rsync")}
+    supervisor.up(root, "127.0.0.1", state_dir, ports=ports)
+    try:
+        yield state_dir
+    finally:
+        supervisor.down(state_dir)
+
+
+def test_no_password_on_any_command_line_during_a_served_run(all_servers: Path, tmp_path: Path) -> None:
+    state_dir = all_servers
+    password = creds_mod.read(state_dir / "credentials.json").password
+    site = StockSite(tmp_path / "client")  # only for its client environment: no stock server here
+    site.home.mkdir(parents=True)
+    db = tmp_path / "results.db"
+    with ArgvWatch(password) as watch:
+        proc = run_workbench(
+            site,
+            "run",
+            "--target",
+            str(state_dir / "target.json"),
+            "--credentials",
+            str(state_dir / "credentials.json"),
+            "--protocols",
+            # every served client that can take a password (scp takes one only from a stock server: above)
+            "http,ftp,sftp,rsync,smb",
+            *SMALL_RUN,
+            "--tcp-duration",
+            "1",
+            "--files",
+            str(tmp_path / "files"),
+            "--json",
+            str(tmp_path / "run.json"),
+            "--db",
+            str(db),
+        )
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr)
+    assert watch.hits == []
+    assert {"smbd", "sshd", "rsync", "curl", "smbclient", "ssh"} <= watch.programs, sorted(watch.programs)
+    _no_secret_in(password, db, tmp_path / "run.json", texts=(proc.stdout, proc.stderr))

@@ -1,0 +1,285 @@
+"""`workbench run URL` end to end against stock servers (workbench/server/stock) on loopback, nothing of
+workbench on their side: every client of the URL's protocol copies both ways and verifies, the scratch
+directory is gone afterwards (also after SIGTERM mid-run, and a SIGKILLed run's is removed by the next run
+against the same URL), the run says it has no raw-TCP baseline unless --iperf3 names one; `doctor URL`;
+and the refusals of bad combinations in one line.
+
+The CLI runs as a user would run it: its own HOME with a 0600 ~/.netrc, the password nowhere else; SSH
+through a Host alias of the ssh config named by WORKBENCH_SSH_CONFIG, with keys and known_hosts only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import free_port
+from tests.stock_urls import StockSite, run_workbench, workbench_argv
+from workbench.core.store import Store
+from workbench.shared.errors import ExitCode
+
+SMALL_RUN = ("--sizes", "1M", "--small", "4x4K", "--repeat", "1", "--warmup", "0")
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[StockSite]:
+    stock = StockSite(tmp_path / "site")
+    try:
+        yield stock
+    finally:
+        stock.stop()
+
+
+def _scratch_dirs(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.name.startswith("workbench-"))
+
+
+def _document(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def _check_rows(doc: dict[str, Any], families: tuple[str, ...]) -> None:
+    """Every row a client here could run is verified; upload rows say how; at least one ran per family."""
+    ran = [r for r in doc["results"] if not (r["error"] or "").startswith("unavailable:")]
+    assert ran, doc["results"]
+    for family in families:
+        assert any(r["protocol"] == family for r in ran), (family, [r["client"] for r in ran])
+    for row in ran:
+        assert row["error"] is None and row["verified"], row
+        if row["direction"] == "upload":
+            assert row["details"]["verified_by"] in ("read back", "rsync checksums"), row["details"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "families"),
+    [
+        ("smb", ("smb",)),
+        ("ssh", ("sftp", "scp", "rsync")),
+        ("ftp", ("ftp",)),
+        ("ftps", ("ftp",)),
+        ("rsync", ("rsync",)),
+        ("webdav", ("http",)),
+        ("webdav-digest-https", ("http",)),
+    ],
+)
+def test_run_url_copies_verifies_and_removes_its_scratch(
+    site: StockSite, tmp_path: Path, kind: str, families: tuple[str, ...]
+) -> None:
+    site.start(kind)
+    doc_path = tmp_path / "run.json"
+    proc = run_workbench(
+        site, "run", site.url(kind), *SMALL_RUN, "--files", str(tmp_path / "files"), "--json", str(doc_path)
+    )
+    assert proc.returncode == 0, (proc.stdout[-4000:], proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    # said at the top, before the table: no raw-TCP baseline, so absolute figures
+    head = proc.stdout.split("┏")[0]
+    assert "no raw-TCP baseline" in head and "figures are absolute" in head, proc.stdout[:2000]
+    doc = _document(doc_path)
+    server = doc["run"]["server"]
+    assert server["kind"] == "stock" and server["url"] == site.url(kind).rstrip("/")
+    assert doc["run"]["scratch_removed"] is True
+    assert doc["baseline"]["up_bps"] is None and doc["baseline"]["rtt_ms"] is not None
+    _check_rows(doc, families)
+    if kind == "rsync":
+        assert {r["details"].get("verified_by") for r in doc["results"] if r["direction"] == "upload"} == {
+            "rsync checksums"
+        }
+    assert _scratch_dirs(site.root(kind)) == []
+    assert any("page cache" in w for w in doc["warnings"]) and any("CPU is unknown" in w for w in doc["warnings"])
+
+
+def test_several_urls_one_run_each_and_an_iperf3_baseline(site: StockSite, tmp_path: Path) -> None:
+    iperf3 = shutil.which("iperf3")
+    assert iperf3, "iperf3 not installed: apt-get install iperf3"
+    site.start("ftp")
+    site.start("webdav")
+    port = free_port()
+    server = subprocess.Popen(
+        [iperf3, "-s", "-B", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_listening(port)
+        proc = run_workbench(
+            site,
+            "run",
+            site.url("ftp"),
+            site.url("webdav"),
+            *SMALL_RUN,
+            "--protocols",
+            "ftp/ftplib,http/aiohttp",
+            "--iperf3",
+            str(port),
+            "--tcp-duration",
+            "1",
+            "--files",
+            str(tmp_path / "files"),
+            "--json",
+            str(tmp_path / "run.json"),
+            "--db",
+            str(tmp_path / "results.db"),
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert proc.returncode == 0, (proc.stdout[-4000:], proc.stderr)
+    assert "no raw-TCP baseline" not in proc.stdout
+    for index, (kind, label) in enumerate((("ftp", "ftp/ftplib"), ("webdav", "http/aiohttp")), start=1):
+        doc = _document(tmp_path / f"run-{index}.json")
+        assert [f"{r['protocol']}/{r['client']}" for r in doc["results"]] == [label] * 4
+        assert doc["baseline"]["up_bps"] and doc["baseline"]["down_bps"], doc["baseline"]
+        assert doc["baseline"]["details"]["raw_tcp"] == "iperf3"
+        assert all(r["pct_of_tcp"] is not None for r in doc["results"])
+        assert _scratch_dirs(site.root(kind)) == []
+    with Store(tmp_path / "results.db") as store:
+        assert [r.rows for r in store.history(10)] == [4, 4]
+
+
+def _wait_listening(port: int) -> None:
+    from workbench.shared.net import port_open
+
+    deadline = time.monotonic() + 10
+    while not port_open("127.0.0.1", port):
+        assert time.monotonic() < deadline, f"nothing listens on {port}"
+        time.sleep(0.05)
+
+
+def _start_long_run(site: StockSite, tmp_path: Path, db: Path, doc: Path) -> subprocess.Popen[str]:
+    """A run of many copies against the FTP server: a quick 1M row first, then 32M copies long enough to be
+    stopped mid-way."""
+    argv = workbench_argv(
+        "run",
+        site.url("ftp"),
+        "--protocols",
+        "ftp/ftplib",
+        "--sizes",
+        "1M,32M",
+        "--repeat",
+        "30",
+        "--warmup",
+        "0",
+        "--files",
+        str(tmp_path / "files"),
+        "--db",
+        str(db),
+        "--json",
+        str(doc),
+    )
+    return subprocess.Popen(
+        argv, env=site.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _wait_for_copies(root: Path, proc: subprocess.Popen[str]) -> str:
+    """The scratch directory's name, once the 32M row's uploads land in its incoming/ (the 1M row is done)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        for scratch in _scratch_dirs(root):
+            if any(p.name == "file-32M.bin" for p in (root / scratch / "incoming").rglob("*")):
+                return scratch
+        time.sleep(0.05)
+    raise AssertionError("no upload landed in the scratch directory within 120 s")
+
+
+def test_sigterm_mid_run_keeps_rows_and_removes_the_scratch(site: StockSite, tmp_path: Path) -> None:
+    site.start("ftp")
+    doc = tmp_path / "run.json"
+    proc = _start_long_run(site, tmp_path, tmp_path / "results.db", doc)
+    try:
+        _wait_for_copies(site.root("ftp"), proc)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == ExitCode.TERMINATED, err
+    assert "terminated" in err and "Traceback" not in err
+    assert _scratch_dirs(site.root("ftp")) == []
+    written = _document(doc)
+    assert written["run"]["scratch_removed"] is True and "finished_utc" in written["run"]
+    finished = written["results"]
+    assert [(r["file_set"], r["direction"]) for r in finished] == [("1M", "upload")], finished
+    assert finished[0]["verified"] and len(finished[0]["samples"]) == 30
+
+
+def test_a_killed_runs_scratch_is_removed_by_the_next_run_against_the_url(site: StockSite, tmp_path: Path) -> None:
+    site.start("ftp")
+    site.start("webdav")
+    db = tmp_path / "results.db"
+    proc = _start_long_run(site, tmp_path, db, tmp_path / "killed.json")
+    try:
+        left = _wait_for_copies(site.root("ftp"), proc)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+    assert _scratch_dirs(site.root("ftp")) == [left]
+    args = (*SMALL_RUN, "--directions", "upload", "--files", str(tmp_path / "files"), "--db", str(db))
+    # another URL's run leaves it alone: it is not that server's
+    other = run_workbench(site, "run", site.url("webdav"), "--protocols", "http/aiohttp", *args)
+    assert other.returncode == 0, other.stderr
+    assert _scratch_dirs(site.root("ftp")) == [left]
+    again = run_workbench(site, "run", site.url("ftp"), "--protocols", "ftp/ftplib", *args)
+    assert again.returncode == 0, again.stderr
+    assert _scratch_dirs(site.root("ftp")) == []
+    with Store(db) as store:
+        killed = store.load(1)
+    assert killed.meta["server"]["scratch"] == left and killed.meta.get("scratch_removed") is True
+
+
+def test_doctor_url(site: StockSite) -> None:
+    site.start("smb")
+    site.start("ssh")
+    for kind in ("smb", "ssh"):
+        proc = run_workbench(site, "doctor", site.url(kind))
+        assert proc.returncode == 0, (proc.stdout, proc.stderr)
+        assert "reachable: yes" in proc.stdout and "login: ok" in proc.stdout, proc.stdout
+    assert "smb/pysmb" in run_workbench(site, "doctor", site.url("smb")).stdout
+    wrong = run_workbench(site, "doctor", site.url("smb"), WORKBENCH_PASSWORD="wrong-password")
+    assert wrong.returncode == ExitCode.AUTH and "login: failed" in wrong.stdout, wrong.stdout
+    assert "wrong-password" not in wrong.stdout + wrong.stderr
+    closed = run_workbench(site, "doctor", f"smb://127.0.0.1:{free_port()}/plain")
+    assert closed.returncode == ExitCode.NETWORK and "reachable: no" in closed.stdout, closed.stdout
+    # nothing was written on the server
+    assert _scratch_dirs(site.root("smb")) == [] and list(site.root("smb").iterdir()) == []
+
+
+def _one_line_refusal(proc: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def test_refusals_in_one_line(site: StockSite, tmp_path: Path) -> None:
+    site.home.mkdir(parents=True)
+    url = f"ftp://127.0.0.1:{free_port()}/"
+    _one_line_refusal(run_workbench(site, "run", url, "--host", "127.0.0.1"), ExitCode.USAGE, "--host", "URL")
+    _one_line_refusal(run_workbench(site, "run", url, "--target", "t.json"), ExitCode.USAGE, "--target")
+    _one_line_refusal(run_workbench(site, "run", url, "--credentials", "c.json"), ExitCode.USAGE, "WORKBENCH_PASSWORD")
+    _one_line_refusal(run_workbench(site, "run", "--host", "127.0.0.1", "--iperf3", "5201"), ExitCode.USAGE, "--iperf3")
+    _one_line_refusal(run_workbench(site, "run", url, "--iperf3", "nas:"), ExitCode.USAGE, "--iperf3")
+    _one_line_refusal(run_workbench(site, "run", url, "--protocols", "smb"), ExitCode.USAGE, "no client for ftp://")
+    line = _one_line_refusal(
+        run_workbench(site, "run", "smb://alice:s3cret-pw@127.0.0.1/plain"), ExitCode.USAGE, "password"
+    )
+    assert "s3cret-pw" not in line
+    _one_line_refusal(run_workbench(site, "run", "gopher://127.0.0.1/"), ExitCode.USAGE, "scheme")
+    # no password anywhere and no terminal to ask on: the four ways, before any traffic
+    no_netrc = run_workbench(site, "run", url, *SMALL_RUN, HOME=str(tmp_path))
+    _one_line_refusal(no_netrc, ExitCode.AUTH, "WORKBENCH_PASSWORD", "netrc", "keyring", "prompt")
+    # a server that does not answer: one line, the network's exit code
+    closed = run_workbench(site, "run", url, *SMALL_RUN, WORKBENCH_PASSWORD="pw")
+    _one_line_refusal(closed, ExitCode.NETWORK, "127.0.0.1")
+    assert not os.path.exists(tmp_path / "files")

@@ -1,0 +1,514 @@
+"""A run against a server given by URL (`workbench run smb://nas/share`), with nothing of workbench there.
+
+`prepare(url, plan, prompt=..., iperf3=...)` resolves the URL (for SSH through `ssh -G`, so ~/.ssh/config
+applies), finds the login (workbench.shared.login), logs in once with the protocol's utility client and
+returns the plan with a stock Target (its clients limited to the ones that speak the URL's protocol, then
+by --protocols) and a `StockFarHost`, the runner's far host for it:
+
+- info() makes a private scratch directory `workbench-<random hex>` beneath the URL's path; every copy of
+  the run happens beneath it (files/ for downloads, incoming/ for uploads), and finish() deletes it at the
+  end, also after a failure, Ctrl-C or SIGTERM; a run killed outright leaves it for the next run against the
+  same URL to remove (remove_scratch_of);
+- make_files() uploads the locally generated test files to files/ (untimed), only when downloads are planned;
+- uploads are verified by rsync's checksums against the local file (rsync://) or by reading the file back with
+  the utility client outside the timed window;
+- baseline(): iperf3 at --iperf3 [HOST:]PORT when given, else no raw-TCP baseline: the RTT comes from TCP
+  connects to the service and the figures are absolute;
+- the far host's CPU is unknown (cpu_seconds() is None).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import re
+import secrets
+import shutil
+import socket
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from workbench.core.plan import Plan
+from workbench.core.results import Baseline
+from workbench.fixtures import manifest as mf
+from workbench.fixtures.manifest import hash_file
+from workbench.probe import iperf
+from workbench.protocols import registry
+from workbench.protocols.base import Client, FileCopy
+from workbench.protocols.mounts.stale import owned_prefix
+from workbench.shared import login as login_mod
+from workbench.shared import sshconfig, urls
+from workbench.shared.credentials import Credentials
+from workbench.shared.errors import (
+    AuthError,
+    NetworkError,
+    NotFoundError,
+    UnavailableError,
+    UsageError,
+    WorkbenchError,
+)
+from workbench.shared.paths import FILES_DIR
+from workbench.shared.target import Target, url_host
+from workbench.shared.urls import StockUrl
+
+T = TypeVar("T")
+
+# The clients that speak each service (labels, or "protocol/" for all of a protocol's), in registry order.
+FAMILIES: Mapping[str, tuple[str, ...]] = {
+    "smb": ("smb/",),
+    "ssh": ("sftp/", "scp/", "rsync/ssh"),
+    "ftp": ("ftp/",),
+    "rsync": ("rsync/daemon",),
+    "http": ("http/",),
+    "afp": ("afp/",),
+}
+# The client the run itself uses to make and remove the scratch directory, upload the test files and read
+# uploads back: the library one where there is one, so a missing native program does not stop the run.
+UTILITY: Mapping[str, str] = {
+    "smb": "smb/pysmb",
+    "ssh": "sftp/paramiko",
+    "ftp": "ftp/ftplib",
+    "rsync": "rsync/daemon",
+    "http": "http/aiohttp",
+    "afp": "afp/mount_afp",
+}
+SCRATCH_NAME = re.compile(r"^workbench-[0-9a-f]{12}$")
+RTT_CONNECTS = 5
+NO_IPERF3 = "no iperf3 server given (--iperf3 [HOST:]PORT)"
+PAGE_CACHE_NOTE = (
+    "the server's page cache: each download follows the upload of the same files, so the server sends them "
+    "from its memory, not its disk; files larger than the server's RAM (--sizes) are the way to measure its disk"
+)
+CPU_NOTE = "the server's CPU is unknown (nothing of workbench runs there): a CPU bound names this host's side only"
+
+
+def _ignore(_moved_bytes: int) -> None:
+    """Progress of the untimed copies (test files up, uploads read back): nobody watches it."""
+
+
+def join(base: str, name: str) -> str:
+    """A POSIX path beneath `base` ("" is the export's root or the login's home; "/..." absolute)."""
+    return posixpath.join(base, name) if base else name
+
+
+def clients_for(url: StockUrl, entries: Sequence[registry.Entry]) -> tuple[registry.Entry, ...]:
+    """The entries among `entries` that speak the URL's protocol, in their order."""
+    family = FAMILIES[url.service]
+    return tuple(e for e in entries if any(e.label == f or (f.endswith("/") and e.label.startswith(f)) for f in family))
+
+
+def check_clients(url: StockUrl, entries: Sequence[registry.Entry]) -> tuple[registry.Entry, ...]:
+    """clients_for, refused in one line when --protocols leaves none for this URL."""
+    chosen = clients_for(url, entries)
+    if not chosen:
+        every = ", ".join(e.label for e in clients_for(url, registry.KNOWN_CLIENTS))
+        raise UsageError(
+            f"--protocols selects no client for {url.scheme}:// ({url.display()})", f"its clients: {every}"
+        )
+    return chosen
+
+
+def url_plan(values: Mapping[str, Any], *, config: Path | None = None, explicit: Set[str] = frozenset()) -> Plan:
+    """The plan of a URL run from settings by name (flags over the config file, as config.build_plan does), with
+    every client selected unless --protocols (or the config file) names some; its target is set by prepare()."""
+    from workbench.core.config import load_toml, plan_inputs
+    from workbench.shared import paths
+    from workbench.shared.validate import check_free_space, flag
+
+    values = dict(values)
+    from_file: set[str] = set()
+    if config is not None:
+        for key, value in load_toml(config).items():
+            if key not in explicit and key not in ("host", "target", "credentials", "ports"):
+                values[key] = value
+                from_file.add(key)
+    if values.get("protocols") is None or ("protocols" not in explicit and "protocols" not in from_file):
+        values["protocols"] = "all"
+
+    def where(key: str) -> str:
+        return f"config {config} key '{key}'" if key in from_file else flag(key)
+
+    inputs = plan_inputs(values, where)
+    files_dir = Path(values["files"]) if values.get("files") else paths.data_dir() / "files"
+    check_free_space(files_dir, sum(inputs["sizes"]) + sum(s.count * s.size for s in inputs["small_sets"]))
+    placeholder = Target(host="localhost", credentials=Credentials("", ""))  # replaced by prepare()
+    return Plan(target=placeholder, files_dir=files_dir, iperf3=False, **inputs)
+
+
+def _target(url: StockUrl, host: str, port: int, creds: Credentials, path: str) -> Target:
+    """A stock Target whose clients work beneath `path` (prefix, or remote_root for the SSH family)."""
+    common: dict[str, Any] = {"host": host, "credentials": creds, "ports": {url.service: port}, "stock": True}
+    if url.is_ssh:
+        return Target(**common, remote_root=path, share="", ssh_alias=url.host)
+    return Target(**common, prefix=path, share=url.share, tls=url.tls)
+
+
+def _address(url: StockUrl, user: str | None) -> tuple[str, int, str | None]:
+    """(host, port, ssh's user) to connect to: for SSH as `ssh -G` resolves the alias, else the URL's."""
+    if not url.is_ssh:
+        return url.host, url.port, None
+    resolved = sshconfig.resolve(url.host, port=url.port if url.port_given else None, user=user)
+    return resolved.hostname, resolved.port, resolved.user
+
+
+def prepare(url_text: str, plan: Plan, *, prompt: bool, iperf3: str | None) -> tuple[Plan, StockFarHost]:
+    """The plan for the server at `url_text` and its far host, logged in once (see the module docstring).
+
+    `plan`: the run's settings (its target is replaced; its entries are filtered to the URL's clients).
+    `prompt`: a password may be asked for on a terminal. `iperf3`: "[HOST:]PORT" of an iperf3 server for the
+    raw-TCP baseline (HOST defaults to the URL's host), or None. Raises a WorkbenchError (one line) when the
+    URL is malformed, no client is left, the host does not resolve or answer, or the login is refused.
+    """
+    url = urls.parse(url_text)
+    entries = check_clients(url, plan.entries)
+    iperf_at = urls.parse_host_port(iperf3) if iperf3 else None
+    host, port, ssh_user = _address(url, url.user)
+    who = login_mod.resolve(url, prompt=prompt, ssh_user=ssh_user)
+    if url.is_ssh and who.user != ssh_user:  # WORKBENCH_USER or netrc named another user: %r tokens follow it
+        host, port, ssh_user = _address(url, who.user)
+    scratch = f"workbench-{secrets.token_hex(6)}"
+    creds = Credentials(who.user, who.password or "")
+    target = _target(url, host, port, creds, join(url.path, scratch))
+    far = StockFarHost(url, dataclasses.replace(plan, target=target, entries=entries), scratch, who, iperf_at, prompt)
+    far.connect()
+    return far.plan, far
+
+
+class StockFarHost:
+    """The runner's far host for a stock server (core.farhost.StockHost): everything through a utility client.
+
+    Paths the runner gives are relative to the scratch directory; the utility client works one level up, at
+    the URL's path, so it can make and remove the scratch directory itself. `plan` is the run's plan (its
+    target may gain a password typed at an SSH prompt during connect()).
+    """
+
+    def __init__(
+        self,
+        url: StockUrl,
+        plan: Plan,
+        scratch: str,
+        who: login_mod.Login,
+        iperf_at: tuple[str | None, int] | None = None,
+        prompt: bool = False,
+    ) -> None:
+        self.url = url
+        self.plan = plan
+        self.scratch = scratch
+        self.login = who
+        self._iperf_at = iperf_at
+        self._prompt = prompt
+        self.utility_label = UTILITY[url.service]
+        loaded = registry.load(next(e for e in registry.KNOWN_CLIENTS if e.label == self.utility_label))
+        # Without its utility client (mount_afp off macOS) the run still records why each row cannot run.
+        self.unavailable: str | None = loaded if isinstance(loaded, str) else None
+        self._utility_class: type[Client] | None = None if isinstance(loaded, str) else loaded
+        checksums = url.service == "rsync" and hasattr(self._utility_class, "same_as_local")
+        self.upload_check = "rsync checksums" if checksums else "read back"
+        self._client: Client | None = None
+        self._made = False  # the scratch directory exists (info() made it; finish() removed it)
+
+    # ---------------------------------------------------------------- the utility client
+    @property
+    def scratch_path(self) -> str:
+        return join(self.url.path, self.scratch)
+
+    @property
+    def service_port(self) -> int:
+        # from the ports the URL gave (Target.port() knows only workbench's own services' defaults: not afp)
+        return int(self.plan.target.ports[self.url.service])
+
+    def _utility_target(self) -> Target:
+        target = self.plan.target
+        if self.url.is_ssh:
+            return dataclasses.replace(target, remote_root=self.url.path)
+        return dataclasses.replace(target, prefix=self.url.path)
+
+    def _open(self) -> Client:
+        if self._utility_class is None:
+            raise UnavailableError(f"{self.utility_label}: {self.unavailable}")
+        client = self._utility_class(self._utility_target(), self.plan.options)
+        try:
+            client.connect()
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+    def connect(self) -> None:
+        """Log in once with the utility client: a refused login or an unknown host key stops the run here.
+
+        SSH logs in with keys and the agent; only when they are refused, and a terminal is there to ask on,
+        is a password asked for (as ssh itself does), and it then serves every SSH client of the run.
+        """
+        if self.unavailable is not None:
+            return
+        try:
+            self._client = self._open()
+        except AuthError:
+            if not (self.url.is_ssh and self.login.password is None and login_mod.can_prompt(self._prompt)):
+                raise
+            self._use_password(login_mod.ask(self.url, self.login.user, prompt=self._prompt))
+            self._client = self._open()
+
+    def _use_password(self, password: str) -> None:
+        target = self.plan.target
+        creds = dataclasses.replace(target.credentials, password=password)
+        self.plan = dataclasses.replace(self.plan, target=dataclasses.replace(target, credentials=creds))
+        self.login = dataclasses.replace(self.login, password=password, password_from="the prompt")
+
+    def _utility(self, action: Callable[[Client], T]) -> T:
+        """Run `action` on the utility session; once more on a fresh one if the server dropped it meanwhile
+        (an FTP or SMB server closes a session idle for minutes while the run's own clients copy)."""
+        if self._client is None:
+            self._client = self._open()
+        try:
+            return action(self._client)
+        except NetworkError:
+            self.close()
+            self._client = self._open()
+            return action(self._client)
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    # ---------------------------------------------------------------- FarHost
+    def notes(self) -> list[str]:
+        """What the run says about this server beyond its rows."""
+        if self.unavailable is not None:
+            return [f"nothing was copied: {self.utility_label}, which makes the scratch directory, cannot run here"]
+        if self.upload_check == "rsync checksums":
+            check = "uploads are verified with rsync's checksums against the local files (rsync -n -c)"
+        else:
+            check = f"uploads are verified by reading each file back with {self.utility_label}, outside the timed copy"
+        return [check, PAGE_CACHE_NOTE, CPU_NOTE]
+
+    def info(self) -> dict[str, Any]:
+        """Make the scratch directory; who the far host is, as the run's metadata keeps it (no secret)."""
+        doc: dict[str, Any] = {
+            "kind": "stock",
+            "url": self.url.display(),
+            "service": self.url.service,
+            "login": self.login.describe(),
+            "utility": self.utility_label,
+            "scratch": self.scratch,
+            "scratch_path": self.scratch_path,
+            "notes": self.notes(),
+        }
+        if self.url.is_ssh:
+            doc["ssh"] = {"host": self.plan.target.host, "port": self.plan.target.port("ssh")}
+        if self.unavailable is not None:
+            return {**doc, "unavailable": self.unavailable, "scratch": None, "scratch_path": None}
+        self._utility(lambda c: c.mkdir(self.scratch))
+        self._made = True
+        return doc
+
+    def make_files(self, sizes: list[int], small: list[tuple[int, int]], profile: str, seed: int) -> dict[str, Any]:
+        """Upload the local test files (the runner made them just before) to files/, when downloads need them."""
+        manifest = mf.read(self.plan.files_dir)
+        if self.unavailable is not None or "download" not in self.plan.directions:
+            return manifest.to_json()
+        files = [f for s in manifest.sets for f in s.files]
+        for parent in sorted({posixpath.dirname(f.name) for f in files}):
+            self._utility(lambda c, p=parent: c.mkdir(join(self.scratch, join(FILES_DIR, p) if p else FILES_DIR)))
+        jobs = [FileCopy(self.plan.files_dir / f.name, f"{self.scratch}/{FILES_DIR}/{f.name}", f.size) for f in files]
+        self._utility(lambda c: c.upload_many(jobs, _ignore))
+        return manifest.to_json()
+
+    def hash(self, path: str, size_bytes: int = 0) -> dict[str, Any]:
+        """Read the file back with the utility client into a private temporary file, and hash that."""
+        tmp = Path(tempfile.mkdtemp(prefix=owned_prefix("readback")))
+        try:
+            copy = tmp / "copy"
+            self._utility(lambda c: c.download(f"{self.scratch}/{path}", copy, _ignore))
+            return {"xxh3_128": hash_file(copy)}
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def upload_matches(self, local: Path, remote: str, size_bytes: int, xxh3_128: str) -> bool:
+        if self.upload_check == "rsync checksums":
+            return bool(self._utility(lambda c: c.same_as_local(local, f"{self.scratch}/{remote}")))  # type: ignore[attr-defined]
+        return self.hash(remote, size_bytes)["xxh3_128"] == xxh3_128
+
+    def mkdir(self, path: str) -> None:
+        if self.unavailable is None:
+            self._utility(lambda c: c.mkdir(f"{self.scratch}/{path}"))
+
+    def delete(self, path: str) -> None:
+        if self.unavailable is None:
+            self._utility(lambda c: c.remove_tree(f"{self.scratch}/{path}"))
+
+    def cpu_seconds(self) -> float | None:
+        return None
+
+    def describe_baseline(self, plan: Plan) -> str:
+        """The status line before baseline(): what it measures."""
+        if self._iperf_at is None:
+            return f"measuring the RTT to {self._where()} by TCP connects…"
+        host, port = self._iperf_endpoint()
+        return (
+            f"measuring the raw TCP limit with iperf3 at {url_host(host)}:{port} ({plan.tcp_duration:.0f} s each way)…"
+        )
+
+    def _where(self) -> str:
+        return f"{url_host(self.plan.target.host)}:{self.service_port}"
+
+    def _iperf_endpoint(self) -> tuple[str, int]:
+        assert self._iperf_at is not None
+        host, port = self._iperf_at
+        return host or self.plan.target.host, port
+
+    def baseline(self, plan: Plan) -> Baseline:
+        """iperf3 both ways when --iperf3 was given, else none; the RTT from TCP connects to the service."""
+        rtt_ms = connect_rtt_ms(self.plan.target.host, self.service_port)
+        base = Baseline(rtt_ms=rtt_ms, connect_rtt_ms=rtt_ms, details={"rtt": "TCP connect to the service"})
+        if self._iperf_at is None:
+            return dataclasses.replace(base, details={**base.details, "no_baseline": NO_IPERF3})
+        host, port = self._iperf_endpoint()
+        try:
+            up = iperf.run_iperf3(host, port, "upload", plan.tcp_duration)
+            down = iperf.run_iperf3(host, port, "download", plan.tcp_duration) if up is not None else None
+        except WorkbenchError as exc:
+            why = f"iperf3 at {url_host(host)}:{port} failed: {exc.one_line()}"
+            return dataclasses.replace(base, error=why, details={**base.details, "no_baseline": why})
+        if up is None or down is None:
+            why = iperf.iperf3_available() or "iperf3 gave no result"
+            return dataclasses.replace(base, error=why, details={**base.details, "no_baseline": why})
+        figures = {d.direction: {"bps": d.bps, "retransmits": d.retransmits} for d in (up, down)}
+        return dataclasses.replace(
+            base,
+            up_bps=up.bps,
+            down_bps=down.bps,
+            iperf3_up_bps=up.bps,
+            iperf3_down_bps=down.bps,
+            details={**base.details, "raw_tcp": "iperf3", "iperf3": {"host": host, "port": port, **figures}},
+        )
+
+    def finish(self) -> None:
+        """Delete the scratch directory (and everything the run left in it); close the utility session."""
+        try:
+            if self._made:
+                try:
+                    self._utility(lambda c: c.remove_tree(self.scratch))
+                except NotFoundError:
+                    pass  # someone removed it already
+                except WorkbenchError as exc:
+                    raise WorkbenchError(
+                        f"could not remove the scratch directory {self.scratch_path} on {self.url.display()}: "
+                        f"{exc.one_line()}",
+                        "delete it by hand; the next run against this URL tries again",
+                    ) from exc
+                self._made = False
+        finally:
+            self.close()
+
+    def remove_scratch_of(self, server: Mapping[str, Any]) -> bool | None:
+        """Remove a killed run's scratch directory if that run was against this same URL."""
+        name = server.get("scratch")
+        if server.get("kind") != "stock" or server.get("url") != self.url.display():
+            return None
+        if not isinstance(name, str) or not SCRATCH_NAME.match(name) or name == self.scratch:
+            return None  # never delete a name this code did not make
+        if self.unavailable is not None:
+            return False
+        try:
+            self._utility(lambda c: c.remove_tree(name))
+        except NotFoundError:
+            return True
+        except WorkbenchError:
+            return False
+        return True
+
+
+def connect_rtt_ms(host: str, port: int, count: int = RTT_CONNECTS, timeout_s: float = 3.0) -> float | None:
+    """The median time of `count` TCP connects to host:port (one round trip each), in ms; None if none got through.
+
+    The name is resolved once, first, so the lookup is not counted.
+    """
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except OSError:
+        return None
+    times: list[float] = []
+    for _ in range(count):
+        with socket.socket(family, kind, proto) as sock:
+            sock.settimeout(timeout_s)
+            started = time.perf_counter()
+            try:
+                sock.connect(address)
+            except OSError:
+                continue
+            times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1e3 if times else None
+
+
+# ---------------------------------------------------------------- `workbench doctor URL`
+@dataclass(frozen=True)
+class Check:
+    """What `workbench doctor URL` found, without copying anything."""
+
+    url: str  # the display form
+    address: str  # host:port connected to (for SSH as ssh -G resolved it)
+    connect_ms: float | None  # median TCP connect time; None: not reachable
+    reach_error: str | None
+    login: str | None  # login.describe() once the utility client logged in
+    login_error: str | None
+    clients: tuple[tuple[str, str | None], ...]  # (label, why it cannot run or None) for the URL's clients
+
+    @property
+    def exit_code(self) -> int:
+        from workbench.shared.errors import ExitCode
+
+        if self.reach_error is not None:
+            return int(ExitCode.NETWORK)
+        return int(ExitCode.AUTH) if self.login_error is not None else 0
+
+
+def check(url_text: str, *, prompt: bool) -> Check:
+    """Reachability (TCP connect time), the login (the utility client connects and leaves), and which of the
+    URL's clients can run here, and why not."""
+    url = urls.parse(url_text)
+    clients = tuple(
+        (e.label, loaded if isinstance(loaded := registry.load(e), str) else None)
+        for e in clients_for(url, registry.KNOWN_CLIENTS)
+    )
+    host, port, ssh_user = _address(url, url.user)
+    address = f"{url_host(host)}:{port}"
+    rtt = connect_rtt_ms(host, port, count=3)
+    if rtt is None:
+        reach = _reach_error(host, port)
+        return Check(url.display(), address, None, reach, None, None, clients)
+    login_text: str | None = None
+    login_error: str | None = None
+    try:
+        who = login_mod.resolve(url, prompt=prompt, ssh_user=ssh_user)
+        creds = Credentials(who.user, who.password or "")
+        plan = Plan(_target(url, host, port, creds, ""), (), ("upload",), (), (), "random", 1, 1, 0, 1.0, Path())
+        far = StockFarHost(url, plan, "", who, prompt=prompt)
+        if far.unavailable is not None:
+            login_error = f"not checked: {far.utility_label} {far.unavailable}"
+        else:
+            try:
+                far.connect()
+                login_text = far.login.describe()
+            finally:
+                far.close()
+    except WorkbenchError as exc:
+        login_error = exc.one_line()
+    return Check(url.display(), address, rtt, None, login_text, login_error, clients)
+
+
+def _reach_error(host: str, port: int) -> str:
+    from workbench.shared.errors import from_os_error
+
+    try:
+        with socket.create_connection((host, port), timeout=3.0):
+            return "connects only intermittently"
+    except OSError as exc:
+        return from_os_error(exc, "connecting", host, port).one_line()
