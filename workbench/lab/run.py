@@ -1,6 +1,10 @@
 """`workbench lab`: build the two-host lab, start every available server on the server host, run the
 baseline and the comparison from the client host, print the table, and tear everything down.
 
+With `--servers stock` the server host runs stock daemons only (lab/stock.py), nothing of workbench: each
+is measured as `workbench run URL` measures a stranger's server (workbench.core.stock), one run per URL,
+with a plain iperf3 for the raw-TCP baseline.
+
 The default preset is wifi-ac (533 Mbit/s, 2.8 ms), not gige: it is the case users ask about (iperf
 says 533, the copy says 170), and its 2.8 ms RTT is long enough that request-bound clients (pysmb's
 64 KiB × 1, paramiko's prefetch) show their ceilings, where at gige's 0.2 ms this 2-core machine's
@@ -14,7 +18,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,12 @@ from workbench.shared import paths
 from workbench.shared.errors import UsageError, WorkbenchError
 
 DEFAULT_PRESET = "wifi-ac"
+SERVER_KINDS = ("workbench", "stock")  # --servers: workbench's own (`servers up`), or plainly configured daemons
+
+# A stock lab is one run per URL. The CLI shows each as `run` does: present(name, start) calls start(recorder,
+# observer) inside its own recorder and progress display, shows the table and returns the run.
+StartRun = Callable[[Recorder, RunObserver], Run]
+Present = Callable[[str, StartRun], Run]
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class LabRequest:
     cc: str | None
     window_sweep: str | None
     settings: Mapping[str, Any]
+    servers: str = "workbench"  # one of SERVER_KINDS
 
 
 def lab_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,6 +88,8 @@ def validate_request(req: LabRequest) -> Any:
     from workbench.core.config import plan_inputs
     from workbench.shared.validate import check_copy_estimate, check_free_space, check_loss, check_range, check_windows
 
+    if req.servers not in SERVER_KINDS:
+        raise UsageError(f"--servers: unknown kind {req.servers!r}", f"choose from {', '.join(SERVER_KINDS)}")
     check_loss(req.loss)
     check_range("mtu", req.mtu)
     if req.cc is not None:
@@ -87,6 +100,8 @@ def validate_request(req: LabRequest) -> Any:
                 f"choose from {', '.join(available)}, e.g. --cc cubic",
             )
     inputs = plan_inputs(req.settings)
+    if req.servers == "stock":
+        _check_stock(req, inputs["entries"])
     check_windows(None, req.window_sweep, float(req.settings.get("tcp_duration") or default("tcp_duration")))
     files_bytes = sum(inputs["sizes"]) + sum(s.count * s.size for s in inputs["small_sets"])
     check_free_space(paths.data_dir() / "files", files_bytes)
@@ -102,6 +117,24 @@ def validate_request(req: LabRequest) -> Any:
         "use smaller --sizes, fewer --protocols or --repeat, or a faster --rate",
     )
     return spec
+
+
+def _check_stock(req: LabRequest, entries: tuple[Any, ...]) -> None:
+    """A stock lab has no probe on its server host (no window sweep) and needs a client of a stock server."""
+    from workbench.core.stock import FAMILIES
+    from workbench.lab.stock import STOCK_SERVICES
+
+    if req.window_sweep:
+        raise UsageError(
+            "--window-sweep needs workbench's TCP probe on the server host, and a stock lab runs none",
+            "drop --window-sweep, or use --servers workbench",
+        )
+    wanted = [f for service in STOCK_SERVICES for f in FAMILIES[service]]
+    if not any(e.label == f or (f.endswith("/") and e.label.startswith(f)) for e in entries for f in wanted):
+        raise UsageError(
+            "--protocols selects no client of the lab's stock servers",
+            f"choose among {', '.join(f.rstrip('/') for f in wanted)}",
+        )
 
 
 def _available_cc() -> list[str]:
@@ -194,6 +227,106 @@ def _run_inside(
     finally:
         for line in supervisor.down(state):
             observer.status(f"  {line}")
+
+
+def run_stock_lab(req: LabRequest, present: Present, observer: RunObserver, label: str | None = None) -> list[Run]:
+    """Build the lab with stock daemons only on its server host and run each daemon's URL; the finished runs.
+
+    `present` shows each run (see Present); `observer` the lab's own status lines. Everything is torn down
+    however it ends (Ctrl-C, SIGTERM, a failure). A URL that cannot be measured at all (its login refused,
+    say) does not stop the others: once they ran, the first such failure is raised.
+    """
+    from workbench.lab import Lab, check_available, cleanup_stale
+
+    spec = validate_request(req)
+    check_available()
+    for removed in cleanup_stale():
+        observer.status(f"removed a stale lab left by a killed run: {removed}")
+    work = Path(tempfile.mkdtemp(prefix=f"workbench-lab-{os.getpid()}-"))  # owner pid: see lab/leftovers.py
+    try:
+        rate_text = f"{spec.rate_bps / 1e6:,.0f} Mbit/s"
+        observer.status(f"lab: {req.preset} link, {rate_text}, RTT {spec.rtt_ms} ms, MTU {spec.mtu}: building…")
+        with Lab(spec) as lab:
+            observer.status(f"lab: idle RTT measured {lab.idle_rtt_ms:.2f} ms; measuring goodput (3 s)…")
+            with contextlib.suppress(WorkbenchError):
+                lab.measure_goodput(seconds=3.0)
+            link = link_document(lab.describe(), req.preset)
+            return _stock_runs(lab, req, work, link, present, observer, label or f"lab {req.preset} stock")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _stock_runs(
+    lab: Any, req: LabRequest, work: Path, link: dict[str, Any], present: Present, observer: RunObserver, label: str
+) -> list[Run]:
+    from workbench.core import runner
+    from workbench.core.stock import clients_for, url_plan
+    from workbench.lab.stock import StockHost
+    from workbench.shared.urls import parse
+
+    host = StockHost(work, lab.server_addr, lab.server_ns)
+    observer.status(f"lab: starting stock servers on the server host {lab.server_addr} (no workbench there)…")
+    try:
+        for server in host.up():
+            observer.status(f"  {server.line()}")
+        # --protocols as typed (the lab's default is every client); each URL keeps the clients of its protocol
+        plan = url_plan(req.settings, explicit={"protocols"})
+        runs: list[Run] = []
+        failures: list[WorkbenchError] = []
+        with host.client_environment(), lab.in_client():
+            runner.clean_leftovers()
+            for url in host.urls():
+                name = parse(url).scheme
+                if not clients_for(parse(url), plan.entries):
+                    observer.status(f"lab: {url}: --protocols selects none of its clients; not run")
+                    continue
+                observer.status(f"lab: measuring {url}…")
+                problem = host.iperf3_check()  # the baseline's server, started again if it died meanwhile
+                if problem:
+                    observer.status(f"lab: {problem}")
+
+                def start(recorder: Recorder, run_observer: RunObserver, url: str = url, name: str = name) -> Run:
+                    return _stock_run(lab, host, url, plan, link, recorder, run_observer, f"{label} {name}")
+
+                try:
+                    runs.append(present(name, start))
+                except WorkbenchError as exc:
+                    observer.status(f"lab: {url} could not be measured: {exc.one_line()}")
+                    failures.append(exc)
+        if failures:
+            raise failures[0]
+        return runs
+    finally:
+        for line in host.down():
+            observer.status(f"  {line}")
+
+
+def _stock_run(
+    lab: Any,
+    host: Any,
+    url: str,
+    plan: Any,
+    link: dict[str, Any],
+    recorder: Recorder,
+    observer: RunObserver,
+    label: str,
+) -> Run:
+    """One URL's run, as `workbench run URL --iperf3 HOST:PORT` makes it, with the lab's link and emulator."""
+    from workbench.core import runner
+    from workbench.core.stock import prepare
+
+    url_run_plan, far = prepare(url, plan, prompt=False, iperf3=host.iperf3)
+    try:
+        context = LabContext(link=link, emulator=_EmulatorWatch(lab))
+    except BaseException:
+        far.close()  # logged in, nothing made yet: execute() would have finished it
+        raise
+    return runner.execute(url_run_plan, recorder, observer, far=far, lab=context, label=label)
+
+
+def per_server_path(path: Path, name: str) -> Path:
+    """Where a stock lab writes the JSON document of `name`'s run when --json PATH was given: PATH-NAME.json."""
+    return path.with_name(f"{path.stem}-{name}{path.suffix or '.json'}")
 
 
 EMULATOR_BUSY = 0.8  # of one core: above this the link emulator may have shaped results, not just the link

@@ -1,0 +1,199 @@
+"""`workbench lab --servers stock` end to end: only stock daemons on the server host (nothing of workbench there),
+every available client measured by URL over the emulated link with iperf3 as the raw-TCP baseline, then nothing
+left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import lab_unavailable
+from workbench.core.stock import clients_for
+from workbench.lab.stock import STOCK_SERVICES
+from workbench.protocols import registry
+from workbench.shared.urls import parse
+
+REPO = Path(__file__).resolve().parents[2]
+WORKBENCH_CODE = str(REPO / "workbench")
+LINK_RATE_BYTES_PER_S = 1e9 / 8  # the gige preset: fast, so the run stays short
+# One run per stock daemon, named by its URL's scheme (the --json PATH-SCHEME.json documents).
+SCHEMES = {"http": "http", "ftp": "ftp", "ssh": "sftp", "rsync": "rsync", "smb": "smb"}
+
+
+def _lab_namespaces(owner: int) -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in listed.splitlines() if line.startswith(f"wb-lab-{owner}-")]
+
+
+def _server_processes(owner: int) -> dict[int, list[str]]:
+    """{pid: argv} of every process in the server namespace of the lab that `owner` runs."""
+    found: dict[int, list[str]] = {}
+    for ns in (n for n in _lab_namespaces(owner) if n.endswith("-s")):
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue  # gone meanwhile (a port check, a finished session)
+            if raw:  # a zombie has no command line
+                found[int(pid)] = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+    return found
+
+
+def _runs_workbench(argv: list[str]) -> bool:
+    """Whether a process runs workbench's own code: its module (`-m workbench...`) or a file of its package."""
+    modules = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-m"]
+    return (
+        any(m == "workbench" or m.startswith("workbench.") for m in modules)
+        or any(a.startswith(WORKBENCH_CODE) for a in argv)
+        or any(os.path.basename(a) == "workbench" for a in argv[:2])  # the console script
+    )
+
+
+@pytest.mark.lab
+@pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab unavailable: {lab_unavailable()}")
+def test_stock_lab_measures_every_client_against_stock_daemons_only(tmp_path: Path) -> None:
+    # a short TMPDIR of this test's own: the lab's work directory (served root, keys, netrc, ssh config) lives
+    # there, so what it leaves can be seen; smbd's socket paths under a long pytest path would overflow AF_UNIX
+    lab_tmp = Path(tempfile.mkdtemp(prefix="wbt-"))
+    doc_path = tmp_path / "lab.json"
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "COLUMNS": "200", "TMPDIR": str(lab_tmp)}
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
+    for name in ("WORKBENCH_PASSWORD", "WORKBENCH_USER", "WORKBENCH_SSH_CONFIG", "NETRC"):
+        env.pop(name, None)  # the lab gives the login itself, as files a user would have
+    argv = [sys.executable, "-m", "workbench", "lab", "--servers", "stock", "--link", "gige"]
+    argv += ["--sizes", "1M", "--small", "5x8K", "--repeat", "1", "--warmup", "0", "--tcp-duration", "1"]
+    argv += ["--json", str(doc_path)]
+    seen: dict[int, list[str]] = {}
+    with open(tmp_path / "out.txt", "w+") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        try:
+            deadline = time.monotonic() + 300
+            while proc.poll() is None and time.monotonic() < deadline:
+                seen.update(_server_processes(proc.pid))  # sampled all along the run
+                time.sleep(0.3)
+            assert proc.poll() is not None, "the stock lab did not finish within 300 s"
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=60)
+        out.seek(0)
+        output = out.read()
+    try:
+        assert proc.returncode == 0, output[-4000:]
+
+        # Nothing of workbench ran on the server host; what did run there were the stock daemons.
+        assert not [argv for argv in seen.values() if _runs_workbench(argv)], seen
+        # sshd retitles itself ("sshd: /path/sshd_config [listener] ..."): the program is the first word
+        programs = {os.path.basename(argv[0].split()[0]).rstrip(":") for argv in seen.values()}
+        assert {"smbd", "sshd", "rsync", "iperf3"} <= programs, programs
+        assert any("wsgidav" in " ".join(argv) for argv in seen.values()), seen
+        assert any(a.endswith("ftpd.py") for argv in seen.values() for a in argv), seen
+
+        available = [e for e in registry.KNOWN_CLIENTS if not isinstance(registry.load(e), str)]
+        for service in STOCK_SERVICES:
+            path = tmp_path / f"lab-{SCHEMES[service]}.json"
+            assert path.exists(), f"no run for the stock {service} server: {output[-3000:]}"
+            doc = json.loads(path.read_text())
+            server = doc["run"]["server"]
+            assert server["kind"] == "stock" and parse(server["url"]).service == service, server
+            # the lab's link and its emulator's figures, as in a served lab run
+            assert doc["link"]["preset"] == "gige" and doc["link"]["emulator"]["seconds"] > 0, doc["link"]
+
+            # The raw-TCP baseline is the plain iperf3 on the server host, both ways, and no faster than the link.
+            base = doc["baseline"]
+            assert base["error"] is None and base["details"]["raw_tcp"] == "iperf3", base
+            for key in ("up_bps", "down_bps"):
+                assert 0 < base[key] <= 1.02 * LINK_RATE_BYTES_PER_S, base
+                assert base[key] == base[f"iperf3_{key}"]
+
+            # Every client of this protocol that can run here copied every set both ways, verified.
+            rows = doc["results"]
+            for entry in clients_for(parse(server["url"]), available):
+                for direction in ("upload", "download"):
+                    for file_set in ("1M", "5x8K"):
+                        got = [
+                            r
+                            for r in rows
+                            if f"{r['protocol']}/{r['client']}" == entry.label
+                            and r["direction"] == direction
+                            and r["file_set"] == file_set
+                        ]
+                        assert len(got) == 1, f"{entry.label} {direction} {file_set}: {got}"
+                        row = got[0]
+                        assert row["error"] is None and row["verified"], row
+                        assert 0 < row["median_bps"] <= 1.02 * LINK_RATE_BYTES_PER_S, row
+            failed = [r for r in rows if r["error"] and not r["error"].startswith("unavailable:")]
+            assert not failed, failed
+
+        # Everything went: namespaces, the daemons seen, the lab's work directory with its root, keys and netrc.
+        assert not _lab_namespaces(proc.pid)
+        alive = [pid for pid in seen if Path(f"/proc/{pid}").exists()]
+        assert not alive, {pid: seen[pid] for pid in alive}
+        assert not list(lab_tmp.glob("workbench-lab-*")), list(lab_tmp.iterdir())
+    finally:
+        shutil.rmtree(lab_tmp, ignore_errors=True)
+
+
+def _default_sigint() -> None:
+    # A shell starting the tests in the background hands its children SIGINT ignored; Ctrl-C must reach the lab.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.lab
+@pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab unavailable: {lab_unavailable()}")
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_stock_lab_interrupted_mid_copy_leaves_nothing(tmp_path: Path, sig: int, code: int) -> None:
+    lab_tmp = Path(tempfile.mkdtemp(prefix="wbt-"))
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1", "TMPDIR": str(lab_tmp)}
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
+    # 64 MiB copies over 200 Mbit/s take about 3 s each: the signal comes during the first
+    argv = [sys.executable, "-m", "workbench", "lab", "--servers", "stock", "--link", "gige", "--rate", "200mbit"]
+    argv += ["--protocols", "http/aiohttp", "--sizes", "64M", "--small", "none", "--repeat", "3", "--warmup", "0"]
+    argv += ["--tcp-duration", "1"]
+    seen: dict[int, list[str]] = {}
+    log = tmp_path / "out.txt"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, preexec_fn=_default_sigint
+        )
+
+    def upload_under_way() -> bool:  # a 64 MiB upload is landing in the run's scratch directory on the server host
+        landing = lab_tmp.glob("workbench-lab-*/root/workbench-*/incoming/**/*")
+        return any(p.is_file() and 0 < p.stat().st_size < 64 << 20 for p in landing)
+
+    try:
+        deadline = time.monotonic() + 120
+        while not upload_under_way():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "no upload under way within 120 s: " + log.read_text()[-3000:]
+            seen.update(_server_processes(proc.pid))
+            time.sleep(0.1)
+        seen.update(_server_processes(proc.pid))
+        proc.send_signal(sig)
+        proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    try:
+        output = log.read_text()
+        assert proc.returncode == code, output[-3000:]
+        assert {"stock-webdav", "stock-iperf3"} <= {w for line in output.splitlines() for w in line.split()[:1]}
+        assert any("wsgidav" in " ".join(argv) for argv in seen.values()), seen  # the daemons were seen running
+        assert not _lab_namespaces(proc.pid)
+        alive = [pid for pid in seen if Path(f"/proc/{pid}").exists()]
+        assert not alive, {pid: seen[pid] for pid in alive}
+        # the work directory (root with the scratch directory, keys, netrc, ssh config) and the download scratch
+        assert not list(lab_tmp.iterdir()), list(lab_tmp.iterdir())
+    finally:
+        shutil.rmtree(lab_tmp, ignore_errors=True)
