@@ -4,8 +4,9 @@ Against `workbench serve` (target.stock False) files live under /f/ and director
 control API. Against a stock WebDAV server (a URL given to `run`) every path is target.remote_path(remote),
 percent-quoted, at the server's root: PROPFIND checks the directory and the login, MKCOL makes directories,
 DELETE removes them. The login answers the server's own challenge (Digest when offered, else Basic), so a
-password never goes out in clear to a server that asked for Digest. The WebDAV helpers at the top are shared
-with curl (protocols/curl.py).
+password never goes out in clear to a server that asked for Digest. No redirect is followed (as curl, which
+is not told -L): aiohttp would send a DELETE with Depth: infinity, or a PUT, on to wherever a Location header
+points, so a 3xx is an error. The WebDAV helpers at the top are shared with curl (protocols/curl.py).
 """
 
 from __future__ import annotations
@@ -118,6 +119,11 @@ def webdav_error(status: int, what: str) -> WorkbenchError:
         return WorkbenchError(f"the server refused a WebDAV request on {what} (HTTP 405)", "is it a WebDAV share?")
     if status == 409:
         return NotFoundError(f"the parent directory of {what} is missing on the WebDAV server (HTTP 409)")
+    if 300 <= status < 400:
+        return WorkbenchError(
+            f"the WebDAV server redirects {what} elsewhere (HTTP {status}); workbench follows no redirect",
+            "give the URL the server redirects to",
+        )
     if status in (413, 507):
         return DiskError(f"the WebDAV server has no room for {what} (HTTP {status})", "free space there or copy less")
     return WorkbenchError(f"HTTP {status} from the WebDAV server for {what}")
@@ -315,14 +321,16 @@ class AiohttpClient(Client):
     async def _propfind(self, url: URL | str) -> tuple[int, list[str]]:
         assert self._session is not None
         headers = {"Depth": "0", "Content-Type": "application/xml; charset=utf-8"}
-        async with self._session.request("PROPFIND", url, data=PROPFIND_BODY, headers=headers) as resp:
+        async with self._session.request(
+            "PROPFIND", url, data=PROPFIND_BODY, headers=headers, allow_redirects=False
+        ) as resp:
             await resp.read()
             return resp.status, resp.headers.getall("WWW-Authenticate", [])
 
     def download(self, remote: str, local: Path, progress: Progress) -> None:
         async def get() -> None:
             assert self._session is not None
-            async with self._session.get(self._url(remote)) as resp:
+            async with self._session.get(self._url(remote), allow_redirects=False) as resp:
                 if resp.status != 200:
                     raise self._status_error(resp.status, remote)
                 fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -361,7 +369,9 @@ class AiohttpClient(Client):
             assert self._session is not None and self._auth is not None
             headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
             for attempt in (1, 2):
-                async with self._session.put(self._url(remote), data=body(), headers=headers) as resp:
+                async with self._session.put(
+                    self._url(remote), data=body(), headers=headers, allow_redirects=False
+                ) as resp:
                     await resp.read()  # 201 (made) or 204/200 (replaced), with no body worth reading
                     status = resp.status
                 if status == 401 and attempt == 1 and self._auth.scheme == "digest":
@@ -389,10 +399,24 @@ class AiohttpClient(Client):
         """MKCOL each directory from the prefix down (the prefix itself was checked by connect)."""
         assert self._session is not None
         for path in webdav_parents(remote_dir):
-            async with self._session.request("MKCOL", self._url(path, collection=True)) as resp:
+            async with self._session.request("MKCOL", self._url(path, collection=True), allow_redirects=False) as resp:
                 await resp.read()
                 if resp.status not in MKCOL_OK:
                     raise self._status_error(resp.status, path)
+
+    def is_dir(self, remote: str) -> bool:
+        if not self.stock:
+            return super().is_dir(remote)
+
+        async def propfind() -> bool:
+            status, _ = await self._propfind(self._url(remote, collection=True))
+            if status == 404:
+                return False
+            if status != 207:
+                raise webdav_error(status, webdav_path(self.target, remote, collection=True))
+            return True
+
+        return bool(self._run(propfind()))
 
     def remove_tree(self, remote_dir: str) -> None:
         if not self.stock:
@@ -404,7 +428,7 @@ class AiohttpClient(Client):
             assert self._session is not None
             # DELETE of a collection is always recursive (RFC 4918 9.6.1); the server, not the client, walks it.
             url = self._url(remote_dir, collection=True)
-            async with self._session.delete(url, headers={"Depth": "infinity"}) as resp:
+            async with self._session.delete(url, headers={"Depth": "infinity"}, allow_redirects=False) as resp:
                 await resp.read()
                 check_deleted(resp.status, remote_dir)
 

@@ -26,7 +26,8 @@ from workbench.protocols.base import Client, ClientOptions
 from workbench.protocols.curl import CurlHttpClient
 from workbench.protocols.http import AiohttpClient
 from workbench.server.stock.webdav import StockWebDav
-from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UsageError
+from workbench.shared.credentials import Credentials
+from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError
 from workbench.shared.net import port_open
 from workbench.shared.target import Target
 
@@ -286,3 +287,72 @@ def test_starts_inside_a_network_namespace_as_the_lab_does(tmp_path: Path) -> No
             server.stop()
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=True)
+
+
+class _RedirectingDav:
+    """A hostile WebDAV server on loopback: PROPFIND of the prefix answers as WebDAV does, every other request
+    is sent on (307, which keeps the method and body) to /victim/. It records every request it gets."""
+
+    def __init__(self) -> None:
+        import asyncio
+        import threading
+
+        from aiohttp import web
+
+        self.seen: list[tuple[str, str]] = []
+        self.port = free_port()
+        self._loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            self.seen.append((request.method, request.path))
+            await request.read()
+            if request.method == "PROPFIND":
+                return web.Response(status=207, text='<?xml version="1.0"?><multistatus xmlns="DAV:"/>')
+            return web.Response(status=307, headers={"Location": "/victim/"})
+
+        async def start() -> None:
+            app = web.Application()
+            app.router.add_route("*", "/{tail:.*}", handle)
+            self._runner = web.AppRunner(app)
+            await self._runner.setup()
+            await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+            ready.set()
+
+        def serve() -> None:
+            self._loop.run_until_complete(start())
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        assert ready.wait(10)
+
+    def stop(self) -> None:
+        import asyncio
+
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+@pytest.mark.parametrize("cls", CLIENTS)
+def test_a_redirect_is_refused_never_followed(cls: type[Client], tmp_path: Path) -> None:
+    # Followed, a DELETE with Depth: infinity (or a PUT) would land wherever the server's Location points.
+    server = _RedirectingDav()
+    target = Target(
+        host="127.0.0.1", ports={"http": server.port}, stock=True, prefix="scratch", credentials=Credentials("u", "pw")
+    )
+    write_random(tmp_path / "up.bin", 4096)
+    try:
+        with cls(target, ClientOptions(timeout=10.0)) as client:
+            for action in (
+                lambda: client.remove_tree("run"),
+                lambda: client.upload(tmp_path / "up.bin", "run/up.bin", Counter()),
+                lambda: client.download("run/up.bin", tmp_path / "down.bin", Counter()),
+                lambda: client.mkdir("run/sub"),
+            ):
+                with pytest.raises(WorkbenchError, match=r"redirect|HTTP 307"):
+                    action()
+    finally:
+        server.stop()
+    assert not [seen for seen in server.seen if seen[1].startswith("/victim")], server.seen
