@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.shared.errors import AuthError, NotFoundError, from_os_error
-from workbench.shared.sshconfig import SshHost, config_args
+from workbench.shared.errors import AuthError, NotFoundError, UsageError, from_os_error
+from workbench.shared.sshconfig import SshHost, config_args, substitute
 from workbench.shared.target import url_host
 
 try:
@@ -85,17 +85,23 @@ def proxy_argv(host: SshHost, connect_timeout_s: float) -> list[str] | None:
         last = hops[-1] if hops[-1].startswith("ssh://") else f"ssh://{hops[-1]}"
         return [*argv, "-W", f"{url_host(host.hostname)}:{host.port}", "--", last]
     if host.proxy_command:
-        tokens = {"h": host.hostname, "p": str(host.port), "r": host.user, "n": host.alias, "%": "%"}
-        out, i, text = [], 0, host.proxy_command
-        while i < len(text):
-            if text[i] == "%" and i + 1 < len(text) and text[i + 1] in tokens:
-                out.append(tokens[text[i + 1]])
-                i += 2
-            else:
-                out.append(text[i])
-                i += 1
-        return ["/bin/sh", "-c", "exec " + "".join(out)]
+        # The values go into a shell command line: a user or host name with shell syntax in it (from a URL, an
+        # environment variable or a netrc) could run commands. Refused, as OpenSSH refuses such names.
+        named = {"h": host.hostname, "r": host.user, "n": host.alias}
+        for token, value in named.items():
+            if f"%{token}" in host.proxy_command and not _SHELL_SAFE.fullmatch(value):
+                raise UsageError(
+                    f"{value!r} cannot go into the ProxyCommand of {host.alias}: it holds characters a shell "
+                    "reads as syntax",
+                    "use a plain user and host name",
+                )
+        tokens = {**named, "p": str(host.port), "%": "%"}
+        return ["/bin/sh", "-c", "exec " + substitute(host.proxy_command, tokens)]
     return None
+
+
+# What OpenSSH accepts in a user or host name it substitutes into a ProxyCommand: no shell syntax, no leading "-".
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9_.@+:\[\]%][A-Za-z0-9_.@+:\[\]%-]*")
 
 
 # --- host keys --------------------------------------------------------------------------------------------

@@ -445,8 +445,13 @@ def test_the_askpass_helper_prints_the_secret_from_its_environment_only(stock: S
         assert env["SSH_ASKPASS_REQUIRE"] == "force" and env[ASKPASS_SECRET_ENV] == secret
         assert helper.stat().st_mode & 0o777 == 0o700 and helper.parent.stat().st_mode & 0o777 == 0o700
         assert secret not in helper.read_text()
-        done = subprocess.run([str(helper), "root@host's password: "], env=env, capture_output=True, text=True)
-        assert done.stdout == secret + "\n"
+        login = f"{target.credentials.user}@{target.host}"
+        for prompt in (f"{login}'s password: ", f"({login}) Password: "):  # password, keyboard-interactive
+            done = subprocess.run([str(helper), prompt], env=env, capture_output=True, text=True)
+            assert done.stdout == secret + "\n"
+        # a ProxyJump's ssh inherits the environment and asks for the jump host's password: not this one
+        done = subprocess.run([str(helper), "root@jump.example's password: "], env=env, capture_output=True, text=True)
+        assert done.returncode != 0 and secret not in done.stdout
         assert "BatchMode=no" in ssh_options(target, ClientOptions())
     assert not helper.parent.exists()
     with askpass_env(stock.target("x")) as env:
@@ -457,8 +462,9 @@ def test_the_askpass_helper_prints_the_secret_from_its_environment_only(stock: S
 # --- remove_tree (paramiko, the stock run's utility client) ----------------------------------------------
 
 
+@pytest.mark.parametrize("client_class", [ParamikoClient, SshfsClient])  # sshfs: every mount's remove_tree
 def test_remove_tree_deletes_everything_and_follows_no_link(
-    stock: StockSsh, scratch: tuple[Path, str], tmp_path: Path
+    client_class: type[Client], stock: StockSsh, scratch: tuple[Path, str], tmp_path: Path
 ) -> None:
     local, rel = scratch
     outside = tmp_path / "outside"
@@ -472,7 +478,7 @@ def test_remove_tree_deletes_everything_and_follows_no_link(
     os.symlink(outside / "keep", tree / "files" / "link-to-dir")
     os.symlink(outside / "file.txt", tree / "link-to-file")
     os.symlink(tree / "nowhere", tree / "dangling")
-    with ParamikoClient(stock.target(rel)) as client:
+    with client_class(stock.target(rel)) as client:
         client.remove_tree("run/tree")
         assert not tree.exists() and (local / "run").is_dir()
         with pytest.raises(NotFoundError):

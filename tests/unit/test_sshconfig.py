@@ -161,3 +161,12 @@ def test_proxy_jump_and_proxy_command_become_the_commands_openssh_would_run(conf
     assert proxy_argv(sshconfig.resolve("plain"), connect_timeout_s=5) is None
     command = dataclasses.replace(nas, proxy_jump=None, proxy_command="nc -X 5 %h %p # %r %n %%")
     assert proxy_argv(command, connect_timeout_s=5) == ["/bin/sh", "-c", "exec nc -X 5 192.0.2.10 2200 # alice nas %"]
+
+
+@pytest.mark.parametrize("user", ["$(touch pwned)", "a;b", "`id`", "-oProxyCommand=x", "two words", "a'b"])
+def test_a_user_with_shell_syntax_never_reaches_a_proxy_command(config: Path, user: str) -> None:
+    nas = dataclasses.replace(sshconfig.resolve("nas"), proxy_jump=None, proxy_command="nc %h %p # %r", user=user)
+    with pytest.raises(UsageError, match="characters a shell reads as syntax"):
+        proxy_argv(nas, connect_timeout_s=5)
+    # a ProxyCommand that does not name the user does not care what it is
+    assert proxy_argv(dataclasses.replace(nas, proxy_command="nc %h %p"), connect_timeout_s=5) is not None

@@ -181,13 +181,18 @@ def expand(path: str, tokens: dict[str, str]) -> str:
     """A path as ssh opens it: a leading `~` or `~/` is the home directory, `%X` tokens replaced."""
     if path == "~" or path.startswith("~/"):
         path = _home() + path[1:]
+    return substitute(path, tokens)
+
+
+def substitute(text: str, tokens: dict[str, str]) -> str:
+    """`text` with each `%X` whose X is in `tokens` replaced by its value (`%%` if tokens has "%")."""
     out: list[str] = []
     i = 0
-    while i < len(path):
-        if path[i] == "%" and i + 1 < len(path) and path[i + 1] in tokens:
-            out.append(tokens[path[i + 1]])
+    while i < len(text):
+        if text[i] == "%" and i + 1 < len(text) and text[i + 1] in tokens:
+            out.append(tokens[text[i + 1]])
             i += 2
         else:
-            out.append(path[i])
+            out.append(text[i])
             i += 1
     return "".join(out)
