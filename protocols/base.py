@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from workbench.protocols.details import ClientDetails
-from workbench.shared.errors import WorkbenchError
+from workbench.shared.errors import UnavailableError, WorkbenchError
 from workbench.shared.target import Target
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved (not a running total)."""
+
 
 def call_translating(
     translate: Callable[[Exception, str], WorkbenchError | None],
@@ -63,6 +64,20 @@ class FileCopy:
     local: Path
     remote: str
     size: int
+
+
+def listed_name(name: str, where: str, separators: str = "/") -> str:
+    """A name from a server's directory listing, refused unless it names one entry of that very directory.
+
+    remove_tree joins listed names onto the directory it deletes: a name such as "..", "a/b" or "/etc" from
+    a hostile or broken server would lead it elsewhere. `separators`: the protocol's path separators.
+    """
+    if not name or name in (".", "..") or "\0" in name or any(sep in name for sep in separators):
+        raise WorkbenchError(
+            f"{where} listed an entry named {name!r}, which is not a plain name: nothing was deleted through it",
+            "delete what is left by hand",
+        )
+    return name
 
 
 class Client(ABC):
@@ -115,7 +130,13 @@ class Client(ABC):
         A run against a stock server deletes its scratch directory with this at the end (also after a
         failure or Ctrl-C). Raises NotFoundError when `remote_dir` does not exist.
         """
-        raise NotImplementedError(f"{self.label} cannot delete a remote directory")
+        raise UnavailableError(f"{self.label} cannot delete a remote directory", "use another client of the URL")
+
+    def is_dir(self, remote: str) -> bool:
+        """Whether `remote` is an existing directory (a link to one counts). A run against a stock server checks
+        the URL's directory with this before it makes its scratch directory there: mkdir would make a
+        mistyped path's missing parents instead of saying it is not there."""
+        raise UnavailableError(f"{self.label} cannot look a remote directory up", "use another client of the URL")
 
     def row_details(self, direction: str) -> ClientDetails:
         """details() as they apply to one direction: a mount's reads are paced by the kernel, its writes not."""

@@ -15,7 +15,7 @@ import ssl
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from workbench.protocols.base import Client, Progress
+from workbench.protocols.base import Client, Progress, listed_name
 from workbench.protocols.details import ClientDetails
 from workbench.shared.errors import (
     AuthError,
@@ -184,6 +184,26 @@ class FtplibClient(Client):
 
     # -- remove_tree: depth first, deleting links as entries and never listing or entering through one
 
+    def is_dir(self, remote: str) -> bool:
+        return self._is_dir_path(self._path(remote))
+
+    def _is_dir_path(self, path: str) -> bool:
+        """CWD there and back: the one test every FTP server answers (MLST is optional, SIZE is for files)."""
+        if not path:
+            return True  # the login directory
+        try:
+            here = self.ftp.pwd()
+            try:
+                self.ftp.cwd(path)
+            except ftplib.error_perm as exc:
+                if str(exc).startswith("550"):
+                    return False
+                raise
+            self.ftp.cwd(here)
+            return True
+        except (OSError, EOFError, ftplib.Error) as exc:
+            raise self._translate(exc, f"looking up {path}") from exc
+
     def remove_tree(self, remote_dir: str) -> None:
         top = self._path(remote_dir)
         if not top:
@@ -204,7 +224,8 @@ class FtplibClient(Client):
             if entries is None:
                 entries = self._list(path)
         except ftplib.error_perm as exc:
-            if depth == 0 and str(exc).startswith("550"):
+            # 550 is also "permission denied" (vsftpd): only a directory that is not there is "not found"
+            if depth == 0 and str(exc).startswith("550") and not self._is_dir_path(path):
                 raise NotFoundError(f"FTP: no directory {path} to remove ({exc})", "check the path") from exc
             raise
         self._remove_entries(path, entries, from_mlsd, depth)
@@ -221,7 +242,7 @@ class FtplibClient(Client):
     def _remove_entries(self, path: str, entries: list[tuple[str, str]], from_mlsd: bool, depth: int) -> None:
         links: set[str] | None = None
         for name, kind in entries:
-            child = f"{path}/{name}"
+            child = f"{path}/{listed_name(name, f'the FTP server, in {path},')}"
             if kind != "dir":
                 self.ftp.delete(child)  # files, specials and links alike: DELE unlinks, never follows
                 continue

@@ -342,6 +342,15 @@ class RsyncDaemonClient(_RsyncClient):
             raise self._error(done, what)
         return done
 
+    def is_dir(self, remote: str) -> bool:
+        """Whether `remote` is a directory of the module, by a listing of it alone (-d): a directory lists first."""
+        argv = ["rsync", "--list-only", "-d", *self._io_args(), self._remote(remote.strip("/") + "/")]
+        try:
+            listed = self._ask(argv, f"looking up {remote or 'the directory'}")
+        except NotFoundError:
+            return False
+        return listed.stdout.startswith("d")
+
     def remove_tree(self, remote_dir: str) -> None:
         """Sync an empty directory onto the parent with --delete, filtered down to this one entry.
 

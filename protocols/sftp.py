@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from workbench.protocols import paramiko_login
-from workbench.protocols.base import Client, Progress
+from workbench.protocols.base import Client, Progress, listed_name
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.openssh_sftp import known_host_hint, remote_path
 from workbench.shared import sshconfig
@@ -222,6 +222,14 @@ class ParamikoClient(Client):
             except (OSError, paramiko.SSHException, EOFError) as exc:
                 raise self._translate(exc, f"creating {path}") from exc
 
+    def is_dir(self, remote: str) -> bool:
+        try:
+            return stat.S_ISDIR(self._client().stat(self._path(remote)).st_mode or 0)
+        except FileNotFoundError:
+            return False
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise self._translate(exc, f"looking up {remote or 'the directory'}") from exc
+
     def remove_tree(self, remote_dir: str) -> None:
         """Delete remote_dir and everything beneath it; a link is removed itself, never followed."""
         sftp = self._client()
@@ -265,7 +273,7 @@ def _remove_dir(sftp: paramiko.SFTPClient, path: str) -> None:
     what it points to is never touched.
     """
     for entry in sftp.listdir_attr(path):
-        child = posixpath.join(path, entry.filename)
+        child = posixpath.join(path, listed_name(entry.filename, f"the SFTP server's {path}"))
         mode = entry.st_mode or 0
         if stat.S_ISDIR(mode):
             mode = sftp.lstat(child).st_mode or 0

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from workbench.protocols.base import Client, Progress, call_translating
+from workbench.protocols.base import Client, Progress, call_translating, listed_name
 from workbench.protocols.details import ClientDetails
 from workbench.shared.errors import (
     AuthError,
@@ -99,6 +99,9 @@ class TreeOps(Protocol):
         """Delete one entry ("file", "dir" or "link", opened with FILE_OPEN_REPARSE_POINT); its NT status, 0 = done."""
 
 
+SMB_SEPARATORS = "\\/"  # a listed name holding either would lead out of its directory
+
+
 def remove_smb_tree(ops: TreeOps, path: str, where: str) -> None:
     """Delete directory `path` (SMB form) and everything in it, never following a link.
 
@@ -138,7 +141,7 @@ def _remove_dir(ops: TreeOps, path: str, parent_id: int | None, where: str, prob
     for entry in entries:
         if entry.name in (".", ".."):
             continue
-        child = f"{path}\\{entry.name}"
+        child = f"{path}\\{listed_name(entry.name, f'{where}, in {posix(path)},', SMB_SEPARATORS)}"
         if entry.is_link:
             complete &= _deleted(ops.delete_entry(child, "link"), child, where, problems)
         elif entry.is_dir:
@@ -450,6 +453,17 @@ class PysmbClient(Client):
                 if error is None:
                     raise
                 raise error from exc
+
+    def is_dir(self, remote: str) -> bool:
+        path = share_path(self.target, remote)
+        what = f"looking up {posix(path) or 'the share root'}"
+        try:
+            found = self._call(
+                self._require().getAttributes, self.target.share, path, timeout=self.options.timeout, what=what
+            )
+        except NotFoundError:
+            return False
+        return bool(found.isDirectory)
 
     def remove_tree(self, remote_dir: str) -> None:
         remove_smb_tree(_PysmbTree(self), share_path(self.target, remote_dir), f"{self._where}/{self.target.share}")

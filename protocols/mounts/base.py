@@ -12,6 +12,7 @@ import errno
 import io
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from abc import abstractmethod
@@ -159,13 +160,41 @@ class MountClient(Client):
     # --- copies -------------------------------------------------------------------------------
 
     def _path(self, remote: str) -> Path:
-        """The mounted path of `remote`, refusing paths that would leave the mounted root."""
+        """The mounted path of `remote`, refusing paths that would leave the mounted root.
+
+        On a stock server every path lies beneath the URL's directory (target.prefix) inside the mounted share;
+        sshfs mounts that directory itself (its prefix is empty).
+        """
         if self.mountpoint is None or not self._mounted:
             raise UsageError(f"{self.label} is not connected", "call connect() first")
-        rel = PurePosixPath(remote)
+        rel = PurePosixPath(self.target.remote_path(remote) if self.target.stock else remote)
         if rel.is_absolute() or ".." in rel.parts:
             raise UsageError(f"remote path {remote!r} leaves the served root", "use a path relative to the share")
         return self.mountpoint.joinpath(*rel.parts)
+
+    def is_dir(self, remote: str) -> bool:
+        try:
+            return stat.S_ISDIR(os.stat(self._path(remote)).st_mode)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise self._remote_error(exc, remote, "looking up") from exc
+
+    def remove_tree(self, remote_dir: str) -> None:
+        """Delete a directory of the mount and what it holds; a link inside is removed, never followed.
+
+        shutil.rmtree walks by directory descriptors where the platform has them (Linux, macOS), so a link
+        swapped in during the walk cannot lead it out either.
+        """
+        path = self._path(remote_dir)
+        if path == self.mountpoint:
+            raise UsageError(f"refusing to delete the whole share through {self.label}", "name a directory in it")
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                raise WorkbenchError(f"{remote_dir} is not a directory on the {self.label} mount", "nothing deleted")
+            shutil.rmtree(path)
+        except OSError as exc:
+            raise self._remote_error(exc, remote_dir, "deleting") from exc
 
     def mkdir(self, remote_dir: str) -> None:
         path = self._path(remote_dir)

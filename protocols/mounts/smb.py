@@ -52,14 +52,7 @@ def _kernel_has_cifs() -> bool:
     return any(modules.glob("cifs/cifs.ko*")) or any(modules.glob("smb/client/cifs.ko*"))
 
 
-class _SharePaths(MountClient):
-    """The share's root is mounted; on a stock server every remote path lies beneath the URL's directory."""
-
-    def _path(self, remote: str) -> Path:
-        return super()._path(self.target.remote_path(remote) if self.target.stock else remote)
-
-
-class CifsClient(_SharePaths):
+class CifsClient(MountClient):
     """The Linux kernel's SMB client (mount -t cifs), uncached."""
 
     protocol = "smb"
@@ -121,7 +114,7 @@ class CifsClient(_SharePaths):
             self._secret_dir = None
 
 
-class SmbfsClient(_SharePaths):
+class SmbfsClient(MountClient):
     """macOS's SMB client (mount_smbfs), password typed at its prompt."""
 
     protocol = "smb"

@@ -98,6 +98,19 @@ def test_run_url_copies_verifies_and_removes_its_scratch(
     assert any("page cache" in w for w in doc["warnings"]) and any("CPU is unknown" in w for w in doc["warnings"])
 
 
+@pytest.mark.parametrize("kind", ["smb", "ssh", "ftp", "rsync", "webdav"])
+def test_a_missing_url_directory_is_refused_and_never_made(site: StockSite, tmp_path: Path, kind: str) -> None:
+    # The scratch directory is made with the utility client's mkdir, which makes missing parents: a mistyped
+    # directory in the URL would be created on the server instead of refused.
+    site.start(kind)
+    url = site.url(kind).rstrip("/") + "/no%20such/dir"
+    proc = run_workbench(site, "run", url, *SMALL_RUN, "--files", str(tmp_path / "files"))
+    assert proc.returncode == ExitCode.NOT_FOUND, (proc.stdout[-2000:], proc.stderr)
+    assert "has no directory 'no such/dir'" in proc.stderr and "Traceback" not in proc.stderr + proc.stdout
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (site.root(kind) / "no such").exists()
+
+
 def test_several_urls_one_run_each_and_an_iperf3_baseline(site: StockSite, tmp_path: Path) -> None:
     iperf3 = shutil.which("iperf3")
     assert iperf3, "iperf3 not installed: apt-get install iperf3"

@@ -15,6 +15,7 @@ from workbench.core.results import Baseline, Explanation, Result, RowExplanation
 from workbench.core.stats import find_stalls, summarize
 from workbench.fixtures import generate
 from workbench.fixtures.manifest import hash_file
+from workbench.protocols.base import listed_name
 from workbench.protocols.details import ClientDetails
 from workbench.server.confine import ServedRoot
 from workbench.shared import credentials as creds_mod
@@ -369,3 +370,17 @@ def test_a_run_whose_copies_would_take_hours_is_refused_before_the_first_copy() 
     fast = Baseline(up_bps=1e8, down_bps=1e8)  # 800 Mbit/s: 80 s
     _check_copy_estimate(plan, gigabyte, fast, observer)  # type: ignore[arg-type]
     assert "at least 1 min" in console.export_text()
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "/etc", "../x", "nul\0byte"])
+def test_a_listed_name_that_is_not_one_entry_is_refused(name: str) -> None:
+    # remove_tree joins a server's listed names onto the directory it deletes: these would lead elsewhere
+    with pytest.raises(WorkbenchError, match="not a plain name"):
+        listed_name(name, "the server")
+
+
+def test_listed_names_keep_what_a_file_name_may_hold() -> None:
+    for name in ("a b", "star*", "q'uote", "ünï", "..hidden", "back\\slash"):
+        assert listed_name(name, "the server") == name
+    with pytest.raises(WorkbenchError):
+        listed_name("back\\slash", "the SMB server", separators="\\/")

@@ -305,6 +305,12 @@ class StockFarHost:
             doc["ssh"] = {"host": self.plan.target.host, "port": self.plan.target.port("ssh")}
         if self.unavailable is not None:
             return {**doc, "unavailable": self.unavailable, "scratch": None, "scratch_path": None}
+        # mkdir makes missing parents: a mistyped path would be created on the server instead of refused
+        if self.url.path and not self._utility(lambda c: c.is_dir("")):
+            raise NotFoundError(
+                f"{self.url.display()}: the server has no directory {self.url.path!r}",
+                "check the URL's path; workbench makes only its own scratch directory there",
+            )
         self._utility(lambda c: c.mkdir(self.scratch))
         self._made = True
         return doc
@@ -380,7 +386,7 @@ class StockFarHost:
         if up is None or down is None:
             why = iperf.iperf3_available() or "iperf3 gave no result"
             return dataclasses.replace(base, error=why, details={**base.details, "no_baseline": why})
-        figures = {d.direction: {"bps": d.bps, "retransmits": d.retransmits} for d in (up, down)}
+        figures = {d.direction: {"bytes_per_s": d.bps, "retransmits": d.retransmits} for d in (up, down)}
         return dataclasses.replace(
             base,
             up_bps=up.bps,
