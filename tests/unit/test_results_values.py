@@ -462,3 +462,20 @@ def test_details_of_another_version_are_kept_aside_never_misread() -> None:
     assert details.cipher == "aes128-ctr"
     assert details.unknown == {"request_bytes": "64K", "requests_in_flight": True, "streams_sets": True, "new": 1}
     assert details.to_json() == odd
+
+
+def test_a_stock_runs_scratch_left_behind_is_found_again_until_removed(tmp_path: Path) -> None:
+    # A run whose scratch directory could not be removed at its end says "the next run tries again": the store
+    # must keep offering it to the next run, finished or not, until its meta says scratch_removed.
+    stock = {"server": {"kind": "stock", "url": "sftp://nas/x", "scratch": "workbench-0123456789ab"}}
+    with Store(tmp_path / "runs.db") as store:
+        left = store.begin_run(copy.deepcopy(stock))
+        store.finish_run(left, "2026-11-24T00:00:00Z", [], copy.deepcopy(stock))
+        cleaned = store.begin_run(copy.deepcopy(stock))
+        store.finish_run(cleaned, "2026-11-24T00:00:00Z", [], {**copy.deepcopy(stock), "scratch_removed": True})
+        served = store.begin_run({"server": {"kind": "served"}})
+        store.finish_run(served, "2026-11-24T00:00:00Z", [], {"server": {"kind": "served"}})
+        going = store.begin_run({"server": {"kind": "served"}})
+        assert [run_id for run_id, _ in store.unfinished_runs()] == [left, going]
+        store.update_meta(left, {**stock, "scratch_removed": True})
+        assert [run_id for run_id, _ in store.unfinished_runs()] == [going]

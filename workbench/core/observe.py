@@ -38,7 +38,8 @@ class Recorder(Protocol):
     """Keeps a run as it is made, so that Ctrl-C, SIGTERM or a crash never loses a finished row."""
 
     def unfinished_runs(self) -> list[tuple[int, dict[str, Any]]]:
-        """(id, meta) of earlier runs that never finished: their far-host uploads may need removing."""
+        """(id, meta) of earlier runs that never finished, or whose stock scratch directory is still there: what
+        they left on a far host may need removing."""
         ...
 
     def update_meta(self, run_id: int, meta: Mapping[str, Any]) -> None: ...
