@@ -90,9 +90,13 @@ class _CurlClient(Client):
         )
         if done.returncode != 0:
             raise self._error(done, jobs[0].remote)
+        self._check_statuses(done, jobs)
         if not upload:
             landed = sum(j.local.stat().st_size for j in jobs)
             progress(max(0, landed - done.reported))
+
+    def _check_statuses(self, done: Completed, jobs: Sequence[FileCopy]) -> None:
+        """After curl exited 0: what --fail lets pass may still be no copy (see CurlHttpClient)."""
 
     def _error(self, done: Completed, remote: str) -> WorkbenchError:
         text = last_line(done.stderr) or f"exit status {done.returncode}"
@@ -117,6 +121,9 @@ class _CurlClient(Client):
 
     def details(self) -> ClientDetails:
         return ClientDetails(timed_includes_setup=True, process="one curl process per copy (per set for HTTP sets)")
+
+
+_STATUS_MARK = "workbench-http-status="  # marks the --write-out line of each transfer on stdout
 
 
 def _webdav():  # type: ignore[no-untyped-def]
@@ -154,7 +161,18 @@ class CurlHttpClient(_CurlClient):
                 argv.append("--insecure")
             elif ca_file := os.environ.get("CURL_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE"):
                 argv += ["--cacert", ca_file]  # curl 7.88 ignores SSL_CERT_FILE, which Python honours; no secret
-        return argv
+        # Each transfer's status, checked by _check_statuses (a WebDAV call's own --write-out, later, wins)
+        return [*argv, "--write-out", f"\\n{_STATUS_MARK}%{{http_code}}\\n"]
+
+    def _check_statuses(self, done: Completed, jobs: Sequence[FileCopy]) -> None:
+        """--fail passes a 3xx: curl, not told -L, follows no redirect, and the file was neither sent nor
+        fetched (a download would hold the redirect's body). Every transfer must have answered 2xx."""
+        if not self.target.stock:
+            return
+        statuses = re.findall(rf"^{_STATUS_MARK}(\d{{3}})$", done.stdout, re.MULTILINE)
+        for job, status in zip(jobs, statuses, strict=False):
+            if not 200 <= int(status) < 300:
+                raise _webdav().webdav_error(int(status), job.remote)
 
     def _config(self, pairs: Sequence[tuple[str, str]], upload: bool) -> str:
         text = super()._config(pairs, upload)
