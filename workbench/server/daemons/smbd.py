@@ -39,8 +39,8 @@ class Smbd(ManagedServer):
     def conf_path(self) -> Path:
         return self.dir / "smb.conf"
 
-    def config_text(self) -> str:
-        """The whole smb.conf: every state folder private, one writable share, no guests."""
+    def private_folders(self) -> dict[str, Path]:
+        """Every folder smbd keeps state in, made private under this server's directory (smb.conf keys)."""
         state = self.dir
         folders = {
             "private dir": state / "private",
@@ -54,6 +54,11 @@ class Smbd(ManagedServer):
         }
         for folder in folders.values():
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return folders
+
+    def config_text(self) -> str:
+        """The whole smb.conf: every state folder private, one writable share, no guests."""
+        folders = self.private_folders()
         glob = {
             **{k: str(v) for k, v in folders.items()},
             "smb ports": str(self.ctx.ports["smb"]),

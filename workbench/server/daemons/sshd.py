@@ -76,6 +76,13 @@ class Sshd(ManagedServer):
         reason = self.unavailable_reason()
         if reason:
             raise UnavailableError(f"cannot run sshd: {reason}", "see 'workbench doctor'")
+        self._write_keys()
+        self._write_known_hosts()
+        self._write_gate()
+        self.config_path.write_text(self._config())
+
+    def _write_keys(self) -> None:
+        """The host key and the client key (its public half the only authorized key), made once."""
         # sshd refuses to start without its privilege-separation directory.
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         for key in (self.host_key_path, self.client_key_path):
@@ -83,9 +90,6 @@ class Sshd(ManagedServer):
                 _keygen(key)
         shutil.copyfile(self.client_key_path.with_suffix(".pub"), self.dir / "authorized_keys")
         os.chmod(self.dir / "authorized_keys", 0o600)
-        self._write_known_hosts()
-        self._write_gate()
-        self.config_path.write_text(self._config())
 
     def command(self) -> list[str]:
         return [str(self.binary), "-D", "-e", "-f", str(self.config_path)]

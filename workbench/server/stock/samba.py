@@ -9,11 +9,8 @@ The user is added with `smbpasswd` reading the password from stdin, never from a
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
-from workbench.server.daemons.base import ManagedServer
-from workbench.shared.errors import AuthError, NotFoundError, UsageError
+from workbench.server.daemons.smbd import Smbd
+from workbench.shared.errors import UsageError
 from workbench.shared.target import url_host
 
 SHARE = "plain"
@@ -26,15 +23,11 @@ def _line(text: str) -> str:
     return text
 
 
-class StockSmbd(ManagedServer):
-    name = "stock-smbd"
-    services = ("smb",)
-    binary = "/usr/sbin/smbd"
-    install_hint = "apt-get install samba"
+class StockSmbd(Smbd):
+    """Samba with Samba's defaults: only config_text differs from workbench's own smbd (same private state,
+    same user setup through smbpasswd's stdin, same command line)."""
 
-    @property
-    def conf_path(self) -> Path:
-        return self.dir / "smb.conf"
+    name = "stock-smbd"
 
     def url(self, host: str | None = None) -> str:
         """What a user would type to reach the share (no password)."""
@@ -42,19 +35,7 @@ class StockSmbd(ManagedServer):
         return f"smb://{self.ctx.credentials.user}@{where}:{self.ctx.ports['smb']}/{SHARE}"
 
     def config_text(self) -> str:
-        state = self.dir
-        folders = {
-            "private dir": state / "private",
-            "lock directory": state / "lock",
-            "state directory": state / "state",
-            "cache directory": state / "cache",
-            "pid directory": state / "pid",
-            "ncalrpc dir": state / "ncalrpc",
-            "usershare path": state / "usershares",
-            "binddns dir": state / "bind-dns",
-        }
-        for folder in folders.values():
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folders = self.private_folders()
         in_netns = self.ctx.netns is not None
         glob = {
             **{key: str(path) for key, path in folders.items()},
@@ -79,38 +60,3 @@ class StockSmbd(ManagedServer):
         lines = ["[global]", *(f"    {k} = {_line(v)}" for k, v in glob.items()), "", f"[{SHARE}]"]
         lines += [f"    {k} = {_line(v)}" for k, v in share.items()]
         return "\n".join(lines) + "\n"
-
-    def prepare(self) -> None:
-        self.ctx.root.mkdir(parents=True, exist_ok=True)
-        self.conf_path.write_text(self.config_text())
-        self.conf_path.chmod(0o600)
-        self._add_user()
-
-    def _add_user(self) -> None:
-        # New password and its retype, both on stdin.
-        creds = self.ctx.credentials
-        try:
-            done = subprocess.run(
-                ["smbpasswd", "-c", str(self.conf_path), "-s", "-a", creds.user],
-                input=f"{creds.password}\n{creds.password}\n".encode(),
-                capture_output=True,
-                timeout=30,
-            )
-        except FileNotFoundError as exc:
-            raise NotFoundError("smbpasswd is not installed", "apt-get install samba-common-bin") from exc
-        if done.returncode != 0:
-            why = done.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
-            raise AuthError(
-                f"smbpasswd could not add SMB user {creds.user!r}: {why[-1]}",
-                f"the user must be a Unix account on this host; see {self.conf_path}",
-            )
-
-    def command(self) -> list[str]:
-        return [
-            self.binary or "/usr/sbin/smbd",
-            "--foreground",
-            "--no-process-group",
-            "--debug-stdout",
-            "-s",
-            str(self.conf_path),
-        ]

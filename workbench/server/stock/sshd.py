@@ -2,7 +2,7 @@
 
 Unlike workbench's own sshd (server/daemons/sshd.py) nothing confines the session: SFTP is OpenSSH's
 `sftp-server` binary, `scp -O` and rsync over SSH run through the login shell, every session starts in
-the user's home directory. What this machine needs to run it privately (measured, see FACTS.md): the
+the user's home directory. What this machine needs to run it privately (measured on Debian 12): the
 directory /run/sshd, an absolute path to the binary, `UsePAM no` and `StrictModes no` (the keys live
 under a temporary tree). prepare() writes a host key, a client key (its public half the only authorized
 key) and a known_hosts line for the address, all in this server's directory. With `UsePAM no` a
@@ -13,50 +13,26 @@ tested path.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from urllib.parse import quote
 
-from workbench.server.daemons.base import ManagedServer
-from workbench.server.daemons.sshd import _keygen
+from workbench.server.daemons.sshd import SFTP_SERVER, Sshd
 from workbench.shared.errors import UnavailableError
 from workbench.shared.target import url_host
 
-SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
-
-class StockSshd(ManagedServer):
-    """sshd on ctx.bind:ctx.ports['ssh'] for ctx.credentials.user, with OpenSSH's own sftp-server."""
+class StockSshd(Sshd):
+    """sshd on ctx.bind:ctx.ports['ssh'] for ctx.credentials.user, with OpenSSH's own sftp-server. Keys, paths
+    and the command line are workbench's own sshd's; the configuration has no gate and sshd's defaults."""
 
     name = "stock-sshd"
-    services = ("ssh",)
-    binary = "/usr/sbin/sshd"
-    install_hint = "apt-get install openssh-server"
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
-        reason = super().unavailable_reason()
+        reason = super(Sshd, cls).unavailable_reason()  # skips Sshd's Landlock check: nothing is confined here
         if reason is None and not os.path.exists(SFTP_SERVER):
             reason = f"{SFTP_SERVER} not installed: apt-get install openssh-sftp-server"
         return reason
-
-    @property
-    def config_path(self) -> Path:
-        return self.dir / "sshd_config"
-
-    @property
-    def host_key_path(self) -> Path:
-        return self.dir / "host_ed25519"
-
-    @property
-    def client_key_path(self) -> Path:
-        """Private key a client logs in with (its public half is the only authorized key)."""
-        return self.dir / "client_ed25519"
-
-    @property
-    def known_hosts_path(self) -> Path:
-        """A known_hosts file holding this server's host key under the names clients use for it."""
-        return self.dir / "known_hosts"
 
     def host_key_line(self, names: list[str]) -> str:
         """A known_hosts line for this server's key under `names` (e.g. an alias a test config uses)."""
@@ -77,21 +53,12 @@ class StockSshd(ManagedServer):
         reason = self.unavailable_reason()
         if reason:
             raise UnavailableError(f"cannot run sshd: {reason}", "see 'workbench doctor'")
-        # sshd refuses to start without its privilege-separation directory.
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         self.ctx.root.mkdir(parents=True, exist_ok=True)
-        for key in (self.host_key_path, self.client_key_path):
-            if not key.exists():
-                _keygen(key)
-        shutil.copyfile(self.client_key_path.with_suffix(".pub"), self.dir / "authorized_keys")
-        os.chmod(self.dir / "authorized_keys", 0o600)
+        self._write_keys()
         port = self.ctx.ports["ssh"]
         hosts = ["127.0.0.1", "localhost", "::1"] if self.ctx.bind in ("", "0.0.0.0", "::") else [self.ctx.bind]
         self.known_hosts_path.write_text(self.host_key_line([f"[{h}]:{port}" for h in hosts]))
         self.config_path.write_text(self._config())
-
-    def command(self) -> list[str]:
-        return [str(self.binary), "-D", "-e", "-f", str(self.config_path)]
 
     def _config(self) -> str:
         # sshd's defaults otherwise: password and keyboard-interactive allowed, root by key only, a shell
