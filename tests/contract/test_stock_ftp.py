@@ -21,7 +21,8 @@ from tests.helpers import loopback_context, write_random
 from workbench.protocols.base import Client, ClientOptions
 from workbench.protocols.curl import CurlFtpClient
 from workbench.protocols.ftp import FtplibClient
-from workbench.server.stock.ftp import StockFtp, StockFtps, make_self_signed
+from workbench.server.stock.ftp import StockFtp, StockFtps
+from workbench.server.stock.tls import write_self_signed
 from workbench.shared.errors import AuthError, NotFoundError, WorkbenchError
 from workbench.shared.target import Target
 
@@ -241,7 +242,7 @@ def untrusted_ftps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     with _running(_start(tmp_path / "s", StockFtps, monkeypatch)) as stock:
         other = tmp_path / "other"
         other.mkdir()
-        make_self_signed(other / "cert.pem", other / "key.pem", [HOST])
+        write_self_signed(other / "cert.pem", other / "key.pem", [HOST], common_name="another server")
         monkeypatch.setenv("SSL_CERT_FILE", str(other / "cert.pem"))
         yield stock
 

@@ -12,19 +12,15 @@ connections. Clients trust it through `cert_path` (e.g. SSL_CERT_FILE=cert_path)
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
-import os
 import sys
 from importlib.util import find_spec
 from pathlib import Path
 from typing import ClassVar
 
 from workbench.server.daemons.base import ManagedServer, ServerContext
+from workbench.server.stock.tls import write_private, write_self_signed
 from workbench.shared.target import url_host
-
-CERT_DAYS = 30  # the certificate is remade at every start, so its lifetime only has to outlast one run
 
 # The program the server runs: plain pyftpdlib, no workbench import (its settings come from a 0600 file).
 SCRIPT = '''\
@@ -57,65 +53,12 @@ server.serve_forever()
 '''
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write `data` to a file that is mode 0600 from its first byte."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(path, 0o600)
-
-
 def _san_entries(bind: str) -> list[str]:
     """Names the certificate is valid for: the bound address, and loopback when bound to every address."""
     names = [bind, "localhost"]
     if bind in ("0.0.0.0", "::"):
         names += ["127.0.0.1", "::1"]
     return names
-
-
-def make_self_signed(cert_path: Path, key_path: Path, names: list[str]) -> None:
-    """A self-signed server certificate for `names` (IP addresses or DNS names), key mode 0600."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"stock-ftps {names[0]}")])
-    alt: list[x509.GeneralName] = []
-    for name in dict.fromkeys(names):
-        try:
-            alt.append(x509.IPAddress(ipaddress.ip_address(name)))
-        except ValueError:
-            alt.append(x509.DNSName(name))
-    now = datetime.datetime.now(datetime.UTC)
-    usage = dict.fromkeys(
-        ("content_commitment", "key_encipherment", "data_encipherment", "key_agreement", "key_cert_sign"), False
-    )
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))  # a client clock a little behind still accepts it
-        .not_valid_after(now + datetime.timedelta(days=CERT_DAYS))
-        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(digital_signature=True, crl_sign=False, encipher_only=False, decipher_only=False, **usage),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    pem_key = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    _write_private(key_path, pem_key)
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
 class StockFtp(ManagedServer):
@@ -175,8 +118,8 @@ class StockFtp(ManagedServer):
             "keyfile": str(self.key_path),
         }
         if self.tls:
-            make_self_signed(self.cert_path, self.key_path, _san_entries(self.ctx.bind))
-        _write_private(self.settings_path, json.dumps(settings).encode())
+            write_self_signed(self.cert_path, self.key_path, _san_entries(self.ctx.bind), f"stock-ftps {self.ctx.bind}")
+        write_private(self.settings_path, json.dumps(settings).encode())
         self.script_path.write_text(SCRIPT)
 
     def command(self) -> list[str]:

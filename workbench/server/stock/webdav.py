@@ -9,73 +9,21 @@ https with a self-signed certificate made here (`cert_path`), which clients trus
 
 from __future__ import annotations
 
-import datetime
 import importlib.util
-import ipaddress
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote
 
 from workbench.server.daemons.base import ManagedServer, ServerContext
+from workbench.server.stock.tls import write_private, write_self_signed
 from workbench.shared.errors import UsageError
 from workbench.shared.target import url_host
 
 AUTH_SCHEMES = ("basic", "digest")
-CERT_DAYS = 30  # a test's or a lab's server lives minutes; the cert is made again at every start
 # WsgiDAV's verbose 3 logs one line per request: on a 40-file set it is noise and CPU the copy would pay for.
 LOG_VERBOSITY = 2
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    """Write a file that is 0600 from its first byte (it holds a password or a private key)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(path, 0o600)
-
-
-def self_signed_cert(names: list[str]) -> tuple[bytes, bytes]:
-    """(certificate PEM, private key PEM) for a self-signed server certificate valid for `names`.
-
-    Each name becomes a subjectAltName: an IP address entry when it parses as one, else a DNS name.
-    """
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])])
-    alt: list[x509.GeneralName] = []
-    for name in dict.fromkeys(names):
-        try:
-            alt.append(x509.IPAddress(ipaddress.ip_address(name)))
-        except ValueError:
-            alt.append(x509.DNSName(name))
-    now = datetime.datetime.now(datetime.UTC)
-    public = key.public_key()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(public)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=CERT_DAYS))
-        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
 class StockWebDav(ManagedServer):
@@ -118,10 +66,9 @@ class StockWebDav(ManagedServer):
 
     def prepare(self) -> None:
         if self.tls:
-            cert, key = self_signed_cert([self.ctx.bind, "localhost", "127.0.0.1", "::1"])
-            _write_private(self.key_path, key)
-            self.cert_path.write_bytes(cert)
-        _write_private(self.config_path, json.dumps(self.config(), indent=2).encode())
+            names = [self.ctx.bind, "localhost", "127.0.0.1", "::1"]
+            write_self_signed(self.cert_path, self.key_path, names, common_name=self.ctx.bind)
+        write_private(self.config_path, json.dumps(self.config(), indent=2).encode())
 
     def config(self) -> dict[str, Any]:
         """WsgiDAV's configuration; it holds the password, so it is only ever written to a 0600 file."""
