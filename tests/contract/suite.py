@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.helpers import write_random
-from workbench.protocols.base import FileCopy
+from workbench.protocols.base import ClientOptions, FileCopy
 from workbench.shared.errors import AuthError, NotFoundError, WorkbenchError
+
+if TYPE_CHECKING:
+    from tests.ssh_fixtures import Served
 
 ODD_SIZE = 3 * 1024 * 1024 + 12345  # not a multiple of any request size
 
@@ -115,3 +119,26 @@ class ClientContract:
         finally:
             client.close()
         assert stopped.is_set()
+
+
+class SshdClientContract(ClientContract):
+    """The contract for an SSH-based client against workbench's own sshd (the `sshd` fixture, behind the gate
+    that confines each session to the served root). A subclass names its `client_class`."""
+
+    client_class: type
+
+    @pytest.fixture
+    def served_root(self, sshd: Served):
+        return sshd.root
+
+    @pytest.fixture
+    def make_client(self, sshd: Served):
+        return lambda **opts: self.client_class(sshd.target, ClientOptions(**opts))
+
+    @pytest.fixture
+    def bad_client(self, sshd: Served):
+        return self.client_class(sshd.bad_target)
+
+    @pytest.fixture
+    def stop_server(self, sshd: Served):
+        return sshd.stop

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.contract.suite import ClientContract, Counter
+from tests.contract.suite import Counter, SshdClientContract
 from tests.helpers import write_random
 from workbench.protocols.base import ClientOptions, FileCopy
 from workbench.protocols.scp import ScpClient, ScpLegacyClient
@@ -19,31 +19,11 @@ if TYPE_CHECKING:
     from tests.ssh_fixtures import Served
 
 
-class _ScpFixtures:
-    client_class: type
-
-    @pytest.fixture
-    def served_root(self, sshd: Served) -> Path:
-        return sshd.root
-
-    @pytest.fixture
-    def make_client(self, sshd: Served):
-        return lambda **opts: self.client_class(sshd.target, ClientOptions(**opts))
-
-    @pytest.fixture
-    def bad_client(self, sshd: Served):
-        return self.client_class(sshd.bad_target)
-
-    @pytest.fixture
-    def stop_server(self, sshd: Served):
-        return sshd.stop
-
-
-class TestScpContract(_ScpFixtures, ClientContract):
+class TestScpContract(SshdClientContract):
     client_class = ScpClient
 
 
-class TestScpLegacyContract(_ScpFixtures, ClientContract):
+class TestScpLegacyContract(SshdClientContract):
     client_class = ScpLegacyClient
 
 

@@ -9,3 +9,22 @@ and skip without it.
 
 Tests that need network namespaces (the emulated lab) belong in tests/lab.
 """
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.stock_urls import StockSite
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[StockSite]:
+    """Stock servers on 127.0.0.1 (started by the test with site.start(kind)), stopped afterwards."""
+    stock = StockSite(tmp_path / "site")
+    try:
+        yield stock
+    finally:
+        stock.stop()

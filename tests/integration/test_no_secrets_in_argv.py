@@ -81,15 +81,6 @@ def test_the_watch_catches_a_password_on_a_command_line() -> None:
     assert len(watch.hits) >= 1 and secret not in watch.hits[0] and "<PASSWORD>" in watch.hits[0]
 
 
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[StockSite]:
-    stock = StockSite(tmp_path / "site")
-    try:
-        yield stock
-    finally:
-        stock.stop()
-
-
 def test_no_password_on_any_command_line_against_stock_servers(site: StockSite, tmp_path: Path) -> None:
     kinds = ["smb", "ssh", "ftp", "ftps", "rsync", "webdav", "webdav-digest-https"]
     for kind in kinds:

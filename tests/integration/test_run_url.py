@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +27,6 @@ from workbench.core.store import Store
 from workbench.shared.errors import ExitCode
 
 SMALL_RUN = ("--sizes", "1M", "--small", "4x4K", "--repeat", "1", "--warmup", "0")
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[StockSite]:
-    stock = StockSite(tmp_path / "site")
-    try:
-        yield stock
-    finally:
-        stock.stop()
 
 
 def _scratch_dirs(root: Path) -> list[str]:
