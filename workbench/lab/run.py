@@ -18,7 +18,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,6 +170,17 @@ def run_lab(req: LabRequest, recorder: Recorder, observer: RunObserver, label: s
 
     Each finished row goes to `recorder` as in `run`; `observer` shows what the lab and the run do.
     """
+    with _built_lab(req, observer) as (lab, work, link):
+        root = work / "root"
+        root.mkdir()
+        state = work / "state"
+        return _run_inside(lab, req, root, state, link, recorder, observer, label or f"lab {req.preset}")
+
+
+@contextlib.contextmanager
+def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Any, Path, dict[str, Any]]]:
+    """The request checked, stale labs removed, the lab built and measured (idle RTT, goodput): (lab, a private
+    work directory, the link document). The lab and the directory go when the block ends, however it ends."""
     from workbench.lab import Lab, check_available, cleanup_stale
 
     spec = validate_request(req)  # before anything is built: a typo must not cost a namespace
@@ -177,9 +188,6 @@ def run_lab(req: LabRequest, recorder: Recorder, observer: RunObserver, label: s
     for removed in cleanup_stale():
         observer.status(f"removed a stale lab left by a killed run: {removed}")
     work = Path(tempfile.mkdtemp(prefix=f"workbench-lab-{os.getpid()}-"))  # owner pid: see lab/leftovers.py
-    root = work / "root"
-    root.mkdir()
-    state = work / "state"
     try:
         rate_text = f"{spec.rate_bps / 1e6:,.0f} Mbit/s"
         observer.status(f"lab: {req.preset} link, {rate_text}, RTT {spec.rtt_ms} ms, MTU {spec.mtu}: building…")
@@ -187,8 +195,7 @@ def run_lab(req: LabRequest, recorder: Recorder, observer: RunObserver, label: s
             observer.status(f"lab: idle RTT measured {lab.idle_rtt_ms:.2f} ms; measuring goodput (3 s)…")
             with contextlib.suppress(WorkbenchError):
                 lab.measure_goodput(seconds=3.0)
-            link = link_document(lab.describe(), req.preset)
-            return _run_inside(lab, req, root, state, link, recorder, observer, label or f"lab {req.preset}")
+            yield lab, work, link_document(lab.describe(), req.preset)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -236,24 +243,8 @@ def run_stock_lab(req: LabRequest, present: Present, observer: RunObserver, labe
     however it ends (Ctrl-C, SIGTERM, a failure). A URL that cannot be measured at all (its login refused,
     say) does not stop the others: once they ran, the first such failure is raised.
     """
-    from workbench.lab import Lab, check_available, cleanup_stale
-
-    spec = validate_request(req)
-    check_available()
-    for removed in cleanup_stale():
-        observer.status(f"removed a stale lab left by a killed run: {removed}")
-    work = Path(tempfile.mkdtemp(prefix=f"workbench-lab-{os.getpid()}-"))  # owner pid: see lab/leftovers.py
-    try:
-        rate_text = f"{spec.rate_bps / 1e6:,.0f} Mbit/s"
-        observer.status(f"lab: {req.preset} link, {rate_text}, RTT {spec.rtt_ms} ms, MTU {spec.mtu}: building…")
-        with Lab(spec) as lab:
-            observer.status(f"lab: idle RTT measured {lab.idle_rtt_ms:.2f} ms; measuring goodput (3 s)…")
-            with contextlib.suppress(WorkbenchError):
-                lab.measure_goodput(seconds=3.0)
-            link = link_document(lab.describe(), req.preset)
-            return _stock_runs(lab, req, work, link, present, observer, label or f"lab {req.preset} stock")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with _built_lab(req, observer) as (lab, work, link):
+        return _stock_runs(lab, req, work, link, present, observer, label or f"lab {req.preset} stock")
 
 
 def _stock_runs(
