@@ -136,6 +136,9 @@ class FakeFarHost:
     def baseline(self, plan: Plan) -> Baseline:
         return Baseline(up_bps=1e9, down_bps=1e9, rtt_ms=0.1)
 
+    def finish(self) -> None:
+        """Nothing to undo: like serve, the fake removes only what it is told to."""
+
 
 class ListRecorder:
     """Keeps what the runner records, in memory; logs each row into the script's events as it arrives."""

@@ -414,12 +414,9 @@ def _baseline_status(plan: Plan, control: FarHost) -> str:
 
 def _finish(control: FarHost) -> str | None:
     """Let the far host undo what the run left there (a stock server's scratch directory); why not, if it could
-    not. A far host written before finish() existed (a test's fake) has nothing to undo."""
-    finish = getattr(control, "finish", None)
-    if finish is None:
-        return None
+    not."""
     try:
-        finish()
+        control.finish()
     except WorkbenchError as exc:
         return exc.one_line()
     return None
