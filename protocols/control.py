@@ -153,3 +153,19 @@ class Control:
             return float(self._call("GET", "cpu")["cpu_s"])
         except (WorkbenchError, KeyError, TypeError, ValueError):
             return None
+
+    def tcp_watch_start(self, role: str) -> str | None:
+        """Start sampling the far host's sockets to this client as `role`; the watch id, or None where the far
+        host cannot (an older serve, or no socket diagnostics there)."""
+        try:
+            return str(self._call("POST", "tcp-watch", {"role": role})["id"])
+        except (WorkbenchError, KeyError, TypeError):
+            return None
+
+    def tcp_watch_stop(self, watch_id: str) -> dict[str, Any] | None:
+        """The far host's triage of the watch (workbench.shared.triage.TcpTriage as JSON), or None."""
+        try:
+            answer = self._call("POST", "tcp-watch/stop", {"id": watch_id})
+        except WorkbenchError:
+            return None
+        return answer.get("tcp") if isinstance(answer, dict) else None

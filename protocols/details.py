@@ -23,6 +23,9 @@ class ClientDetails:
     readahead_bytes: int | None = None  # a mount's kernel readahead window, which paces its sequential reads
     files_in_flight: int | None = None  # small files of a set copied at once; None: not said (one at a time)
     streams_sets: bool = False  # the client streams a whole set with no round trip per file (rsync)
+    # Round trips each file of a set costs besides its data requests (an open and a close, a data
+    # connection): the per-file ceiling's input. None: not said (the ceiling then counts one).
+    round_trips_per_file: int | None = None
     # --- what the client negotiated or was set to ---
     timed_includes_setup: bool | None = None  # connect/login is inside every timed copy (one process per copy)
     cipher: str | None = None  # SSH cipher in use

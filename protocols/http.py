@@ -446,4 +446,10 @@ class AiohttpClient(Client):
     def details(self) -> ClientDetails:
         # A stock server's way of sending files is unknown (None: not said); `serve` uses sendfile.
         sendfile = None if self.stock else True
-        return ClientDetails(read_bufsize=READ_BUFSIZE, block_bytes=self.options.block_size, server_sendfile=sendfile)
+        # One request per file on a kept-alive connection: its round trip is the file's only one besides the data.
+        return ClientDetails(
+            read_bufsize=READ_BUFSIZE,
+            block_bytes=self.options.block_size,
+            server_sendfile=sendfile,
+            round_trips_per_file=0,
+        )

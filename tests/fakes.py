@@ -136,6 +136,12 @@ class FakeFarHost:
     def baseline(self, plan: Plan) -> Baseline:
         return Baseline(up_bps=1e9, down_bps=1e9, rtt_ms=0.1)
 
+    def tcp_watch_start(self, role: str) -> str | None:
+        return None
+
+    def tcp_watch_stop(self, watch_id: str) -> dict[str, Any] | None:
+        return None
+
     def finish(self) -> None:
         """Nothing to undo: like serve, the fake removes only what it is told to."""
 

@@ -93,7 +93,13 @@ def test_multithreaded_process_past_one_core_is_bound_at_the_measured_rate() -> 
 
 def test_binding_bound_is_the_lowest_ceiling() -> None:
     found = bounds(link_bps=125e6, rtt_s=0.0004, request_bytes=65536, client_cpu=0.5, measured_bps=100e6)
-    # requests: 64 KiB / 0.4 ms = 163.8 MB/s; link 125 MB/s; cpu 200 MB/s
+    # requests: 64 KiB / (0.4 ms + 64 KiB at 125 MB/s = 0.52 ms) = 70.9 MB/s; link 125 MB/s; cpu 200 MB/s
+    assert binding_bound(found).label == "requests"
+    assert binding_bound(found).bps == pytest.approx(65536 / (0.0004 + 65536 / 125e6))
+    # four 1 MiB requests in flight: 4 MiB / (0.4 ms + 21 ms to send one) = 196 MB/s, above a 50 MB/s link
+    found = bounds(
+        link_bps=50e6, rtt_s=0.0004, request_bytes=1 << 20, requests_in_flight=4, client_cpu=0.5, measured_bps=40e6
+    )
     assert binding_bound(found).label == "link"
 
 

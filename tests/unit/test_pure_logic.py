@@ -278,10 +278,17 @@ def test_explain_fills_share_of_tcp_and_the_binding_ceiling() -> None:
     assert run.to_json() == before and run.explanation is None  # the run is a value: explaining it changes nothing
     pysmb_why, fast_why, small_why, streamed_why, busy_why = explanation.rows
     assert pysmb_why.pct_of_tcp == pytest.approx(100 * 15 / 62)
-    assert pysmb_why.bound == "requests" and pysmb_why.ceiling_bytes_per_s == pytest.approx(65536 / 0.0029)
-    assert fast_why.bound == "link" and fast_why.ceiling_bytes_per_s == pytest.approx(62.7e6)
-    assert small_why.bound == "requests" and "one round trip per file" in (small_why.bound_explanation or "")
-    assert streamed_why.bound == "link"  # rsync streams a set: no per-file round trip to blame
+    # one 64 KiB request per round trip plus its own serialisation at the path's rate (the lower of link and raw TCP)
+    assert pysmb_why.bound == "requests"
+    assert pysmb_why.ceiling_bytes_per_s == pytest.approx(65536 / (0.0029 + 65536 / 62e6))
+    # the raw TCP measured this way (62 MB/s) is just under the link's expected goodput (62.7)
+    assert fast_why.bound == "raw-tcp" and fast_why.ceiling_bytes_per_s == pytest.approx(62e6)
+    # 3.3 MB/s against a per-file ceiling of 1 RTT + 64 KiB per file (16.6 MB/s): no ceiling within 25 %
+    assert small_why.bound == "unexplained" and small_why.ceiling_bytes_per_s == pytest.approx(65536 / 0.003957, 1e-3)
+    assert "per-file" in (small_why.bound_explanation or "") and "files/s" in (small_why.bound_explanation or "")
+    assert small_why.per_file_s == pytest.approx((4.0 - 200 * 65536 / 62e6) / 200, abs=1e-6)
+    # rsync streams a set: no per-file ceiling to blame; 33 MB/s is half the link, which explains nothing
+    assert streamed_why.bound == "unexplained" and not any(b.label == "per-file" for b in streamed_why.bounds or ())
     assert busy_why.bound == "cpu"
     assert explanation.notes and "CPU-bound" in explanation.notes[0]
     explained = run.explained(explanation)

@@ -294,8 +294,8 @@ def _table(run: Run) -> tuple[dict[tuple[str, str, str], list[str]], str]:
     cells: dict[tuple[str, str, str], list[str]] = {}
     for line in text.splitlines():
         parts = [p.strip() for p in line.split("│")]
-        if len(parts) == 13 and "/" in parts[1]:
-            client, direction, file_set, mb, _mbit, _spread, pct, bound, fps, verified, notes = parts[1:12]
+        if len(parts) == 14 and "/" in parts[1]:
+            client, direction, file_set, mb, _mbit, _spread, pct, bound, _tcp, fps, verified, notes = parts[1:13]
             cells[(client, direction, file_set)] = [mb, pct, bound, fps, verified, notes]
     return cells, text
 
@@ -317,8 +317,9 @@ def test_an_old_document_reads_back_and_renders_the_same_table() -> None:
     assert why.fixed_cost_s == 0.462 and why.streaming_bytes_per_s == 88694874 and why.bound == "requests"
     assert why.bounds is not None and [b.label for b in why.bounds] == ["window", "requests"]
     assert run.explanation_of(4) == RowExplanation()  # the failed row: nothing to explain
-    # written again, the document says exactly what it said (key for key, value for value)
-    assert run.to_json() == doc
+    # written again, the document says exactly what it said (key for key, value for value), plus only the
+    # keys this version adds, empty: an old run had no TCP triage and no verdict
+    assert _without_empty_new_keys(run.to_json()) == doc
 
 
 def test_a_database_written_by_the_old_code_reports_the_same(tmp_path: Path) -> None:
@@ -338,7 +339,18 @@ def test_a_database_written_by_the_old_code_reports_the_same(tmp_path: Path) -> 
         loaded = store.load(run_id)
     cells, _ = _table(loaded)
     assert cells == EXPECTED_CELLS
-    assert loaded.to_json() == {**doc, "run": {**doc["run"], "id": run_id}}
+    assert _without_empty_new_keys(loaded.to_json()) == {**doc, "run": {**doc["run"], "id": run_id}}
+
+
+def _without_empty_new_keys(doc: dict) -> dict:
+    """`doc` less the keys added since schema 1's first documents, each checked to be empty (null or [])."""
+    doc = copy.deepcopy(doc)
+    assert doc.pop("verdict") == [] and doc["baseline"].pop("tcp") is None
+    for row in doc["results"]:
+        assert row.pop("tcp") is None and row.pop("triage_note") is None
+        for sample in row["samples"]:
+            assert sample.pop("tcp") is None
+    return doc
 
 
 def _new_run() -> Run:
@@ -395,10 +407,12 @@ def test_a_new_document_round_trips_key_for_key(tmp_path: Path) -> None:
     rsync, small, large, failed = doc["results"]
     assert rsync["details"]["files_in_flight"] is None  # schema 1's "streams the set"
     assert small["details"]["fixed_cost_s"] == large["details"]["fixed_cost_s"] > 0.4  # both sizes, one fit
-    assert [b["label"] for b in small["details"]["bounds"]] == ["window", "requests"]
-    assert [b["label"] for b in rsync["details"]["bounds"]] == ["window", "cpu"]  # streamed: no per-file bound
+    assert [b["label"] for b in small["details"]["bounds"]] == ["raw-tcp", "requests"]
+    assert [b["label"] for b in rsync["details"]["bounds"]] == ["raw-tcp", "cpu"]  # streamed: no per-file bound
     small_rate = small["samples"][0]["bytes"] / small["samples"][0]["seconds"]
-    assert small["bound"] == "requests" and small["pct_of_tcp"] == pytest.approx(100 * small_rate / 3.5e9)
+    # the fixed cost per copy (≈0.46 s) turns raw TCP into a ceiling of about the rate a 1 MiB copy reached
+    assert "per copy" in small["bound_explanation"] and rsync["bound"] == "unexplained"
+    assert small["bound"] == "raw-tcp" and small["pct_of_tcp"] == pytest.approx(100 * small_rate / 3.5e9)
     assert failed["details"] == {} and failed["bound"] is None and "bounds" not in failed["details"]
     assert doc["warnings"][0].startswith("loopback:") and any("fixed per copy" in w for w in doc["warnings"])
     # the database keeps the same document
@@ -409,7 +423,10 @@ def test_a_new_document_round_trips_key_for_key(tmp_path: Path) -> None:
             store.save_result(run_id, idx, row)
         for idx, (row, why) in enumerate(run.explained_rows()):
             store.save_result(run_id, idx, row, why)
-        store.finish_run(run_id, str(run.meta["finished_utc"]), list(run.warnings))
+        assert run.explanation is not None and run.explanation.verdict
+        store.finish_run(
+            run_id, str(run.meta["finished_utc"]), list(run.warnings), verdict=list(run.explanation.verdict)
+        )
         loaded = store.load(run_id)
     assert loaded.to_json() == {**doc, "run": {**doc["run"], "id": run_id}}
     assert loaded.results == run.results

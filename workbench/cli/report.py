@@ -12,8 +12,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from workbench.core.ceiling import UNEXPLAINED
 from workbench.core.results import Result, RowExplanation, Run
 from workbench.core.store import RunSummary
+from workbench.shared.triage import TcpTriage
 
 _SHORT = {"upload": "up", "download": "down"}
 
@@ -39,13 +41,24 @@ def _spread(row: Result) -> str:
 def _ceiling(why: RowExplanation) -> str:
     if why.bound is None or why.ceiling_bytes_per_s is None:
         return "—"
+    if why.bound == UNEXPLAINED:  # the lowest ceiling is shown, but as what it is: no explanation
+        return f"unexpl. ≤{why.ceiling_bytes_per_s / 1e6:,.0f}"
     return f"{why.bound} {why.ceiling_bytes_per_s / 1e6:,.0f}"
+
+
+def _triage(triage: TcpTriage | None) -> str:
+    """What the kernel's counters said limited the copy: 'rwnd 92 %', 'app 71 %'; 'rx' marks a receiver's view."""
+    if triage is None:
+        return "—"
+    return triage.short()
 
 
 def _note(row: Result, why: RowExplanation, rtt_ms: float | None = None) -> str:
     notes: list[str] = []
     if row.error:
         notes.append(row.error)
+    if why.triage_note:
+        notes.append(why.triage_note)
     if row.files_per_s and rtt_ms:
         # Small files are bound by round trips per file, not bytes: the number users can act on.
         notes.append(f"≈{1000 / row.files_per_s / rtt_ms:.0f} RTT per file")
@@ -95,6 +108,7 @@ def results_table(run: Run) -> Table:
         ("min–max σ", "right"),
         ("% TCP", "right"),
         ("bound MB/s", "left"),
+        ("TCP limit", "left"),
         ("files/s", "right"),
         ("verified", "left"),
         ("notes", "left"),
@@ -112,6 +126,7 @@ def results_table(run: Run) -> Table:
                 "",
                 "100",
                 "",
+                _triage(TcpTriage.from_json((base.tcp or {}).get(direction))),
                 "",
                 "",
                 _tcp_note(run, direction),
@@ -129,6 +144,7 @@ def results_table(run: Run) -> Table:
             _spread(row),
             pct,
             _ceiling(why),
+            _triage(row.tcp),
             fps,
             _verified(row),
             _note(row, why, base.rtt_ms),
@@ -166,6 +182,8 @@ def render_run(console: Console, run: Run) -> None:
     console.print(results_table(run))
     if run.window_sweep:
         render_sweep(console, run.window_sweep)
+    if run.explanation is not None and run.explanation.verdict:
+        console.print("[bold]verdict:[/] " + escape(" ".join(run.explanation.verdict)))
     for warning in run.warnings:
         console.print(f"[yellow]note:[/] {warning}")
 

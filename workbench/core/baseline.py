@@ -12,6 +12,7 @@ from typing import Any
 
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
+from workbench.core.watching import CopyWatcher
 from workbench.probe import client as probe_client
 from workbench.probe import iperf
 from workbench.protocols.control import Control
@@ -50,23 +51,34 @@ def iperf3_auth(target: Target) -> Iterator[iperf.IperfAuth | None]:
         yield iperf.IperfAuth(target.credentials.user, target.credentials.password, path)
 
 
-def measure_baseline(plan: Plan) -> Baseline:
-    """Measure before the copies; a failure is recorded in the baseline, never fatal to the run."""
+def measure_baseline(plan: Plan, watcher: CopyWatcher | None = None) -> Baseline:
+    """Measure before the copies; a failure is recorded in the baseline, never fatal to the run.
+
+    With a `watcher`, each direction of the probe carries the TCP triage its copies get, so the baseline
+    shows when it was itself window- or buffer-limited.
+    """
     host = plan.target.host
     port = plan.target.port("tcp")
     secret = plan.target.credentials.password
     base = Baseline()
+    triage: dict[str, Any] = {}
     try:
         rtt = probe_client.rtt(host, port, secret, count=20)
         base = dataclasses.replace(base, rtt_ms=rtt.ping_median * 1e3, connect_rtt_ms=rtt.connect_median * 1e3)
-        up = probe_client.measure(host, port, secret, "upload", plan.tcp_duration)
-        down = probe_client.measure(host, port, secret, "download", plan.tcp_duration)
+        measured = {}
+        for direction in ("upload", "download"):
+            with watcher.watch(direction) if watcher is not None else contextlib.nullcontext([None]) as seen:
+                measured[direction] = probe_client.measure(host, port, secret, direction, plan.tcp_duration)
+            if seen[0] is not None:
+                triage[direction] = seen[0].to_json()
+        up, down = measured["upload"], measured["download"]
     except WorkbenchError as exc:
         return dataclasses.replace(base, error=exc.one_line())
     base = dataclasses.replace(
         base,
         up_bps=up.bps,
         down_bps=down.bps,
+        tcp=triage or None,
         window_bytes=max(w for w in (up.window_bytes, down.window_bytes, 0) if w is not None) or None,
         details={"probe": {"upload": up.to_json(), "download": down.to_json()}, "rtt_min_ms": rtt.ping_min * 1e3},
     )

@@ -1,7 +1,13 @@
 """Ceilings: the rates a copy cannot exceed on this path, and the one that explains a measured rate.
 
 Pure maths. Rates are bytes/s like everywhere in workbench; RTT in seconds; windows in bytes.
-A window-like limit W allows at most W per round trip: W / RTT.
+- A window-like limit W allows at most W per round trip: W / RTT.
+- A request/response client with n requests of S bytes outstanding waits, per request, a round trip, the
+  request's own serialisation at the path's rate B, and the server's turnaround: n·S / (RTT + S/B + t_server).
+- A set of small files costs, per file, its round trips and its bytes at the path's rate (`per_file_bound`).
+- A fixed cost per copy (a process start, a login) turns any ceiling C of a copy of `bytes` into
+  bytes / (fixed + bytes / C) (`with_fixed_cost`).
+A ceiling explains a measured rate only when it is within EXPLAINS of it (`explaining_bound`).
 """
 
 from __future__ import annotations
@@ -11,8 +17,10 @@ from dataclasses import dataclass
 
 from workbench.protocols.details import ClientDetails
 
-LABELS = ("link", "window", "requests", "ssh-window", "cpu")
+LABELS = ("link", "raw-tcp", "window", "requests", "ssh-window", "per-file", "cpu")
 CPU_SATURATED = 0.9  # a process at >= 90 % of one core is CPU-bound, whatever the other bounds say
+EXPLAINS = 0.25  # a ceiling within 25 % of the measured rate explains it; further off, the row is unexplained
+UNEXPLAINED = "unexplained"
 
 
 @dataclass(frozen=True)
@@ -36,28 +44,30 @@ def bounds(
     client_cpu: float | None = None,
     server_cpu: float | None = None,
     measured_bps: float | None = None,
+    raw_tcp_bps: float | None = None,
+    window_rtt_s: float | None = None,
+    server_turnaround_s: float | None = None,
 ) -> list[Bound]:
     """Every ceiling the inputs allow, in LABELS order; absent inputs drop their bound.
 
     client_cpu/server_cpu are process CPU seconds / wall seconds (1.0 = one full core); the cpu bound
     scales the measured rate to one full core of the busier process, so it needs `measured_bps`.
+    `raw_tcp_bps` is the raw TCP rate measured the same way; the lower of it and the link is the rate B a
+    request serialises at. `window_rtt_s` is the RTT the window was seen under (under load), `rtt_s` the
+    idle one; `server_turnaround_s` the server's time per request, where it was measured.
     """
     found: list[Bound] = []
     if link_bps and link_bps > 0:
         found.append(Bound("link", float(link_bps), f"link {format_bits(link_bps)}"))
+    if raw_tcp_bps and raw_tcp_bps > 0:
+        found.append(Bound("raw-tcp", float(raw_tcp_bps), f"raw TCP {raw_tcp_bps / 1e6:,.1f} MB/s measured"))
+    path = min((b for b in (link_bps, raw_tcp_bps) if b and b > 0), default=None)
     rtt_ok = rtt_s is not None and rtt_s > 0
-    if rtt_ok and window_bytes and window_bytes > 0:
-        found.append(Bound("window", window_bytes / rtt_s, f"window {format_bytes(window_bytes)} / {format_ms(rtt_s)}"))
+    w_rtt = window_rtt_s if window_rtt_s and window_rtt_s > 0 else rtt_s
+    if rtt_ok and window_bytes and window_bytes > 0 and w_rtt:
+        found.append(Bound("window", window_bytes / w_rtt, f"window {format_bytes(window_bytes)} / {format_ms(w_rtt)}"))
     if rtt_ok and request_bytes and request_bytes > 0:
-        n = max(1, requests_in_flight or 1)
-        noun = "request" if n == 1 else "requests"
-        found.append(
-            Bound(
-                "requests",
-                request_bytes * n / rtt_s,
-                f"{format_bytes(request_bytes)} × {n} {noun} / {format_ms(rtt_s)}",
-            )
-        )
+        found.append(_requests_bound(request_bytes, max(1, requests_in_flight or 1), rtt_s, path, server_turnaround_s))
     if rtt_ok and ssh_window_bytes and ssh_window_bytes > 0:
         found.append(
             Bound(
@@ -72,6 +82,59 @@ def bounds(
     return found
 
 
+def _requests_bound(size: int, n: int, rtt_s: float, path_bps: float | None, turnaround_s: float | None) -> Bound:
+    noun = "request" if n == 1 else "requests"
+    wait = rtt_s
+    parts = [format_ms(rtt_s)]
+    if path_bps:
+        wait += size / path_bps
+        parts.append(f"{format_ms(size / path_bps)} to send")
+    if turnaround_s:
+        wait += turnaround_s
+        parts.append(f"{format_ms(turnaround_s)} server")
+    waited = " + ".join(parts) if len(parts) == 1 else f"({' + '.join(parts)})"
+    return Bound("requests", size * n / wait, f"{format_bytes(size)} × {n} {noun} / {waited}")
+
+
+def per_file_bound(
+    set_bytes: int,
+    files: int,
+    round_trips_per_file: float,
+    rtt_s: float,
+    path_bps: float | None,
+    files_in_flight: int = 1,
+) -> Bound:
+    """A set of `files` small files when each costs `round_trips_per_file` round trips plus its bytes at the
+    path's rate, `files_in_flight` at a time: the set's rate, explained in files/s."""
+    per_file = set_bytes / files
+    file_s = round_trips_per_file * rtt_s + (per_file / path_bps if path_bps else 0.0)
+    files_per_s = max(1, files_in_flight) / file_s
+    rate = files_per_s * per_file
+    trips = f"{round_trips_per_file:g} RTT"
+    return Bound(
+        "per-file",
+        rate,
+        f"≤ {files_per_s:,.0f} files/s: {trips} + {format_bytes(int(per_file))} per file"
+        + (f", {files_in_flight} at a time" if files_in_flight > 1 else ""),
+    )
+
+
+def with_fixed_cost(bound: Bound, fixed_s: float, nbytes: int) -> Bound:
+    """`bound` for a copy of `nbytes` that also pays `fixed_s` whatever its size: bytes / (fixed + bytes / C)."""
+    if fixed_s <= 0 or nbytes <= 0 or bound.bps <= 0 or bound.label == "cpu":
+        return bound  # a CPU bound is scaled from the measured rate, which already paid the fixed cost
+    rate = nbytes / (fixed_s + nbytes / bound.bps)
+    return Bound(bound.label, rate, f"{bound.explanation}, + {format_ms(fixed_s)} per copy", bound.saturated)
+
+
+def explaining_bound(found: Sequence[Bound], measured_bps: float) -> tuple[Bound | None, bool]:
+    """The binding bound (binding_bound) and whether it explains `measured_bps`: within EXPLAINS of it."""
+    bound = binding_bound(found)
+    if bound is None or measured_bps <= 0:
+        return bound, False
+    return bound, abs(bound.bps - measured_bps) <= EXPLAINS * measured_bps
+
+
 def bounds_from_details(
     details: ClientDetails,
     *,
@@ -81,9 +144,15 @@ def bounds_from_details(
     client_cpu: float | None = None,
     server_cpu: float | None = None,
     measured_bps: float | None = None,
+    raw_tcp_bps: float | None = None,
+    window_rtt_s: float | None = None,
+    server_turnaround_s: float | None = None,
 ) -> list[Bound]:
     """`bounds` fed with what a client reports: its request size and depth, its SSH window."""
     return bounds(
+        raw_tcp_bps=raw_tcp_bps,
+        window_rtt_s=window_rtt_s,
+        server_turnaround_s=server_turnaround_s,
         link_bps=link_bps,
         rtt_s=rtt_s,
         window_bytes=window_bytes,

@@ -1,6 +1,8 @@
-"""Explain each row: its share of the raw TCP limit, and the ceiling (link, window, requests, ssh-window,
-cpu) that bounds it, computed by workbench.core.ceiling from what this run measured.
+"""Explain each row: its share of the raw TCP limit, the ceiling that bounds it (workbench.core.ceiling) when
+one does, what the kernel's TCP counters said limited it (workbench.shared.triage), and the run's verdict.
 
+A ceiling explains a row only when it is within 25 % of the measured rate; a row no ceiling explains is
+labelled `unexplained`, with its lowest ceiling and its triage beside it rather than a label that misleads.
 `explain` returns the explanation as its own value; the run and its rows are left as they are.
 """
 
@@ -12,8 +14,27 @@ import statistics
 from collections.abc import Sequence
 
 from workbench.core import fixedcost
-from workbench.core.ceiling import Bound, binding_bound, bounds_from_details, format_bound, format_bytes, format_ms
+from workbench.core.ceiling import (
+    UNEXPLAINED,
+    Bound,
+    bounds_from_details,
+    explaining_bound,
+    format_bound,
+    format_ms,
+    per_file_bound,
+    with_fixed_cost,
+)
 from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run
+from workbench.core.verdict import verdict
+from workbench.shared.triage import TcpTriage
+
+# Which ceilings a triage limit agrees with: the model and the kernel tell one story when they match.
+AGREES = {
+    "application": {"requests", "per-file", "cpu", "ssh-window"},
+    "receive-window": {"window", "ssh-window"},
+    "send-buffer": {"window"},
+    "network": {"link", "raw-tcp"},
+}
 
 
 def _cpu_fraction(row: Result, attr: str) -> float | None:
@@ -21,21 +42,35 @@ def _cpu_fraction(row: Result, attr: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _per_file_bound(row: Result, rtt_s: float | None) -> Bound | None:
-    """Small-file sets: a client that waits for each file needs at least one round trip per file."""
-    if row.files <= 1 or not rtt_s:
+def _median_seconds(row: Result) -> float | None:
+    secs = [s.seconds for s in row.good_samples if s.seconds > 0]
+    return statistics.median(secs) if secs else None
+
+
+def _server_turnaround_s(row: Result) -> float | None:
+    """The server's CPU time per request of a request/response client: its share of each round trip."""
+    size = row.details.request_bytes
+    cpu = [s.server_cpu_s for s in row.good_samples if s.server_cpu_s is not None]
+    if not size or not cpu or row.bytes <= 0:
         return None
-    if row.details.streams_sets:  # rsync: no round trip per file
+    requests = max(1, -(-row.bytes // size)) + (row.files if row.files > 1 else 0)
+    return statistics.median(cpu) / requests
+
+
+def _per_file(row: Result, rtt_s: float | None, path_bps: float | None) -> Bound | None:
+    """Small-file sets: each file's round trips (the client's own count, else one) and bytes at the path rate."""
+    if row.files <= 1 or not rtt_s or row.details.streams_sets:  # rsync: no round trip per file
         return None
-    in_flight = row.details.files_in_flight if row.details.files_in_flight is not None else 1
+    details = row.details
+    per_file = row.bytes / row.files
+    data_trips = 1
+    if details.request_bytes:  # a request-bound client asks for each request's worth separately
+        data_trips = -(-int(per_file) // details.request_bytes)
+    trips = data_trips + (details.round_trips_per_file or 0)
+    in_flight = details.files_in_flight if details.files_in_flight is not None else 1
     if not in_flight:
         return None
-    per_file = row.bytes // row.files
-    return Bound(
-        "requests",
-        per_file * in_flight / rtt_s,
-        f"{format_bytes(per_file)} × {in_flight} file(s) in flight / {format_ms(rtt_s)}: one round trip per file",
-    )
+    return per_file_bound(row.bytes, row.files, trips, rtt_s, path_bps, in_flight)
 
 
 def _is_loopback(host: str) -> bool:
@@ -46,7 +81,8 @@ def _is_loopback(host: str) -> bool:
 
 
 def explain(run: Run, host: str) -> Explanation:
-    """Every row's share of raw TCP and the ceiling that bounds it, and the notes on the whole run.
+    """Every row's share of raw TCP, the ceiling that explains it (or `unexplained`), the run-level notes and
+    the verdict.
 
     `host` is the far host the run copied to: a loopback one explains every row by this host's CPU.
     """
@@ -57,16 +93,11 @@ def explain(run: Run, host: str) -> Explanation:
     costs, notes_on_costs = _fixed_costs(run.results)
     rows: list[RowExplanation] = []
     for index, row in enumerate(run.results):
-        why = _explain_row(row, run.baseline, link_bps, rtt_s)
-        cost = costs.get(index)
-        if cost is not None:
-            why = dataclasses.replace(
-                why, fixed_cost_s=round(cost.fixed_s, 4), streaming_bytes_per_s=round(cost.streaming_bytes_per_s)
-            )
-        rows.append(why)
+        rows.append(_explain_row(row, run.baseline, link_bps, rtt_s, costs.get(index)))
     notes: list[str] = []
     cpu_rows = sum(why.bound == "cpu" for why in rows)
-    if _is_loopback(host):
+    loopback = _is_loopback(host)
+    if loopback:
         notes.append(
             "loopback: no wire between client and server, so raw TCP is a memory-copy rate and the copies are "
             "bound by CPU on this host (client, server and kernel share its cores); use the lab or a second host "
@@ -78,40 +109,91 @@ def explain(run: Run, host: str) -> Explanation:
     stalled = [f"{r.label} {r.direction} {r.file_set}" for r in run.results if r.stall_count]
     if stalled:
         notes.append(f"stalls (100 ms intervals with almost no progress mid-copy) in: {', '.join(stalled)}")
-    return Explanation(rows=tuple(rows), notes=tuple(notes))
+    said = verdict(run, rows, loopback=loopback)
+    return Explanation(rows=tuple(rows), notes=tuple(notes), verdict=tuple(said))
 
 
-def _explain_row(row: Result, base: Baseline, link_bps: float | None, rtt_s: float | None) -> RowExplanation:
+def _explain_row(
+    row: Result, base: Baseline, link_bps: float | None, rtt_s: float | None, cost: fixedcost.FixedCost | None
+) -> RowExplanation:
     median = row.median_bps
     if not median:
         return RowExplanation()
     tcp = base.for_direction(row.direction)
+    triage = row.tcp
+    window_bytes = window_rtt_s = None
+    if triage is not None and triage.max_window_bytes and triage.rtt_ms:
+        # The window the copy's sender was actually offered, over the RTT it saw under load.
+        window_bytes, window_rtt_s = triage.max_window_bytes, triage.rtt_ms / 1e3
     found = bounds_from_details(
         row.details,
         link_bps=link_bps,
         rtt_s=rtt_s,
-        window_bytes=base.window_bytes,
+        window_bytes=window_bytes,
+        window_rtt_s=window_rtt_s,
+        raw_tcp_bps=tcp,
+        server_turnaround_s=_server_turnaround_s(row),
         client_cpu=_cpu_fraction(row, "client_cpu_s"),
         server_cpu=_cpu_fraction(row, "server_cpu_s"),
         measured_bps=median,
     )
-    per_file = _per_file_bound(row, rtt_s)
+    path_bps = min((b for b in (link_bps, tcp) if b), default=None)
+    per_file = _per_file(row, rtt_s, path_bps)
     if per_file is not None:
         found.append(per_file)
-    bound = binding_bound(found)
-    return RowExplanation(
+    if cost is not None:
+        found = [with_fixed_cost(b, cost.fixed_s, row.bytes) for b in found]
+    bound, explains = explaining_bound(found, median)
+    label = explanation = None
+    if bound is not None:
+        label = bound.label if explains else UNEXPLAINED
+        explanation = (
+            format_bound(bound)
+            if explains
+            else f"no ceiling within 25 %: the lowest, {format_bound(bound)}, is {bound.bps / median:.2g}× the rate"
+        )
+    why = RowExplanation(
         pct_of_tcp=100.0 * median / tcp if tcp else None,
         ceiling_bytes_per_s=bound.bps if bound is not None else None,
-        bound=bound.label if bound is not None else None,
-        bound_explanation=format_bound(bound) if bound is not None else None,
+        bound=label,
+        bound_explanation=explanation,
         bounds=tuple(found),
+        per_file_s=_per_file_cost(row, cost, path_bps),
+        triage_note=_disagreement(triage, label),
     )
+    if cost is not None:
+        why = dataclasses.replace(
+            why, fixed_cost_s=round(cost.fixed_s, 4), streaming_bytes_per_s=round(cost.streaming_bytes_per_s)
+        )
+    return why
+
+
+def _per_file_cost(row: Result, cost: fixedcost.FixedCost | None, path_bps: float | None) -> float | None:
+    """Seconds each file of a set costs beyond its bytes at the streaming rate and the fixed cost per copy:
+    fitted from the set against the single files (their fit, else the path's rate)."""
+    seconds = _median_seconds(row)
+    streaming = cost.streaming_bytes_per_s if cost is not None else path_bps
+    if row.files <= 1 or seconds is None or not streaming:
+        return None
+    fixed = cost.fixed_s if cost is not None else 0.0
+    return round(max(seconds - fixed - row.bytes / streaming, 0.0) / row.files, 6)
+
+
+def _disagreement(triage: TcpTriage | None, label: str | None) -> str | None:
+    """A line when the kernel's counters name another limit than the ceiling that binds: both are shown."""
+    if triage is None or triage.limit in (None, "mixed") or label is None:
+        return None
+    if label != UNEXPLAINED and label in AGREES.get(triage.limit, set()):
+        return None
+    what = "no ceiling explains the rate" if label == UNEXPLAINED else f"the model's ceiling is {label}"
+    return f"the {triage.side}'s TCP counters say {triage.limit} ({triage.short()}); {what}"
 
 
 def _fixed_costs(rows: Sequence[Result]) -> tuple[dict[int, fixedcost.FixedCost], list[str]]:
     """Per client and direction, the fixed cost every copy pays, fitted over its single-file rows.
 
-    Returns the fit of each row (by index) that has one, and a note per client and direction.
+    Returns the fit of each row (by index) that has one, small-file sets of the same client and direction
+    included, and a note per client and direction.
     """
     groups: dict[tuple[str, str], list[int]] = {}
     for index, row in enumerate(rows):
@@ -123,7 +205,9 @@ def _fixed_costs(rows: Sequence[Result]) -> tuple[dict[int, fixedcost.FixedCost]
         cost = fixedcost.fit([(s.bytes, s.seconds) for i in group for s in rows[i].good_samples])
         if cost is None:
             continue
-        costs.update(dict.fromkeys(group, cost))
+        for index, row in enumerate(rows):
+            if row.label == label and row.direction == direction and row.good_samples:
+                costs[index] = cost
         smallest = min((rows[i] for i in group), key=lambda r: r.bytes)
         notes.append(
             f"{label} {direction}: ≈{format_ms(cost.fixed_s)} fixed per copy, "

@@ -37,6 +37,15 @@ class FarHost(Protocol):
         """The raw TCP limit of the path, measured before the copies; a failure is recorded, never raised."""
         ...
 
+    def tcp_watch_start(self, role: str) -> str | None:
+        """Start sampling the far host's own sockets to this client as `role` ("sender"/"receiver"); a watch id,
+        or None when the far host cannot (then this host's side is watched)."""
+        ...
+
+    def tcp_watch_stop(self, watch_id: str) -> dict[str, Any] | None:
+        """Stop that watch: its TCP triage as JSON (workbench.shared.triage.TcpTriage), or None."""
+        ...
+
     def finish(self) -> None:
         """Undo what the run left on the far host (a stock server's scratch directory). Called once, last, also
         after a failure, Ctrl-C or SIGTERM; raises WorkbenchError when it could not (the run then says so)."""
@@ -73,8 +82,9 @@ class ServedFarHost(Control):
 
     def baseline(self, plan: Plan) -> Baseline:
         from workbench.core.baseline import measure_baseline
+        from workbench.core.watching import CopyWatcher
 
-        return measure_baseline(plan)
+        return measure_baseline(plan, CopyWatcher(self, plan.target.host))
 
     def finish(self) -> None:
         """Nothing: serve removes nothing it was not told to (the runner deletes its upload directory)."""

@@ -16,6 +16,7 @@ from typing import Any
 from workbench.core.ceiling import Bound
 from workbench.core.stats import Summary, find_stalls, summarize
 from workbench.protocols.details import ClientDetails
+from workbench.shared.triage import TcpTriage, merge
 
 SCHEMA = 1
 INTERVAL_S = 0.1  # per-interval throughput sampling period
@@ -33,6 +34,7 @@ class Sample:
     server_cpu_s: float | None = None  # CPU of the server process(es), when known locally
     intervals: tuple[int, ...] = ()  # bytes moved in each INTERVAL_S slot, from the first request
     error: str | None = None
+    tcp: TcpTriage | None = None  # what the kernel's TCP counters said of the copy's connections
 
     @property
     def bps(self) -> float:
@@ -55,6 +57,8 @@ class RowExplanation:
     bounds: tuple[Bound, ...] | None = None  # every ceiling found; None: the row had no rate to explain
     fixed_cost_s: float | None = None  # seconds every copy of this client and direction pays (fixedcost.fit)
     streaming_bytes_per_s: float | None = None  # bytes/s of the same fit once the copy streams
+    per_file_s: float | None = None  # small-file sets: seconds per file beyond the bytes and the fixed cost
+    triage_note: str | None = None  # the TCP counters name another limit than the binding ceiling
 
     def row_json(self) -> dict[str, Any]:
         """The row-level keys of schema 1."""
@@ -63,6 +67,7 @@ class RowExplanation:
             "ceiling_bps": self.ceiling_bytes_per_s,
             "bound": self.bound,
             "bound_explanation": self.bound_explanation,
+            "triage_note": self.triage_note,
         }
 
     def details_json(self) -> dict[str, Any]:
@@ -74,6 +79,8 @@ class RowExplanation:
             doc["fixed_cost_s"] = self.fixed_cost_s
         if self.streaming_bytes_per_s is not None:
             doc["streaming_bps"] = self.streaming_bytes_per_s
+        if self.per_file_s is not None:
+            doc["per_file_s"] = self.per_file_s
         return doc
 
     @classmethod
@@ -91,11 +98,13 @@ class RowExplanation:
             else None,
             fixed_cost_s=details.get("fixed_cost_s"),
             streaming_bytes_per_s=details.get("streaming_bps"),
+            per_file_s=details.get("per_file_s"),
+            triage_note=row.get("triage_note"),
         )
 
 
 # The keys of a row's `details` that are the explanation's, not the client's.
-_EXPLANATION_DETAILS = ("bounds", "fixed_cost_s", "streaming_bps")
+_EXPLANATION_DETAILS = ("bounds", "fixed_cost_s", "streaming_bps", "per_file_s")
 _UNEXPLAINED = RowExplanation()
 
 
@@ -108,10 +117,12 @@ class Explanation:
 
     rows: tuple[RowExplanation, ...]
     notes: tuple[str, ...] = ()
+    verdict: tuple[str, ...] = ()  # three to six sentences on the whole run (workbench.core.verdict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rows", tuple(self.rows))
         object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "verdict", tuple(self.verdict))
 
 
 @dataclass(frozen=True)
@@ -163,6 +174,11 @@ class Result:
         return bool(good) and all(s.verified is True for s in good)
 
     @property
+    def tcp(self) -> TcpTriage | None:
+        """The triage of the row's good copies, merged (None when none was watched)."""
+        return merge([s.tcp for s in self.good_samples if s.tcp is not None])
+
+    @property
     def stall_count(self) -> int:
         return sum(len(s.stalls) for s in self.good_samples)
 
@@ -196,6 +212,7 @@ class Result:
             "stalls": self.stall_count,
             "stall_seconds": round(self.stall_seconds, 3),
             "verified": self.verified,
+            "tcp": tcp.to_json() if (tcp := self.tcp) is not None else None,
             "error": self.error,
             "details": {**self.details.to_json(), **why.details_json()},
             "interval_s": INTERVAL_S,
@@ -208,6 +225,7 @@ class Result:
         for raw in data.get("samples", []):
             known = {k: raw.get(k) for k in Sample.__dataclass_fields__ if k in raw}
             known["intervals"] = tuple(raw.get("intervals") or ())
+            known["tcp"] = TcpTriage.from_json(raw.get("tcp"))
             samples.append(Sample(**known))
         details = {k: v for k, v in (data.get("details") or {}).items() if k not in _EXPLANATION_DETAILS}
         return cls(
@@ -235,6 +253,7 @@ class Baseline:
     window_bytes: int | None = None  # window in use during the probe (from TCP_INFO)
     iperf3_up_bps: float | None = None
     iperf3_down_bps: float | None = None
+    tcp: Mapping[str, Any] | None = None  # direction -> the probe's TCP triage (TcpTriage as JSON)
     details: Mapping[str, Any] = field(default_factory=dict)  # the probe's own figures, as JSON
     error: str | None = None
 
@@ -242,7 +261,9 @@ class Baseline:
         return self.up_bps if direction == "upload" else self.down_bps
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: dict(self.details) if f.name == "details" else getattr(self, f.name) for f in fields(self)}
+        return {
+            f.name: dict(value) if isinstance(value := getattr(self, f.name), Mapping) else value for f in fields(self)
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Baseline:
@@ -293,6 +314,7 @@ class Run:
             "baseline": self.baseline.to_json(),
             "results": [row.to_json(why) for row, why in self.explained_rows()],
             "warnings": list(self.warnings),
+            "verdict": list(self.explanation.verdict) if self.explanation is not None else [],
         }
         if self.link is not None:
             doc["link"] = dict(self.link)
@@ -313,14 +335,17 @@ class Run:
             link=doc.get("link"),
             window_sweep=doc.get("window_sweep"),
             warnings=tuple(doc.get("warnings") or ()),
-            explanation=explanation_from_json(rows),
+            explanation=explanation_from_json(rows, doc.get("verdict") or ()),
         )
 
 
-def explanation_from_json(rows: Sequence[Mapping[str, Any]]) -> Explanation | None:
-    """The explanation held in schema-1 row objects; None when no row carries one (a run stopped before it).
+def explanation_from_json(rows: Sequence[Mapping[str, Any]], verdict: Sequence[str] = ()) -> Explanation | None:
+    """The explanation held in schema-1 row objects and the document's verdict; None when no row carries one
+    (a run stopped before it).
 
     Its notes stay among the run's warnings: the document does not tell them apart.
     """
     explained = tuple(RowExplanation.from_json(r) for r in rows)
-    return Explanation(rows=explained) if any(why != _UNEXPLAINED for why in explained) else None
+    if not any(why != _UNEXPLAINED for why in explained):
+        return None
+    return Explanation(rows=explained, verdict=tuple(verdict))

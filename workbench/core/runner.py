@@ -28,11 +28,12 @@ from workbench.core.observe import QuietObserver, Recorder, RunObserver
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline, Explanation, Result, Run, Sample
 from workbench.core.sampler import CopyMeter
+from workbench.core.watching import CopyWatcher
 from workbench.fixtures import generate
 from workbench.fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
 from workbench.protocols import registry
 from workbench.protocols.base import Client, FileCopy
-from workbench.shared import hostinfo, procs
+from workbench.shared import hostinfo, procs, triage
 from workbench.shared.errors import NotFoundError, UnavailableError, WorkbenchError, from_os_error
 from workbench.shared.paths import FILES_DIR, INCOMING_DIR
 from workbench.shared.target import Target
@@ -56,11 +57,12 @@ def _slug(text: str) -> str:
 class _Copier:
     """Runs the copies of one client and turns them into Samples."""
 
-    def __init__(self, client: Client, control: FarHost, plan: Plan, scratch: Path) -> None:
+    def __init__(self, client: Client, control: FarHost, plan: Plan, scratch: Path, watcher: CopyWatcher) -> None:
         self.client = client  # replaced by a fresh session after a failed copy (see _reconnect)
         self.control = control
         self.plan = plan
         self.scratch = scratch
+        self.watcher = watcher
 
     def _jobs(self, file_set: FileSet, direction: str, upload_dir: str) -> list[FileCopy]:
         if direction == "download":
@@ -77,31 +79,32 @@ class _Copier:
         server_cpu0 = self.control.cpu_seconds()
         # the helper's CPU is read first here and last below, so the /proc scans stay out of the figure
         cpu0 = self.client.helper_cpu_seconds() + _cpu_now()
-        meter.start()
-        t0 = time.perf_counter()
         error: str | None = None
-        try:
-            if len(jobs) == 1:
-                job = jobs[0]
-                if direction == "download":
-                    self.client.download(job.remote, job.local, meter)
+        with self.watcher.watch(direction) as seen:  # the TCP triage: started before t0, stopped after it
+            meter.start()
+            t0 = time.perf_counter()
+            try:
+                if len(jobs) == 1:
+                    job = jobs[0]
+                    if direction == "download":
+                        self.client.download(job.remote, job.local, meter)
+                    else:
+                        self.client.upload(job.local, job.remote, meter)
+                elif direction == "download":
+                    self.client.download_many(jobs, meter)
                 else:
-                    self.client.upload(job.local, job.remote, meter)
-            elif direction == "download":
-                self.client.download_many(jobs, meter)
-            else:
-                self.client.upload_many(jobs, meter)
-        except WorkbenchError as exc:
-            error = exc.one_line()
-        except OSError as exc:
-            error = from_os_error(exc, f"{direction} over {self.client.label}").one_line()
-        except BaseException:
-            # Ctrl-C or SIGTERM mid-copy: stop the sampler before the progress bar it ticks is torn down.
-            meter.stop()
-            self._cleanup(jobs, direction)
-            raise
-        seconds = time.perf_counter() - t0
-        intervals = meter.stop()
+                    self.client.upload_many(jobs, meter)
+            except WorkbenchError as exc:
+                error = exc.one_line()
+            except OSError as exc:
+                error = from_os_error(exc, f"{direction} over {self.client.label}").one_line()
+            except BaseException:
+                # Ctrl-C or SIGTERM mid-copy: stop the sampler before the progress bar it ticks is torn down.
+                meter.stop()
+                self._cleanup(jobs, direction)
+                raise
+            seconds = time.perf_counter() - t0
+            intervals = meter.stop()
         cpu = max(0.0, _cpu_now() + self.client.helper_cpu_seconds() - cpu0)  # 0 if the helper died
         server_cpu1 = self.control.cpu_seconds()
         server_cpu = server_cpu1 - server_cpu0 if server_cpu0 is not None and server_cpu1 is not None else None
@@ -121,6 +124,7 @@ class _Copier:
             server_cpu_s=round(server_cpu, 4) if server_cpu is not None else None,
             intervals=intervals,
             error=error,
+            tcp=triage.seen(seen[0], moved),
         )
 
     def _verify(self, file_set: FileSet, jobs: list[FileCopy], direction: str) -> tuple[bool | None, str | None]:
@@ -205,6 +209,7 @@ def _measure_rows(
         results.append(row)
         recorder.row(run_id, index, row)
 
+    watcher = CopyWatcher(control, plan.target.host)
     with _scratch_dir() as scratch:
         for entry in plan.entries:
             loaded = registry.load(entry)
@@ -223,7 +228,7 @@ def _measure_rows(
                     save(Result(protocol, name, direction, "-", 0, 0, error=text))
                 client.close()
                 continue
-            copier = _Copier(client, control, plan, scratch)
+            copier = _Copier(client, control, plan, scratch, watcher)
             try:
                 for direction in plan.directions:
                     for file_set in manifest.sets:

@@ -353,6 +353,13 @@ class StockFarHost:
     def cpu_seconds(self) -> float | None:
         return None
 
+    def tcp_watch_start(self, role: str) -> str | None:
+        """Nothing of workbench runs there to sample its sockets: the runner watches this side instead."""
+        return None
+
+    def tcp_watch_stop(self, watch_id: str) -> dict[str, Any] | None:
+        return None
+
     def describe_baseline(self, plan: Plan) -> str:
         """The status line before baseline(): what it measures."""
         if self._iperf_at is None:

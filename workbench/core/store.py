@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS runs (
     link TEXT,
     window_sweep TEXT,
     warnings TEXT,
-    finished_utc TEXT
+    finished_utc TEXT,
+    verdict TEXT
 );
 CREATE TABLE IF NOT EXISTS results (
     run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -61,10 +62,18 @@ class Store:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(path)
             self.db.executescript(_DDL)
+            self._add_missing_columns()
         except OSError as exc:
             raise from_os_error(exc, f"opening the results database {path}") from exc
         except sqlite3.DatabaseError as exc:
             raise UsageError(f"{path} is not a workbench results database: {exc}", "choose another --db") from exc
+
+    def _add_missing_columns(self) -> None:
+        """A database made by an older version lacks the columns added since: add them (empty)."""
+        have = {name for _, name, *_ in self.db.execute("PRAGMA table_info(runs)")}
+        if "verdict" not in have:
+            with self.db:
+                self.db.execute("ALTER TABLE runs ADD COLUMN verdict TEXT")
 
     def close(self) -> None:
         self.db.close()
@@ -116,11 +125,18 @@ class Store:
                 ),
             )
 
-    def finish_run(self, run_id: int, finished_utc: str, warnings: list[str], meta: dict | None = None) -> None:
+    def finish_run(
+        self,
+        run_id: int,
+        finished_utc: str,
+        warnings: list[str],
+        meta: dict | None = None,
+        verdict: list[str] | None = None,
+    ) -> None:
         with self._tx() as cur:
             cur.execute(
-                "UPDATE runs SET finished_utc = ?, warnings = ? WHERE id = ?",
-                (finished_utc, json.dumps(warnings), run_id),
+                "UPDATE runs SET finished_utc = ?, warnings = ?, verdict = ? WHERE id = ?",
+                (finished_utc, json.dumps(warnings), json.dumps(verdict) if verdict else None, run_id),
             )
             if meta is not None:
                 cur.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(meta), run_id))
@@ -144,7 +160,7 @@ class Store:
         """A run by id, or the latest when run_id is None."""
         if run_id is not None:
             check_run_id(run_id)  # SQLite's integers stop at 2^63 - 1: a larger id overflows inside the driver
-        query = "SELECT id, meta, baseline, link, window_sweep, warnings FROM runs "
+        query = "SELECT id, meta, baseline, link, window_sweep, warnings, verdict FROM runs "
         row = self.db.execute(
             query + ("WHERE id = ?" if run_id is not None else "ORDER BY id DESC LIMIT 1"),
             (run_id,) if run_id is not None else (),
@@ -152,7 +168,7 @@ class Store:
         if row is None:
             what = f"no run {run_id}" if run_id is not None else "no runs yet"
             raise NotFoundError(f"{what} in {self.path}", "list runs with 'workbench history'")
-        rid, meta, baseline, link, sweep, warnings = row
+        rid, meta, baseline, link, sweep, warnings, verdict = row
         docs = [
             json.loads(doc)
             for (doc,) in self.db.execute("SELECT doc FROM results WHERE run_id = ? ORDER BY idx", (rid,))
@@ -165,7 +181,7 @@ class Store:
             link=json.loads(link) if link else None,
             window_sweep=json.loads(sweep) if sweep else None,
             warnings=json.loads(warnings) if warnings else (),
-            explanation=explanation_from_json(docs),
+            explanation=explanation_from_json(docs, json.loads(verdict) if verdict else ()),
         )
 
     def history(self, limit: int = 50) -> list[RunSummary]:
@@ -241,4 +257,5 @@ class StoreRecorder:
             self.store.save_result(run.id, index, row, why)
         if run.link is not None:
             self.store.save_extra(run.id, link=dict(run.link))
-        self.store.finish_run(run.id, str(run.meta["finished_utc"]), list(run.warnings), dict(run.meta))
+        verdict = list(run.explanation.verdict) if run.explanation is not None else None
+        self.store.finish_run(run.id, str(run.meta["finished_utc"]), list(run.warnings), dict(run.meta), verdict)

@@ -12,6 +12,8 @@ followed on any component, only regular files are opened, nothing outside the ro
   GET  /ctl/info               host metadata (kernel, TCP settings, versions)
   GET  /ctl/cpu                CPU seconds of this process, the supervised servers' groups and all their descendants
   GET  /ctl/iperf3-key         the public RSA key of serve's authenticated iperf3 server
+  POST /ctl/tcp-watch?role=R   start sampling this host's TCP sockets to the caller ("sender"/"receiver"): {"id"}
+  POST /ctl/tcp-watch/stop?id= stop it: {"tcp": the triage (workbench.shared.triage) or null}
 
 A connection that has not sent an authorized request AUTH_DEADLINE_S after it was accepted is closed
 (AuthDeadlineRunner), so slow or silent unauthenticated clients cannot hold connections; an upload that
@@ -37,6 +39,7 @@ from aiohttp import web
 
 from workbench.fixtures import generate
 from workbench.server.confine import PathRefused, ServedRoot, create_temp, replace_from_temp, split_rel
+from workbench.server.tcpwatches import Watches
 from workbench.shared import hostinfo
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import UsageError, WorkbenchError
@@ -54,6 +57,7 @@ PGIDS_KEY = web.AppKey("pgids", Callable)
 # Connections (aiohttp protocols, which take no weak references) accepted and not yet authorized; each
 # leaves the set at its first authorized request or at its deadline, whichever comes first.
 UNAUTHED_KEY = web.AppKey("unauthed", set)
+WATCHES_KEY = web.AppKey("tcp_watches", Watches)
 IPERF3_KEY_KEY = web.AppKey("iperf3_key", Path)  # set once serve's iperf3 runs with RSA authentication
 
 # What an OSError from a confined operation tells the client: a missing name is 404, everything
@@ -311,14 +315,42 @@ async def ctl_cpu(request: web.Request) -> web.Response:
     return web.json_response({"cpu_s": seconds, "pgids": sorted(pgids)})
 
 
+async def ctl_tcp_watch(request: web.Request) -> web.Response:
+    peer = request.remote
+    if not peer:
+        raise web.HTTPBadRequest(text="no peer address to watch")
+    role = request.query.get("role", "")
+    loop = asyncio.get_running_loop()
+    try:
+        watch_id = await loop.run_in_executor(None, request.app[WATCHES_KEY].start, peer, role)
+    except ValueError as exc:
+        raise web.HTTPBadRequest(text=str(exc)) from exc
+    except OSError as exc:  # no socket diagnostics here (not Linux, or a kernel without inet_diag)
+        raise web.HTTPNotImplemented(text=f"cannot sample TCP sockets: {exc}") from exc
+    return web.json_response({"id": watch_id})
+
+
+async def ctl_tcp_watch_stop(request: web.Request) -> web.Response:
+    watches = request.app[WATCHES_KEY]
+    try:
+        triage = await asyncio.get_running_loop().run_in_executor(None, watches.stop, request.query.get("id", ""))
+    except KeyError as exc:
+        raise web.HTTPNotFound(text="no such watch") from exc
+    return web.json_response({"tcp": triage})
+
+
 def make_app(root: Path, creds: Credentials, server_pgids: Callable[[], set[int]] = set) -> web.Application:
     app = web.Application(middlewares=[_auth_and_errors], client_max_size=1 << 20)
     served = ServedRoot(root)
     app[SERVED_KEY] = served
     app[UNAUTHED_KEY] = set()
 
+    watches = Watches()
+    app[WATCHES_KEY] = watches
+
     async def close_root(_: web.Application) -> None:
         served.close()
+        watches.close()
 
     app.on_cleanup.append(close_root)
     app[CREDS_KEY] = creds
@@ -332,4 +364,6 @@ def make_app(root: Path, creds: Credentials, server_pgids: Callable[[], set[int]
     app.router.add_get("/ctl/info", ctl_info)
     app.router.add_get("/ctl/cpu", ctl_cpu)
     app.router.add_get("/ctl/iperf3-key", ctl_iperf3_key)
+    app.router.add_post("/ctl/tcp-watch", ctl_tcp_watch)
+    app.router.add_post("/ctl/tcp-watch/stop", ctl_tcp_watch_stop)
     return app

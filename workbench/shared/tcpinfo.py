@@ -61,6 +61,9 @@ class TcpInfo:
     retransmits: int | None = None
     snd_wscale: int | None = None
     rcv_wscale: int | None = None
+    # The kernel's flag on its latest delivery-rate sample: the sender had less than a congestion window in
+    # flight and nothing more queued, i.e. the application, not the network, set the pace (what BBR reads).
+    delivery_rate_app_limited: bool | None = None
     rto_us: int | None = None
     snd_mss: int | None = None
     rcv_mss: int | None = None
@@ -118,7 +121,7 @@ def _fraction(part: int | None, whole: int | None) -> float | None:
 
 def parse_tcp_info(raw: bytes) -> TcpInfo:
     """Decode a Linux `struct tcp_info` buffer; fields beyond its length stay None."""
-    values: dict[str, int] = {}
+    values: dict[str, Any] = {}
     for name, offset, fmt in _FIELDS:
         if offset + struct.calcsize(fmt) <= len(raw):
             values[name] = struct.unpack_from("=" + fmt, raw, offset)[0]
@@ -126,6 +129,8 @@ def parse_tcp_info(raw: bytes) -> TcpInfo:
         # Two 4-bit fields share one byte; little-endian bitfield order puts snd_wscale low.
         values["snd_wscale"] = raw[6] & 0x0F
         values["rcv_wscale"] = raw[6] >> 4
+    if len(raw) > 7:
+        values["delivery_rate_app_limited"] = bool(raw[7] & 0x01)
     return TcpInfo(**values)
 
 

@@ -1,0 +1,386 @@
+"""TCP triage: why a copy's connections went no faster, from the kernel's own counters (pure logic).
+
+Linux keeps, per TCP socket, the time the sender was busy (it had data in flight or queued) and, within it,
+the time it was limited by the peer's receive window (`tcpi_rwnd_limited`) and by its own send buffer
+(`tcpi_sndbuf_limited`). Over a copy's elapsed time that splits into four parts, as NDT classifies flows:
+
+- application: the sender had nothing to send (the client or server was waiting: a round trip, a disk,
+  its own CPU, a process starting), or had data in flight but less than the congestion window allowed and
+  nothing more queued: the kernel flags such delivery-rate samples "app-limited". A request/response
+  client (one 64 KiB read per round trip) keeps its socket busy almost all the time, yet it is this case;
+- receive-window: the receiver's advertised window was full;
+- send-buffer: the sender's socket buffer was full of unacknowledged data;
+- network: busy and not limited otherwise: congestion control and the path set the pace.
+
+The app-limited flag is read at each 100 ms sample; the busy time of an interval that is neither window-
+nor buffer-limited is split between application and network by the bytes of the sockets flagged and not.
+
+`Tally` folds successive samples of the sockets to one peer (workbench.shared.inetdiag) into a `TcpTriage`.
+Only the side that sends knows those times. Where only the receiver could be watched (a download from a
+server workbench did not start), the triage says so (`side` "receiver") and reports what the receiver
+knows: its receive RTT and the window it advertised; the time fractions are then None.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from workbench.shared.inetdiag import DiagSocket
+from workbench.shared.tcpinfo import TcpInfo
+
+LIMITS = ("application", "receive-window", "send-buffer", "network", "mixed")
+DOMINANT = 0.8  # a cause named alone must hold at least 80 % of the elapsed time; below that, "mixed"
+# A receiver that saw its advertised window bound the rate: window / RTT within this factor of the rate.
+WINDOW_EXPLAINS = 1.25
+# A triage that saw less than this share of the copy's bytes (connections that opened and closed between two
+# 100 ms samples) names no limit: its times would describe the little it saw.
+MIN_SEEN = 0.5
+SHORT = {"application": "app", "receive-window": "rwnd", "send-buffer": "sndbuf", "network": "net"}
+
+
+@dataclass(frozen=True)
+class TcpTriage:
+    """What the kernel saw of one copy's connections (or of several copies, merged). Seconds and bytes are
+    kept so the fractions can be recomputed; fractions are of `elapsed_s` and add up to 1."""
+
+    side: str  # "sender" or "receiver": whose counters these are
+    host: str  # "client" or "server": the host whose sockets were sampled
+    elapsed_s: float
+    connections: int  # sockets that moved data during the copy
+    bytes_seen: int  # bytes those sockets moved (acknowledged, or received) while watched
+    copy_bytes: int | None = None  # bytes the copy (or copies) moved: how much of it the watch saw
+    busy_s: float | None = None
+    app_limited_busy_s: float | None = None  # busy, but flagged app-limited by the kernel (counted as application)
+    rwnd_limited_s: float | None = None
+    sndbuf_limited_s: float | None = None
+    app_limited: float | None = None
+    rwnd_limited: float | None = None
+    sndbuf_limited: float | None = None
+    network_limited: float | None = None
+    rtt_ms: float | None = None  # median smoothed RTT while data moved (the receiver's estimate on its side)
+    min_rtt_ms: float | None = None
+    retrans_fraction: float | None = None
+    bytes_sent: int | None = None
+    bytes_retrans: int | None = None
+    max_window_bytes: int | None = None  # sender: the largest window the peer advertised; receiver: its own
+    max_sndbuf_bytes: int | None = None
+    max_rcvbuf_bytes: int | None = None
+    limit: str | None = None  # one of LIMITS; None when the counters cannot say
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> TcpTriage | None:
+        if not data or "side" not in data:
+            return None
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    def short(self) -> str:
+        """The table's cell: 'rwnd 92 %', 'app 71 %', 'mixed', 'rx: win' for a receiver's verdict."""
+        if self.limit is None:
+            return "—"
+        if self.side == "receiver":
+            return "rx rwnd" if self.limit == "receive-window" else "rx ?"
+        if self.limit == "mixed":
+            parts = sorted(self._fractions().items(), key=lambda kv: kv[1], reverse=True)
+            return "mix " + "/".join(f"{SHORT[k]} {v * 100:.0f}" for k, v in parts[:2] if v)
+        share = self._fractions().get(self.limit)
+        return f"{SHORT[self.limit]} {share * 100:.0f} %" if share is not None else SHORT[self.limit]
+
+    def _fractions(self) -> dict[str, float]:
+        values = {
+            "application": self.app_limited,
+            "receive-window": self.rwnd_limited,
+            "send-buffer": self.sndbuf_limited,
+            "network": self.network_limited,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+
+def classify(app: float, rwnd: float, sndbuf: float, network: float) -> str:
+    """The cause holding at least DOMINANT of the time, else 'mixed'."""
+    named = {"application": app, "receive-window": rwnd, "send-buffer": sndbuf, "network": network}
+    cause, share = max(named.items(), key=lambda kv: kv[1])
+    return cause if share >= DOMINANT else "mixed"
+
+
+def sender_triage(
+    host: str,
+    elapsed_s: float,
+    *,
+    connections: int,
+    bytes_seen: int,
+    busy_s: float,
+    rwnd_s: float,
+    sndbuf_s: float,
+    app_busy_s: float,
+    rtts_ms: Sequence[float],
+    min_rtt_ms: float | None,
+    bytes_sent: int,
+    bytes_retrans: int,
+    max_window_bytes: int | None,
+    max_sndbuf_bytes: int | None,
+    max_rcvbuf_bytes: int | None,
+    copy_bytes: int | None = None,
+) -> TcpTriage:
+    """The sender's counters over `elapsed_s`, split into the four fractions and classified."""
+    elapsed_s = max(elapsed_s, 1e-9)
+    busy = min(max(busy_s, 0.0), elapsed_s)
+    # Each limited time is part of the busy time; the kernel counts them in whole jiffies, so clamp.
+    rwnd = min(max(rwnd_s, 0.0), busy)
+    sndbuf = min(max(sndbuf_s, 0.0), busy - rwnd)
+    app_busy = min(max(app_busy_s, 0.0), busy - rwnd - sndbuf)
+    fractions = {
+        "app": (elapsed_s - busy + app_busy) / elapsed_s,
+        "rwnd": rwnd / elapsed_s,
+        "sndbuf": sndbuf / elapsed_s,
+        "network": (busy - rwnd - sndbuf - app_busy) / elapsed_s,
+    }
+    limit = classify(fractions["app"], fractions["rwnd"], fractions["sndbuf"], fractions["network"])
+    return TcpTriage(
+        side="sender",
+        host=host,
+        elapsed_s=round(elapsed_s, 4),
+        connections=connections,
+        bytes_seen=bytes_seen,
+        busy_s=round(busy, 4),
+        app_limited_busy_s=round(app_busy, 4),
+        rwnd_limited_s=round(rwnd, 4),
+        sndbuf_limited_s=round(sndbuf, 4),
+        app_limited=round(fractions["app"], 4),
+        rwnd_limited=round(fractions["rwnd"], 4),
+        sndbuf_limited=round(fractions["sndbuf"], 4),
+        network_limited=round(fractions["network"], 4),
+        rtt_ms=round(statistics.median(rtts_ms), 3) if rtts_ms else None,
+        min_rtt_ms=min_rtt_ms,
+        retrans_fraction=round(bytes_retrans / bytes_sent, 5) if bytes_sent > 0 else None,
+        bytes_sent=bytes_sent,
+        bytes_retrans=bytes_retrans,
+        max_window_bytes=max_window_bytes,
+        max_sndbuf_bytes=max_sndbuf_bytes,
+        max_rcvbuf_bytes=max_rcvbuf_bytes,
+        copy_bytes=copy_bytes,
+        limit=limit if _seen_enough(connections, bytes_seen, copy_bytes) else None,
+    )
+
+
+def receiver_triage(
+    host: str,
+    elapsed_s: float,
+    *,
+    connections: int,
+    bytes_seen: int,
+    rtts_ms: Sequence[float],
+    max_window_bytes: int | None,
+    max_rcvbuf_bytes: int | None,
+    copy_bytes: int | None = None,
+) -> TcpTriage:
+    """What a receiver can tell: its RTT estimate and the largest window it advertised. It names the
+    receive window as the limit when window / RTT is within WINDOW_EXPLAINS of the rate it received at;
+    otherwise it cannot say (the sender's side holds the answer)."""
+    rtt_ms = statistics.median(rtts_ms) if rtts_ms else None
+    limit = None
+    if (
+        _seen_enough(connections, bytes_seen, copy_bytes)
+        and rtt_ms
+        and max_window_bytes
+        and elapsed_s > 0
+        and bytes_seen > 0
+    ):
+        window_rate = max_window_bytes / (rtt_ms / 1e3)
+        if window_rate <= WINDOW_EXPLAINS * bytes_seen / elapsed_s:
+            limit = "receive-window"
+    return TcpTriage(
+        side="receiver",
+        host=host,
+        elapsed_s=round(elapsed_s, 4),
+        connections=connections,
+        bytes_seen=bytes_seen,
+        rtt_ms=round(rtt_ms, 3) if rtt_ms is not None else None,
+        max_window_bytes=max_window_bytes,
+        max_rcvbuf_bytes=max_rcvbuf_bytes,
+        copy_bytes=copy_bytes,
+        limit=limit,
+    )
+
+
+def _seen_enough(connections: int, bytes_seen: int, copy_bytes: int | None) -> bool:
+    return connections > 0 and (copy_bytes is None or bytes_seen >= MIN_SEEN * copy_bytes)
+
+
+def seen(triage: TcpTriage | None, copy_bytes: int) -> TcpTriage | None:
+    """`triage` of a copy that moved `copy_bytes`: its limit withdrawn if it saw under MIN_SEEN of them."""
+    if triage is None:
+        return None
+    parts = {k: getattr(triage, k) for k in TcpTriage.__dataclass_fields__}
+    parts["copy_bytes"] = copy_bytes
+    if not _seen_enough(triage.connections, triage.bytes_seen, copy_bytes):
+        parts["limit"] = None
+    return TcpTriage(**parts)
+
+
+def _max(values: Iterable[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+class Tally:
+    """Folds samples of the sockets to one peer into a triage for `role` ("sender" or "receiver").
+
+    The first sample is the starting point: the counters of a socket seen then count from there on; a socket
+    that appears later was opened during the copy, so its counters count from zero. A socket that opens and
+    closes between two samples is never seen (`bytes_seen` tells how much of the copy was). Within one
+    interval, a socket counts for the sender when it acknowledged at least as much as it received and it
+    moved data or was busy, and for the receiver when it received more than it sent: on loopback both ends of
+    each connection are in the same namespace, and a request channel must not count as the data's.
+    """
+
+    def __init__(self, role: str, host: str) -> None:
+        if role not in ("sender", "receiver"):
+            raise ValueError(f"role {role!r}")
+        self.role = role
+        self.host = host
+        self._last: dict[tuple[str, int, str, int, int], TcpInfo] | None = None
+        self._last_t = 0.0
+        self._first_t = 0.0
+        self._active: set[tuple[str, int, str, int, int]] = set()
+        self.bytes_seen = 0
+        self.busy_s = self.rwnd_s = self.sndbuf_s = self.app_busy_s = 0.0
+        self.bytes_sent = self.bytes_retrans = 0
+        self.rtts_ms: list[float] = []
+        self.min_rtt_us: int | None = None
+        self.max_window: int | None = None
+        self.max_sndbuf: int | None = None
+        self.max_rcvbuf: int | None = None
+
+    def add(self, t: float, sockets: Sequence[DiagSocket]) -> None:
+        """One sample taken at monotonic time `t` (seconds)."""
+        now = {s.key: s.info for s in sockets}
+        if self._last is None:
+            self._last, self._first_t, self._last_t = now, t, t
+            return
+        dt = max(t - self._last_t, 0.0)
+        busy = rwnd = sndbuf = 0.0
+        flagged_bytes = moved_bytes = 0  # bytes of sender sockets whose latest rate sample was app-limited
+        for sock in sockets:
+            before = self._last.get(sock.key)
+            info = sock.info
+
+            def delta(name: str, info: TcpInfo = info, before: TcpInfo | None = before) -> int:
+                now_v = getattr(info, name) or 0
+                was = (getattr(before, name) or 0) if before is not None else 0
+                return max(now_v - was, 0)
+
+            acked, received = delta("bytes_acked"), delta("bytes_received")
+            if self.role == "sender":
+                d_busy = delta("busy_time_us") / 1e6
+                if acked < received or (acked == 0 and d_busy == 0):
+                    continue
+                busy += d_busy
+                rwnd += delta("rwnd_limited_us") / 1e6
+                sndbuf += delta("sndbuf_limited_us") / 1e6
+                self.bytes_seen += acked
+                moved_bytes += acked
+                if info.delivery_rate_app_limited:
+                    flagged_bytes += acked
+                self.bytes_sent += delta("bytes_sent")
+                self.bytes_retrans += delta("bytes_retrans")
+                window = info.snd_wnd
+            else:
+                if received <= acked:
+                    continue
+                self.bytes_seen += received
+                window = info.rcv_wnd if info.rcv_wnd is not None else info.rcv_space
+            self._active.add(sock.key)
+            rtt_us = info.rtt_us if self.role == "sender" else info.rcv_rtt_us
+            if rtt_us:
+                self.rtts_ms.append(rtt_us / 1e3)
+            if info.min_rtt_us and (self.min_rtt_us is None or info.min_rtt_us < self.min_rtt_us):
+                self.min_rtt_us = info.min_rtt_us
+            self.max_window = _max((self.max_window, window))
+            self.max_sndbuf = _max((self.max_sndbuf, sock.sndbuf_bytes))
+            self.max_rcvbuf = _max((self.max_rcvbuf, sock.rcvbuf_bytes))
+        if busy > dt > 0:
+            # Parallel connections are busy at the same time: the copy was busy for at most the interval.
+            scale = dt / busy
+            busy, rwnd, sndbuf = dt, rwnd * scale, sndbuf * scale
+        self.busy_s += busy
+        self.rwnd_s += rwnd
+        self.sndbuf_s += sndbuf
+        if moved_bytes:
+            self.app_busy_s += max(busy - rwnd - sndbuf, 0.0) * flagged_bytes / moved_bytes
+        self._last = {**self._last, **now}
+        self._last_t = t
+
+    def result(self) -> TcpTriage | None:
+        """The triage over the samples so far; None before two samples."""
+        if self._last is None or self._last_t <= self._first_t:
+            return None
+        elapsed = self._last_t - self._first_t
+        if self.role == "sender":
+            return sender_triage(
+                self.host,
+                elapsed,
+                connections=len(self._active),
+                bytes_seen=self.bytes_seen,
+                busy_s=self.busy_s,
+                rwnd_s=self.rwnd_s,
+                sndbuf_s=self.sndbuf_s,
+                app_busy_s=self.app_busy_s,
+                rtts_ms=self.rtts_ms,
+                min_rtt_ms=self.min_rtt_us / 1e3 if self.min_rtt_us else None,
+                bytes_sent=self.bytes_sent,
+                bytes_retrans=self.bytes_retrans,
+                max_window_bytes=self.max_window,
+                max_sndbuf_bytes=self.max_sndbuf,
+                max_rcvbuf_bytes=self.max_rcvbuf,
+            )
+        return receiver_triage(
+            self.host,
+            elapsed,
+            connections=len(self._active),
+            bytes_seen=self.bytes_seen,
+            rtts_ms=self.rtts_ms,
+            max_window_bytes=self.max_window,
+            max_rcvbuf_bytes=self.max_rcvbuf,
+        )
+
+
+def merge(parts: Sequence[TcpTriage]) -> TcpTriage | None:
+    """Several copies' triages (one row's repeats) as one: times and bytes summed, RTT the median of medians.
+    Parts of another side than the first are left out (a row is watched from one side)."""
+    if not parts:
+        return None
+    side, host = parts[0].side, parts[0].host
+    same = [p for p in parts if p.side == side]
+    elapsed = sum(p.elapsed_s for p in same)
+    rtts = [p.rtt_ms for p in same if p.rtt_ms is not None]
+    min_rtts = [p.min_rtt_ms for p in same if p.min_rtt_ms is not None]
+    copied = [p.copy_bytes for p in same]
+    common = {
+        "copy_bytes": None if None in copied else sum(c or 0 for c in copied),
+        "connections": max(p.connections for p in same),
+        "bytes_seen": sum(p.bytes_seen for p in same),
+        "rtts_ms": rtts,
+        "max_window_bytes": _max(p.max_window_bytes for p in same),
+        "max_rcvbuf_bytes": _max(p.max_rcvbuf_bytes for p in same),
+    }
+    if side == "receiver":
+        return receiver_triage(host, elapsed, **common)
+    return sender_triage(
+        host,
+        elapsed,
+        busy_s=sum(p.busy_s or 0.0 for p in same),
+        rwnd_s=sum(p.rwnd_limited_s or 0.0 for p in same),
+        sndbuf_s=sum(p.sndbuf_limited_s or 0.0 for p in same),
+        app_busy_s=sum(p.app_limited_busy_s or 0.0 for p in same),
+        min_rtt_ms=min(min_rtts) if min_rtts else None,
+        bytes_sent=sum(p.bytes_sent or 0 for p in same),
+        bytes_retrans=sum(p.bytes_retrans or 0 for p in same),
+        max_sndbuf_bytes=_max(p.max_sndbuf_bytes for p in same),
+        **common,
+    )
