@@ -1,0 +1,101 @@
+"""The TCP triage and the ceilings on the default wifi-ac lab (533 Mbit/s, 2.8 ms): the kernel's counters,
+sampled from outside the clients, say what limited each copy, and the ceilings explain the rates they name."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.lab.test_lab_run import REPO, _lab_reason
+from workbench.core.ceiling import UNEXPLAINED
+
+FRACTIONS = ("app_limited", "rwnd_limited", "sndbuf_limited", "network_limited")
+
+
+@pytest.fixture(scope="module")
+def lab_doc(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp = tmp_path_factory.mktemp("triage")
+    doc_path = tmp / "lab.json"
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp / "home"), "COLUMNS": "200"}
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
+    env.pop("WORKBENCH_PASSWORD", None)
+    args = ["--link", "wifi-ac", "--protocols", "http/aiohttp,http/curl,smb/pysmb", "--sizes", "16M"]
+    args += ["--small", "20x64K", "--repeat", "1", "--warmup", "0", "--tcp-duration", "2", "--json", str(doc_path)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "workbench", "lab", *args], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(doc_path.read_text())
+
+
+def _row(doc: dict, label: str, direction: str, file_set: str) -> dict:
+    (row,) = [
+        r
+        for r in doc["results"]
+        if f"{r['protocol']}/{r['client']}" == label and r["direction"] == direction and r["file_set"] == file_set
+    ]
+    assert row["error"] is None and row["verified"], row["error"]
+    return row
+
+
+def _fractions_add_up(tcp: dict) -> None:
+    assert sum(tcp[k] for k in FRACTIONS) == pytest.approx(1.0, abs=0.002), tcp
+    assert all(0.0 <= tcp[k] <= 1.0 for k in FRACTIONS), tcp
+
+
+pytestmark = [pytest.mark.lab, pytest.mark.skipif(_lab_reason() is not None, reason=f"lab: {_lab_reason()}")]
+
+
+def test_the_probe_through_the_rate_limit_is_network_limited(lab_doc: dict) -> None:
+    for direction, host in (("upload", "client"), ("download", "server")):
+        tcp = lab_doc["baseline"]["tcp"][direction]
+        assert tcp["side"] == "sender" and tcp["host"] == host  # a download's sender is serve, which samples itself
+        assert tcp["limit"] == "network" and tcp["network_limited"] >= 0.8, tcp
+        _fractions_add_up(tcp)
+        assert tcp["rtt_ms"] >= tcp["min_rtt_ms"] >= 2.5  # under load, the queue adds to the 2.8 ms path
+
+
+def test_curl_is_sampled_from_outside_its_process(lab_doc: dict) -> None:
+    for direction, host in (("upload", "client"), ("download", "server")):
+        row = _row(lab_doc, "http/curl", direction, "16M")
+        tcp = row["tcp"]
+        assert tcp["side"] == "sender" and tcp["host"] == host and tcp["connections"] >= 1
+        assert tcp["bytes_seen"] >= 0.5 * row["bytes"] and tcp["limit"] is not None, tcp
+        _fractions_add_up(tcp)
+        assert tcp["max_window_bytes"] > 64 * 1024 and tcp["retrans_fraction"] is not None
+
+
+def test_pysmb_is_application_limited_and_its_request_ceiling_explains_it(lab_doc: dict) -> None:
+    for direction in ("upload", "download"):
+        row = _row(lab_doc, "smb/pysmb", direction, "16M")
+        assert row["tcp"]["limit"] == "application", row["tcp"]
+        assert row["bound"] == "requests"
+        assert abs(row["ceiling_bps"] - row["median_bps"]) <= 0.15 * row["median_bps"], row["bound_explanation"]
+
+
+def test_aiohttp_downloads_are_network_limited(lab_doc: dict) -> None:
+    row = _row(lab_doc, "http/aiohttp", "download", "16M")
+    assert row["tcp"]["limit"] == "network", row["tcp"]
+    assert row["bound"] in ("link", "raw-tcp")
+
+
+def test_small_file_rows_are_explained_within_25_percent_or_say_they_are_not(lab_doc: dict) -> None:
+    small = [r for r in lab_doc["results"] if r["file_set"] == "20x64K" and r["error"] is None]
+    assert small
+    for row in small:
+        assert row["details"]["per_file_s"] >= 0
+        if row["bound"] != UNEXPLAINED:
+            assert abs(row["ceiling_bps"] - row["median_bps"]) <= 0.25 * row["median_bps"], row
+        else:
+            assert "no ceiling within 25 %" in row["bound_explanation"]
+
+
+def test_the_verdict_is_three_to_six_sentences_from_the_rows(lab_doc: dict) -> None:
+    verdict = lab_doc["verdict"]
+    assert 3 <= len(verdict) <= 6 and all(s.endswith(".") for s in verdict)
+    assert verdict[0].startswith("Raw TCP reached")
+    assert any("smb/pysmb" in s and "not the network" in s for s in verdict), verdict

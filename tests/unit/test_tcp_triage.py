@@ -1,0 +1,147 @@
+"""TCP triage on real sockets (loopback), read from outside the sending code through inet_diag, and the
+folding logic on made-up samples."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from workbench.shared import inetdiag
+from workbench.shared.inetdiag import DiagSocket
+from workbench.shared.tcpinfo import TcpInfo
+from workbench.shared.tcpwatch import TcpWatch
+from workbench.shared.triage import Tally, classify, merge, seen
+
+pytestmark = pytest.mark.skipif(inetdiag.available() is not None, reason="inet_diag is Linux's")
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    server, _ = listener.accept()
+    listener.close()
+    yield client, server
+    client.close()
+    server.close()
+
+
+def _drain(sock: socket.socket, until: float, pause_s: float = 0.0, chunk: int = 65536) -> None:
+    sock.settimeout(0.2)
+    while time.monotonic() < until:
+        try:
+            if not sock.recv(chunk):
+                return
+        except TimeoutError:
+            continue
+        if pause_s:
+            time.sleep(pause_s)
+
+
+def test_a_slow_reader_with_a_small_buffer_makes_the_sender_receive_window_limited(pair: tuple) -> None:
+    client, server = pair
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+    watch = TcpWatch(["127.0.0.1"], "sender", "client").start()
+    until = time.monotonic() + 1.5
+    reader = threading.Thread(target=_drain, args=(server, until + 0.3, 0.002, 4096))
+    reader.start()
+    client.setblocking(False)
+    while time.monotonic() < until:
+        try:
+            client.send(b"x" * 65536)
+        except BlockingIOError:
+            time.sleep(0.001)
+    triage = watch.stop()
+    reader.join()
+    assert triage is not None and triage.side == "sender" and triage.connections == 1
+    assert triage.limit == "receive-window" and triage.rwnd_limited >= 0.8, triage
+    assert triage.max_window_bytes is not None and triage.max_window_bytes <= 32 * 1024
+
+
+def test_a_sender_that_sleeps_between_writes_is_application_limited(pair: tuple) -> None:
+    client, server = pair
+    watch = TcpWatch(["127.0.0.1"], "sender", "client").start()
+    until = time.monotonic() + 1.5
+    reader = threading.Thread(target=_drain, args=(server, until + 0.3))
+    reader.start()
+    while time.monotonic() < until:
+        client.sendall(b"x" * 1000)
+        time.sleep(0.02)
+    triage = watch.stop()
+    reader.join()
+    assert triage is not None and triage.limit == "application" and triage.app_limited >= 0.8, triage
+    assert triage.bytes_seen >= 50_000  # ~75 writes of 1000 bytes, all seen (one connection, open throughout)
+
+
+def test_the_receiver_side_sees_the_bytes_and_its_own_window(pair: tuple) -> None:
+    client, server = pair
+    watch = TcpWatch(["127.0.0.1"], "receiver", "server").start()
+    until = time.monotonic() + 0.6
+    reader = threading.Thread(target=_drain, args=(server, until + 0.3))
+    reader.start()
+    sent = 0
+    while time.monotonic() < until:
+        client.sendall(b"x" * 65536)
+        sent += 65536
+    time.sleep(0.2)
+    triage = watch.stop()
+    reader.join()
+    assert triage is not None and triage.side == "receiver" and triage.app_limited is None
+    assert triage.bytes_seen == pytest.approx(sent, rel=0.05) and triage.max_window_bytes
+
+
+def _sock(port: int, **info: int) -> DiagSocket:
+    return DiagSocket("10.0.0.1", port, "10.0.0.2", 445, 1, TcpInfo(**info))
+
+
+def test_parallel_connections_are_busy_at_most_the_interval() -> None:
+    tally = Tally("sender", "client")
+    tally.add(0.0, [])
+    # two connections opened after the first sample, each busy the whole 0.1 s, one of them window-limited
+    busy = {"busy_time_us": 100_000, "bytes_acked": 1_000_000, "bytes_sent": 1_000_000}
+    tally.add(0.1, [_sock(1, **busy, rwnd_limited_us=100_000), _sock(2, **busy)])
+    result = tally.result()
+    assert result is not None and result.busy_s == pytest.approx(0.1)
+    assert result.rwnd_limited == pytest.approx(0.5) and result.network_limited == pytest.approx(0.5)
+    assert result.limit == "mixed" and result.connections == 2 and result.bytes_seen == 2_000_000
+
+
+def test_a_socket_that_mostly_receives_is_not_the_sender() -> None:
+    # loopback: both ends of a connection are in one namespace, the receiving end must not count
+    tally = Tally("sender", "client")
+    tally.add(0.0, [])
+    tally.add(0.1, [_sock(1, busy_time_us=1000, bytes_acked=10, bytes_received=1_000_000)])
+    result = tally.result()
+    assert result is not None and result.connections == 0 and result.limit is None
+
+
+def test_busy_but_app_limited_time_counts_as_application() -> None:
+    # one request per round trip keeps data in flight all the time; the kernel flags its rate samples
+    tally = Tally("sender", "server")
+    tally.add(0.0, [])
+    tally.add(1.0, [_sock(1, busy_time_us=990_000, bytes_acked=16_000_000, delivery_rate_app_limited=True)])
+    result = tally.result()
+    assert result is not None and result.limit == "application"
+    assert result.app_limited == pytest.approx(1.0) and result.app_limited_busy_s == pytest.approx(0.99)
+
+
+def test_a_watch_that_saw_little_of_the_copy_names_no_limit() -> None:
+    tally = Tally("sender", "client")
+    tally.add(0.0, [])
+    tally.add(0.5, [_sock(1, busy_time_us=500_000, bytes_acked=100_000)])
+    triage = tally.result()
+    assert triage is not None and triage.limit == "network"
+    assert seen(triage, 150_000).limit == "network"
+    assert seen(triage, 10_000_000).limit is None  # 1 % of the copy: its short connections came and went unseen
+    both = merge([seen(triage, 10_000_000), seen(triage, 150_000)])
+    assert both is not None and both.copy_bytes == 10_150_000 and both.limit is None
+
+
+def test_classify_names_a_cause_only_at_80_percent() -> None:
+    assert classify(0.8, 0.1, 0.0, 0.1) == "application"
+    assert classify(0.1, 0.85, 0.0, 0.05) == "receive-window"
+    assert classify(0.5, 0.3, 0.0, 0.2) == "mixed"
