@@ -3,6 +3,7 @@ folding logic on made-up samples."""
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
@@ -21,13 +22,20 @@ pytestmark = pytest.mark.skipif(inetdiag.available() is not None, reason="inet_d
 
 @pytest.fixture
 def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    listener = socket.create_server(("127.0.0.1", 0))
-    client = socket.create_connection(listener.getsockname())
+    """A connected pair on loopback addresses of its own (127.77.x.y to 127.78.x.y), so that a watch of one
+    peer sees these sockets only, whatever else runs on loopback meanwhile."""
+    tail = f"{random.randrange(1, 255)}.{random.randrange(1, 255)}"
+    listener = socket.create_server((f"127.78.{tail}", 0))
+    client = socket.create_connection(listener.getsockname(), source_address=(f"127.77.{tail}", 0))
     server, _ = listener.accept()
     listener.close()
     yield client, server
     client.close()
     server.close()
+
+
+def _peer(sock: socket.socket) -> list[str]:
+    return [sock.getpeername()[0]]
 
 
 def _drain(sock: socket.socket, until: float, pause_s: float = 0.0, chunk: int = 65536) -> None:
@@ -45,7 +53,7 @@ def _drain(sock: socket.socket, until: float, pause_s: float = 0.0, chunk: int =
 def test_a_slow_reader_with_a_small_buffer_makes_the_sender_receive_window_limited(pair: tuple) -> None:
     client, server = pair
     server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
-    watch = TcpWatch(["127.0.0.1"], "sender", "client").start()
+    watch = TcpWatch(_peer(client), "sender", "client").start()
     until = time.monotonic() + 1.5
     reader = threading.Thread(target=_drain, args=(server, until + 0.3, 0.002, 4096))
     reader.start()
@@ -64,7 +72,7 @@ def test_a_slow_reader_with_a_small_buffer_makes_the_sender_receive_window_limit
 
 def test_a_sender_that_sleeps_between_writes_is_application_limited(pair: tuple) -> None:
     client, server = pair
-    watch = TcpWatch(["127.0.0.1"], "sender", "client").start()
+    watch = TcpWatch(_peer(client), "sender", "client").start()
     until = time.monotonic() + 1.5
     reader = threading.Thread(target=_drain, args=(server, until + 0.3))
     reader.start()
@@ -79,7 +87,7 @@ def test_a_sender_that_sleeps_between_writes_is_application_limited(pair: tuple)
 
 def test_the_receiver_side_sees_the_bytes_and_its_own_window(pair: tuple) -> None:
     client, server = pair
-    watch = TcpWatch(["127.0.0.1"], "receiver", "server").start()
+    watch = TcpWatch(_peer(server), "receiver", "server").start()
     until = time.monotonic() + 0.6
     reader = threading.Thread(target=_drain, args=(server, until + 0.3))
     reader.start()

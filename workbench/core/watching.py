@@ -9,6 +9,7 @@ leaves the receiver's view, sampled here; the triage says which side and host it
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 from collections.abc import Iterator
 from typing import Protocol
@@ -32,12 +33,17 @@ def addresses_of(host: str) -> frozenset[str]:
     return frozenset(str(info[4][0]).split("%")[0] for info in infos)
 
 
+# Set to 0 to measure without the triage (bench/bench_triage.py compares runs with and without it).
+ENABLE_ENV = "WORKBENCH_TCP_TRIAGE"
+
+
 class CopyWatcher:
     """Watches copies to one far host; `watch(direction)` around the timed part of each copy."""
 
     def __init__(self, far: WatchingFarHost | None, far_host: str) -> None:
-        self.far = far
-        self.peers = addresses_of(far_host)
+        self.enabled = os.environ.get(ENABLE_ENV, "1") != "0"
+        self.far = far if self.enabled else None
+        self.peers = addresses_of(far_host) if self.enabled else frozenset()
 
     @contextlib.contextmanager
     def watch(self, direction: str) -> Iterator[list[TcpTriage | None]]:

@@ -119,12 +119,28 @@ def _fraction(part: int | None, whole: int | None) -> float | None:
     return min(1.0, part / whole)
 
 
+def _layout(fields: tuple[tuple[str, int, str], ...]) -> tuple[tuple[str, ...], struct.Struct]:
+    """One struct over every field, padding the gaps: a buffer that holds them all is decoded in one call."""
+    fmt, at = "=", 0
+    for _, offset, code in fields:
+        fmt += "x" * (offset - at) + code
+        at = offset + struct.calcsize("=" + code)
+    return tuple(name for name, _, _ in fields), struct.Struct(fmt)
+
+
+_NAMES, _WHOLE = _layout(_FIELDS)
+
+
 def parse_tcp_info(raw: bytes) -> TcpInfo:
     """Decode a Linux `struct tcp_info` buffer; fields beyond its length stay None."""
-    values: dict[str, Any] = {}
-    for name, offset, fmt in _FIELDS:
-        if offset + struct.calcsize(fmt) <= len(raw):
-            values[name] = struct.unpack_from("=" + fmt, raw, offset)[0]
+    values: dict[str, Any]
+    if len(raw) >= _WHOLE.size:  # a current kernel: every field at once (a dump parses this per socket)
+        values = dict(zip(_NAMES, _WHOLE.unpack_from(raw), strict=True))
+    else:
+        values = {}
+        for name, offset, fmt in _FIELDS:
+            if offset + struct.calcsize(fmt) <= len(raw):
+                values[name] = struct.unpack_from("=" + fmt, raw, offset)[0]
     if len(raw) > 6:
         # Two 4-bit fields share one byte; little-endian bitfield order puts snd_wscale low.
         values["snd_wscale"] = raw[6] & 0x0F
