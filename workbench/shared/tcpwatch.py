@@ -3,16 +3,18 @@
 The netlink socket is opened by the thread that calls `start()`, so a watch sees that thread's network
 namespace (in the lab, the namespace of the host whose sockets matter); the sampling thread only reads it.
 One sample costs a socket dump of this namespace; the header of a socket to another peer is all that is
-parsed of it.
+parsed of it. Sockets destroyed since the last sample are added with their final counters (where this
+process may listen for them), so a connection shorter than the interval still counts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterable
 
-from workbench.shared.inetdiag import DiagReader
+from workbench.shared.inetdiag import DestroyListener, DiagReader
 from workbench.shared.triage import Tally, TcpTriage
 
 INTERVAL_S = 0.1
@@ -32,6 +34,7 @@ class TcpWatch:
         self.interval_s = interval_s
         self.max_s = max_s
         self._reader: DiagReader | None = None
+        self._destroyed: DestroyListener | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -40,6 +43,8 @@ class TcpWatch:
     def start(self) -> TcpWatch:
         """Open the netlink socket here, take the first sample and start sampling; raises OSError if it cannot."""
         self._reader = DiagReader()
+        with contextlib.suppress(OSError):  # without CAP_NET_ADMIN: only what the samples catch
+            self._destroyed = DestroyListener()
         self._sample()
         self._thread = threading.Thread(target=self._run, name="tcp-watch", daemon=True)
         self._thread.start()
@@ -48,6 +53,9 @@ class TcpWatch:
     def _sample(self) -> None:
         assert self._reader is not None
         sockets = self._reader.sockets(self.peers)
+        if self._destroyed is not None:
+            # after the dump: a socket both dumped and destroyed since is counted once, by its final counters
+            sockets += self._destroyed.drain(self.peers)
         with self._lock:
             self.tally.add(time.monotonic(), sockets)
 
@@ -79,5 +87,7 @@ class TcpWatch:
         finally:
             self._reader.close()
             self._reader = None
+            if self._destroyed is not None:
+                self._destroyed.close()
         with self._lock:
             return self.tally.result()

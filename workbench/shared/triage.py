@@ -259,14 +259,15 @@ class Tally:
 
     def add(self, t: float, sockets: Sequence[DiagSocket]) -> None:
         """One sample taken at monotonic time `t` (seconds)."""
-        now = {s.key: s.info for s in sockets}
+        latest = {s.key: s for s in sockets}  # a key listed twice: its last entry (a destroyed socket's final one)
+        now = {key: s.info for key, s in latest.items()}
         if self._last is None:
             self._last, self._first_t, self._last_t = now, t, t
             return
         dt = max(t - self._last_t, 0.0)
         busy = rwnd = sndbuf = 0.0
         flagged_bytes = moved_bytes = 0  # bytes of sender sockets whose latest rate sample was app-limited
-        for sock in sockets:
+        for sock in latest.values():
             before = self._last.get(sock.key)
             info = sock.info
 
