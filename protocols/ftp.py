@@ -8,6 +8,7 @@ unless ClientOptions.verify_host_keys is off.
 
 from __future__ import annotations
 
+import dataclasses
 import ftplib
 import re
 import socket
@@ -290,6 +291,13 @@ class FtplibClient(Client):
             except (OSError, EOFError, ftplib.Error):
                 self._ftp.close()
             self._ftp = None
+
+    def row_details(self, direction: str) -> ClientDetails:
+        # Per file, ftplib's retrbinary/storbinary send TYPE I, PASV, open the data connection and send the
+        # command, each a round trip before the data; an upload then waits a round trip for the 226 after its
+        # data connection closes, which a download receives right behind its data.
+        trips = 4 if direction == "upload" else 3
+        return dataclasses.replace(self.details(), round_trips_per_file=trips)
 
     def details(self) -> ClientDetails:
         mode = "passive, binary, explicit TLS (PROT P)" if self.target.tls else "passive, binary"

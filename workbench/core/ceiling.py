@@ -103,18 +103,26 @@ def per_file_bound(
     rtt_s: float,
     path_bps: float | None,
     files_in_flight: int = 1,
+    server_per_file_s: float | None = None,
+    client_per_file_s: float | None = None,
 ) -> Bound:
-    """A set of `files` small files when each costs `round_trips_per_file` round trips plus its bytes at the
-    path's rate, `files_in_flight` at a time: the set's rate, explained in files/s."""
+    """A set of `files` small files when each costs `round_trips_per_file` round trips, its bytes at the
+    path's rate and, where measured, the server's and the client's CPU time on it, `files_in_flight` at a
+    time: the set's rate, explained in files/s."""
     per_file = set_bytes / files
     file_s = round_trips_per_file * rtt_s + (per_file / path_bps if path_bps else 0.0)
+    file_s += (server_per_file_s or 0.0) + (client_per_file_s or 0.0)
     files_per_s = max(1, files_in_flight) / file_s
     rate = files_per_s * per_file
-    trips = f"{round_trips_per_file:g} RTT"
+    parts = [f"{round_trips_per_file:g} RTT", format_bytes(int(per_file))]
+    if server_per_file_s:
+        parts.append(f"{format_ms(server_per_file_s)} server")
+    if client_per_file_s:
+        parts.append(f"{format_ms(client_per_file_s)} client")
     return Bound(
         "per-file",
         rate,
-        f"≤ {files_per_s:,.0f} files/s: {trips} + {format_bytes(int(per_file))} per file"
+        f"≤ {files_per_s:,.0f} files/s: {' + '.join(parts)} per file"
         + (f", {files_in_flight} at a time" if files_in_flight > 1 else ""),
     )
 

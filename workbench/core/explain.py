@@ -70,7 +70,16 @@ def _per_file(row: Result, rtt_s: float | None, path_bps: float | None) -> Bound
     in_flight = details.files_in_flight if details.files_in_flight is not None else 1
     if not in_flight:
         return None
-    return per_file_bound(row.bytes, row.files, trips, rtt_s, path_bps, in_flight)
+    # The CPU each side spent per file: one file at a time, it is spent between the round trips. A client
+    # started per copy is left out: its process start is in the fixed cost already.
+    server_s = _cpu_per_file(row, "server_cpu_s")
+    client_s = None if details.timed_includes_setup else _cpu_per_file(row, "client_cpu_s")
+    return per_file_bound(row.bytes, row.files, trips, rtt_s, path_bps, in_flight, server_s, client_s)
+
+
+def _cpu_per_file(row: Result, attr: str) -> float | None:
+    values = [getattr(s, attr) for s in row.good_samples if getattr(s, attr) is not None]
+    return statistics.median(values) / row.files if values else None
 
 
 def _is_loopback(host: str) -> bool:
