@@ -9,10 +9,13 @@ from workbench.core.ceiling import (
     binding_bound,
     bounds,
     bounds_from_details,
+    explaining_bound,
     format_bits,
     format_bound,
     format_bytes,
     format_ms,
+    per_file_bound,
+    with_fixed_cost,
 )
 from workbench.protocols.details import ClientDetails
 
@@ -141,3 +144,45 @@ def test_formatting() -> None:
     assert format_bits(312.5e6) == "2.5 Gbit/s"
     bound = Bound("window", 46.8e6, "window 128 KiB / 2.8 ms")
     assert format_bound(bound) == "window ≤ 46.8 MB/s (window 128 KiB / 2.8 ms)"
+
+
+def test_a_request_waits_its_round_trip_its_own_serialisation_and_the_server() -> None:
+    # pysmb on the wifi-ac lab: 64 KiB per request at 62.5 MB/s is 1.05 ms, a third of the 2.8 ms RTT
+    found = by_label(bounds(rtt_s=0.0028, request_bytes=65536, raw_tcp_bps=62.5e6, server_turnaround_s=0.0002))
+    wait = 0.0028 + 65536 / 62.5e6 + 0.0002
+    assert found["requests"].bps == pytest.approx(65536 / wait)
+    assert found["requests"].explanation == "64 KiB × 1 request / (2.8 ms + 1.0 ms to send + 0.20 ms server)"
+    assert found["raw-tcp"].bps == 62.5e6
+
+
+def test_the_window_bound_uses_the_rtt_it_was_seen_under() -> None:
+    found = by_label(bounds(rtt_s=0.0028, window_bytes=1 << 20, window_rtt_s=0.006))
+    assert found["window"].bps == pytest.approx((1 << 20) / 0.006)
+
+
+def test_per_file_bound_counts_round_trips_bytes_and_cpu_in_files_per_second() -> None:
+    bound = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.001, client_per_file_s=0.0005)
+    file_s = 4 * 0.0028 + 65536 / 62.5e6 + 0.0015
+    assert bound.label == "per-file" and bound.bps == pytest.approx(65536 / file_s)
+    assert bound.explanation.startswith(f"≤ {1 / file_s:,.0f} files/s: 4 RTT + 64 KiB + 1.0 ms server + 0.50 ms client")
+    parallel = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, files_in_flight=4)
+    assert parallel.bps == pytest.approx(4 * 65536 / (4 * 0.0028 + 65536 / 62.5e6))
+    assert "4 at a time" in parallel.explanation
+
+
+def test_a_fixed_cost_per_copy_lowers_every_ceiling_but_a_cpu_one() -> None:
+    link = Bound("link", 62.5e6, "link 500 Mbit/s")
+    fixed = with_fixed_cost(link, 0.12, 16 << 20)
+    assert fixed.bps == pytest.approx((16 << 20) / (0.12 + (16 << 20) / 62.5e6))  # smbclient: ≈43 MB/s, not 62.5
+    assert fixed.label == "link" and fixed.explanation.endswith("+ 120 ms per copy")
+    cpu = Bound("cpu", 40e6, "client CPU 95 % of a core", saturated=True)
+    assert with_fixed_cost(cpu, 0.12, 16 << 20) == cpu
+    assert with_fixed_cost(link, 0.0, 16 << 20) == link
+
+
+def test_a_ceiling_explains_a_rate_only_within_25_percent() -> None:
+    found = [Bound("link", 62.5e6, "link"), Bound("requests", 20e6, "requests")]
+    assert explaining_bound(found, 16.5e6) == (found[1], True)  # 21 % above the rate
+    assert explaining_bound(found, 15.0e6) == (found[1], False)  # 33 % above: unexplained
+    assert explaining_bound(found, 27.0e6) == (found[1], False)  # measured far above the ceiling: a wrong model
+    assert explaining_bound([], 1e6) == (None, False)

@@ -1,0 +1,80 @@
+"""The verdict: sentences computed from the rows (raw TCP, who reaches it, shortfalls with their measured
+cause, advice on the setting that bounds a window- or buffer-limited row, fixed costs, stalls)."""
+
+from __future__ import annotations
+
+from workbench.core.explain import explain
+from workbench.core.results import Baseline, Result, Run, Sample
+from workbench.protocols.details import ClientDetails
+from workbench.shared.triage import TcpTriage, sender_triage
+
+MIB = 1 << 20
+
+
+def _triage(host: str, app: float, rwnd: float, window: int = 8 << 20) -> TcpTriage:
+    return sender_triage(
+        host,
+        1.0,
+        connections=1,
+        bytes_seen=16 * MIB,
+        busy_s=1.0 - app,
+        rwnd_s=rwnd,
+        sndbuf_s=0.0,
+        app_busy_s=0.0,
+        rtts_ms=[3.0],
+        min_rtt_ms=2.8,
+        bytes_sent=16 * MIB,
+        bytes_retrans=0,
+        max_window_bytes=window,
+        max_sndbuf_bytes=4 << 20,
+        max_rcvbuf_bytes=None,
+        copy_bytes=16 * MIB,
+    )
+
+
+def _row(label: str, direction: str, rate: float, triage: TcpTriage, **details: int) -> Result:
+    protocol, client = label.split("/")
+    seconds = 16 * MIB / rate
+    sample = Sample(bytes=16 * MIB, seconds=seconds, verified=True, tcp=triage)
+    return Result(protocol, client, direction, "16M", 16 * MIB, 1, samples=(sample,), details=ClientDetails(**details))
+
+
+def _run(server_rmem: str) -> Run:
+    rows = (
+        _row("http/aiohttp", "download", 61e6, _triage("server", 0.02, 0.0)),
+        _row("smb/pysmb", "upload", 16e6, _triage("client", 0.97, 0.0), request_bytes=65536, requests_in_flight=1),
+        _row("ftp/ftplib", "upload", 30e6, _triage("client", 0.05, 0.9, window=96 * 1024)),
+    )
+    meta = {
+        "client": {"hostname": "laptop", "tcp": {"tcp_rmem": "4096 131072 6291456", "tcp_wmem": "4096 16384 4194304"}},
+        "server": {"hostname": "nas", "tcp": {"tcp_rmem": server_rmem, "tcp_wmem": "4096 16384 4194304"}},
+    }
+    return Run(id=1, meta=meta, baseline=Baseline(up_bps=62.5e6, down_bps=62.5e6, rtt_ms=2.8), results=rows)
+
+
+def test_the_verdict_says_the_limit_who_reaches_it_and_why_the_rest_fall_short() -> None:
+    verdict = explain(_run("4096 87380 6291456"), "10.77.0.2").verdict
+    assert 3 <= len(verdict) <= 6
+    assert verdict[0] == "Raw TCP reached 500 Mbit/s up and 500 Mbit/s down at 2.80 ms RTT."
+    assert verdict[1].startswith("1 of 3 rows reach 90% of it or more: http/aiohttp")
+    pysmb = next(s for s in verdict if s.startswith("smb/pysmb upload 16M"))
+    assert "26 % of raw TCP" in pysmb and "requests ceiling" in pysmb and "not the network" in pysmb
+
+
+def test_a_window_limited_row_names_the_receivers_setting_and_the_paths_need() -> None:
+    # 62.5 MB/s × 2.8 ms = 171 KiB; the server's tcp_rmem allows 6 MiB: the application there fixed its buffer
+    roomy = " ".join(explain(_run("4096 87380 6291456"), "10.77.0.2").verdict)
+    assert "ftp/ftplib upload is receive-window-limited (96 KiB seen)" in roomy
+    assert "net.ipv4.tcp_rmem on the server allows 6 MiB" in roomy and "fixes its socket buffer" in roomy
+    assert "the path needs about 170.9 KiB (its bandwidth-delay product)" in roomy
+    # a maximum below twice the bandwidth-delay product: raise it, on the server (the receiver of an upload)
+    tight = " ".join(explain(_run("4096 65536 131072"), "10.77.0.2").verdict)
+    assert "raise the maximum of net.ipv4.tcp_rmem on the server (its maximum is 128 KiB)" in tight
+
+
+def test_a_run_without_rows_or_baseline_says_so() -> None:
+    empty = Run(id=1, meta={}, baseline=Baseline(), results=())
+    assert explain(empty, "10.77.0.2").verdict == ("No row was measured, so there is nothing to explain.",)
+    run = _run("4096 87380 6291456")
+    bare = Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=run.results)
+    assert explain(bare, "10.77.0.2").verdict[0].startswith("There is no raw-TCP baseline")
