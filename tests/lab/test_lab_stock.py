@@ -115,6 +115,10 @@ def test_stock_lab_measures_every_client_against_stock_daemons_only(tmp_path: Pa
             for key in ("up_bps", "down_bps"):
                 assert 0 < base[key] <= 1.02 * LINK_RATE_BYTES_PER_S, base
                 assert base[key] == base[f"iperf3_{key}"]
+            # iperf3's own connections, seen from the client's side: it sends uploads and receives downloads
+            sides = {d: (t["side"], t["host"]) for d, t in base["tcp"].items()}
+            assert sides == {"upload": ("sender", "client"), "download": ("receiver", "client")}, base["tcp"]
+            assert base["tcp"]["upload"]["bytes_seen"] > 0 and base["tcp"]["download"]["bytes_seen"] > 0
 
             # Every client of this protocol that can run here copied every set both ways, verified.
             rows = doc["results"]
@@ -132,6 +136,9 @@ def test_stock_lab_measures_every_client_against_stock_daemons_only(tmp_path: Pa
                         row = got[0]
                         assert row["error"] is None and row["verified"], row
                         assert 0 < row["median_bps"] <= 1.02 * LINK_RATE_BYTES_PER_S, row
+                        # no workbench on a stock server: each copy is watched on this side, which says which
+                        side = "sender" if direction == "upload" else "receiver"
+                        assert row["tcp"]["side"] == side and row["tcp"]["host"] == "client", row["tcp"]
             failed = [r for r in rows if r["error"] and not r["error"].startswith("unavailable:")]
             assert not failed, failed
 

@@ -50,11 +50,27 @@ def lab_availability() -> str | None:
     return None
 
 
+def triage_availability() -> str | None:
+    """Why the TCP triage cannot read this host's sockets (None: it can, short connections included)."""
+    from workbench.shared.inetdiag import DestroyListener, DiagReader
+
+    try:
+        DiagReader().close()
+    except OSError as exc:
+        return f"socket diagnostics (inet_diag) unavailable: {exc}"
+    try:
+        DestroyListener().close()
+    except OSError as exc:
+        return f"partly: connections shorter than 100 ms are missed (destroy events need CAP_NET_ADMIN: {exc})"
+    return None
+
+
 def report() -> dict[str, Any]:
     return {
         "clients": [{"client": c, "available": r is None, "reason": r} for c, r, _ in client_availability()],
         "servers": [{"server": s, "available": r is None, "reason": r} for s, r in server_availability()],
         "lab": lab_availability(),
+        "tcp_triage": triage_availability(),
         "tcp": hostinfo.tcp_settings(),
     }
 
@@ -76,6 +92,8 @@ def render_doctor(console: Console) -> None:
         servers.add_row(name, "[green]available[/]" if reason is None else f"[yellow]unavailable:[/] {reason}")
     lab = lab_availability()
     servers.add_row("lab", "[green]available[/]" if lab is None else f"[yellow]unavailable:[/] {lab}")
+    triage = triage_availability()
+    servers.add_row("TCP triage", "[green]available[/]" if triage is None else f"[yellow]{triage}[/]")
     console.print(servers)
 
     tcp = Table(title="TCP settings on this host (they bound what one connection can carry)", title_justify="left")

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
+from workbench.core.watching import CopyWatcher
 from workbench.fixtures import manifest as mf
 from workbench.fixtures.manifest import hash_file
 from workbench.probe import iperf
@@ -384,9 +385,21 @@ class StockFarHost:
         if self._iperf_at is None:
             return dataclasses.replace(base, details={**base.details, "no_baseline": NO_IPERF3})
         host, port = self._iperf_endpoint()
+        # iperf3's connections are watched from this side, as a copy's are: the sender of an upload, the
+        # receiver of a download (nothing of workbench runs on the far host to see its sending side).
+        watcher = CopyWatcher(self, host)
+        seen: dict[str, Any] = {}
         try:
-            up = iperf.run_iperf3(host, port, "upload", plan.tcp_duration)
-            down = iperf.run_iperf3(host, port, "download", plan.tcp_duration) if up is not None else None
+            with watcher.watch("upload") as watched:
+                up = iperf.run_iperf3(host, port, "upload", plan.tcp_duration)
+            if watched[0] is not None:
+                seen["upload"] = watched[0].to_json()
+            down = None
+            if up is not None:
+                with watcher.watch("download") as watched:
+                    down = iperf.run_iperf3(host, port, "download", plan.tcp_duration)
+                if watched[0] is not None:
+                    seen["download"] = watched[0].to_json()
         except WorkbenchError as exc:
             why = f"iperf3 at {url_host(host)}:{port} failed: {exc.one_line()}"
             return dataclasses.replace(base, error=why, details={**base.details, "no_baseline": why})
@@ -400,6 +413,7 @@ class StockFarHost:
             down_bps=down.bps,
             iperf3_up_bps=up.bps,
             iperf3_down_bps=down.bps,
+            tcp=seen or None,
             details={**base.details, "raw_tcp": "iperf3", "iperf3": {"host": host, "port": port, **figures}},
         )
 
