@@ -56,7 +56,7 @@ def test_the_verdict_says_the_limit_who_reaches_it_and_why_the_rest_fall_short()
     verdict = explain(_run("4096 87380 6291456"), "10.77.0.2").verdict
     assert 3 <= len(verdict) <= 6
     assert verdict[0] == "Raw TCP reached 500 Mbit/s up and 500 Mbit/s down at 2.80 ms RTT."
-    assert verdict[1].startswith("1 of 3 rows reach 90% of it or more: http/aiohttp")
+    assert verdict[1] == "1 of 3 rows reach 90 % of it or more, by http/aiohttp."
     pysmb = next(s for s in verdict if s.startswith("smb/pysmb upload 16M"))
     assert "26 % of raw TCP" in pysmb and "requests ceiling" in pysmb and "not the network" in pysmb
 

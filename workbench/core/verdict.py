@@ -84,10 +84,10 @@ def _reach(measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
     reaching = sorted({row.label for row, pct in shares if pct >= 100 * REACHES})
     if reaching:
         rows = sum(1 for _, pct in shares if pct >= 100 * REACHES)
-        return f"{rows} of {len(shares)} rows reach {REACHES:.0%} of it or more: {', '.join(reaching)}."
+        return f"{rows} of {len(shares)} rows reach {REACHES * 100:.0f} % of it or more, by {', '.join(reaching)}."
     best_row, best = max(shares, key=lambda item: item[1])
     return (
-        f"No copy reaches {REACHES:.0%} of it; the best is {best_row.label} {best_row.direction} "
+        f"No copy reaches {REACHES * 100:.0f} % of it; the best is {best_row.label} {best_row.direction} "
         f"{best_row.file_set} at {best:.0f} %."
     )
 
@@ -191,9 +191,28 @@ def _fixed(heavy: dict[str, tuple[float, float, str]]) -> str | None:
     if not heavy:
         return None
     parts = [
-        f"{label} (≈{format_ms(s)} per copy, {share:.0%} of a {fs} copy)" for label, (s, share, fs) in heavy.items()
+        f"{label} (≈{format_ms(seconds)} per copy, {share * 100:.0f} % of a {file_set} copy)"
+        for label, (seconds, share, file_set) in heavy.items()
     ]
     return f"A fixed cost per copy (process start, login) dominates {', '.join(parts)}."
+
+
+def _small_files(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
+    """The cost of one small file at best and at worst, in milliseconds and round trips."""
+    rtt_ms = run.baseline.rtt_ms
+    sets = [(row, row.files_per_s) for row, _ in measured if row.files > 1 and row.files_per_s]
+    if not sets:
+        return None
+    best_row, best = max(sets, key=lambda item: item[1])
+    worst_row, worst = min(sets, key=lambda item: item[1])
+
+    def cost(row: Result, files_per_s: float) -> str:
+        trips = f", ≈{1000 / files_per_s / rtt_ms:.0f} RTT" if rtt_ms else ""
+        return f"{1000 / files_per_s:.1f} ms ({row.label} {row.direction}{trips})"
+
+    if best_row is worst_row:
+        return f"Small files cost {cost(best_row, best)} each."
+    return f"Small files cost {cost(best_row, best)} each at best and {cost(worst_row, worst)} at worst."
 
 
 def _stalls(run: Run) -> str | None:
@@ -223,5 +242,8 @@ def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False)
         if optional:
             rest.append(optional)
     room = MAX_SENTENCES - len(first) - len(rest)
-    shortfalls = _shortfalls(measured, max(1, min(2, room)), set(heavy))
-    return [*first, *shortfalls, *rest][:MAX_SENTENCES]
+    said = [*first, *_shortfalls(measured, max(1, min(2, room)), set(heavy)), *rest]
+    small = _small_files(run, measured)
+    if small and len(said) < MAX_SENTENCES:
+        said.append(small)
+    return said[:MAX_SENTENCES]
