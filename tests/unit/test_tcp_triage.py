@@ -67,7 +67,8 @@ def test_a_slow_reader_with_a_small_buffer_makes_the_sender_receive_window_limit
     reader.join()
     assert triage is not None and triage.side == "sender" and triage.connections == 1
     assert triage.limit == "receive-window" and triage.rwnd_limited >= 0.8, triage
-    assert triage.max_window_bytes is not None and triage.max_window_bytes <= 32 * 1024
+    if triage.max_window_bytes is not None:  # the peer's window is in tcp_info from Linux 6.2 on
+        assert triage.max_window_bytes <= 32 * 1024
 
 
 def test_a_sender_that_sleeps_between_writes_is_application_limited(pair: tuple) -> None:
@@ -76,13 +77,16 @@ def test_a_sender_that_sleeps_between_writes_is_application_limited(pair: tuple)
     until = time.monotonic() + 1.5
     reader = threading.Thread(target=_drain, args=(server, until + 0.3))
     reader.start()
+    sent = 0
     while time.monotonic() < until:
         client.sendall(b"x" * 1000)
+        sent += 1000
         time.sleep(0.02)
+    time.sleep(0.1)  # the last write acknowledged
     triage = watch.stop()
     reader.join()
     assert triage is not None and triage.limit == "application" and triage.app_limited >= 0.8, triage
-    assert triage.bytes_seen >= 50_000  # ~75 writes of 1000 bytes, all seen (one connection, open throughout)
+    assert triage.bytes_seen == sent  # every write seen: one connection, open throughout
 
 
 def test_the_receiver_side_sees_the_bytes_and_its_own_window(pair: tuple) -> None:
@@ -103,7 +107,10 @@ def test_the_receiver_side_sees_the_bytes_and_its_own_window(pair: tuple) -> Non
 
 
 def _sock(port: int, **info: int) -> DiagSocket:
-    return DiagSocket("10.0.0.1", port, "10.0.0.2", 445, 1, TcpInfo(**info))
+    """A sender's socket on a current kernel: the limited times are there (0 unless given)."""
+    return DiagSocket(
+        "10.0.0.1", port, "10.0.0.2", 445, 1, TcpInfo(**{"rwnd_limited_us": 0, "sndbuf_limited_us": 0, **info})
+    )
 
 
 def test_parallel_connections_are_busy_at_most_the_interval() -> None:
@@ -143,10 +150,41 @@ def test_a_watch_that_saw_little_of_the_copy_names_no_limit() -> None:
     tally.add(0.5, [_sock(1, busy_time_us=500_000, bytes_acked=100_000)])
     triage = tally.result()
     assert triage is not None and triage.limit == "network"
-    assert seen(triage, 150_000).limit == "network"
-    assert seen(triage, 10_000_000).limit is None  # 1 % of the copy: its short connections came and went unseen
-    both = merge([seen(triage, 10_000_000), seen(triage, 150_000)])
-    assert both is not None and both.copy_bytes == 10_150_000 and both.limit is None
+    assert seen(triage, 105_000).limit == "network"
+    assert seen(triage, 150_000).limit is None  # a third of the copy unseen: its time would count as idle
+    both = merge([seen(triage, 10_000_000), seen(triage, 105_000)])
+    assert both is not None and both.copy_bytes == 10_105_000 and both.limit is None
+    # the fractions are taken over the copy's own time, not the watch's (which starts and ends around it)
+    assert seen(triage, 105_000, copy_seconds=1.0).app_limited == pytest.approx(0.5)
+
+
+def test_an_old_kernel_without_busy_times_gets_no_fractions_and_no_limit() -> None:
+    # Linux before 4.10 has no tcpi_busy_time: a zero there must not read as "idle 100 %"
+    tally = Tally("sender", "client")
+    tally.add(0.0, [])
+    tally.add(1.0, [DiagSocket("10.0.0.1", 1, "10.0.0.2", 445, 1, TcpInfo(bytes_acked=1_000_000, rtt_us=3000))])
+    triage = tally.result()
+    assert triage is not None and triage.connections == 1 and triage.bytes_seen == 1_000_000
+    assert triage.limit is None and triage.app_limited is None and triage.rtt_ms == 3.0
+
+
+def test_a_receiver_without_its_advertised_window_names_no_window() -> None:
+    # before Linux 6.10 there is no tcpi_rcv_wnd; rcv_space (bytes per round trip) would explain any rate
+    info = TcpInfo(bytes_received=10_000_000, rcv_rtt_us=3000, rcv_space=30_000)
+    tally = Tally("receiver", "client")
+    tally.add(0.0, [])
+    tally.add(1.0, [DiagSocket("10.0.0.1", 1, "10.0.0.2", 445, 1, info)])
+    triage = tally.result()
+    assert triage is not None and triage.max_window_bytes is None and triage.limit is None
+
+
+def test_a_watch_forgets_closed_sockets() -> None:
+    tally = Tally("sender", "server")
+    tally.add(0.0, [])
+    for i in range(1, 50):  # a new short connection each sample, as a client looping over connections would
+        tally.add(i * 0.1, [_sock(1000 + i, busy_time_us=1000, bytes_acked=1000)])
+    assert len(tally._known or {}) <= Tally.FORGET_AFTER + 1 and tally.connections == 49
+    assert len(tally.rtts_ms) <= 49
 
 
 def test_classify_names_a_cause_only_at_80_percent() -> None:
@@ -157,6 +195,10 @@ def test_classify_names_a_cause_only_at_80_percent() -> None:
 
 def test_a_connection_that_opens_and_closes_between_two_samples_is_counted_once() -> None:
     """The final counters of a destroyed socket arrive through the sock_diag destroy group (as root)."""
+    try:
+        inetdiag.DestroyListener().close()
+    except OSError as exc:
+        pytest.skip(f"no sock_diag destroy events here: {exc}")
     tail = f"{random.randrange(1, 255)}.{random.randrange(1, 255)}"
     listener = socket.create_server((f"127.78.{tail}", 0))
     watch = TcpWatch([f"127.78.{tail}"], "sender", "client", interval_s=30.0).start()  # no sample in between
@@ -171,7 +213,5 @@ def test_a_connection_that_opens_and_closes_between_two_samples_is_counted_once(
     listener.close()
     time.sleep(0.2)  # the kernel destroys the closed socket once its FIN is acknowledged
     triage = watch.stop()
-    assert triage is not None
-    if triage.connections == 0:
-        pytest.skip("no sock_diag destroy events here (they need CAP_NET_ADMIN)")
+    assert triage is not None and triage.incomplete is None
     assert triage.connections == 1 and triage.bytes_seen == pytest.approx(300_000, abs=2)

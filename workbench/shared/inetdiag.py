@@ -30,6 +30,8 @@ NLMSG_ERROR = 2
 NLMSG_DONE = 3
 INET_DIAG_INFO = 2
 INET_DIAG_SKMEMINFO = 7
+DUMP_TIMEOUT_S = 2.0
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 SKNLGRP_INET_TCP_DESTROY = 1
 SKNLGRP_INET6_TCP_DESTROY = 3
 SK_MEMINFO_RCVBUF = 1
@@ -84,7 +86,12 @@ class DiagReader:
         if available() is not None:
             raise OSError(errno.ENOTSUP, available())
         self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
-        self._sock.bind((0, 0))
+        try:
+            self._sock.bind((0, 0))
+            self._sock.settimeout(DUMP_TIMEOUT_S)  # a dump that never ends (never seen) fails the sample, not hangs
+        except OSError:
+            self._sock.close()
+            raise
         self._seq = 0
 
     def close(self) -> None:
@@ -112,25 +119,37 @@ class DiagReader:
         )
         self._sock.send(header + body)
         found: list[DiagSocket] = []
-        while True:
+        malformed = False
+        while True:  # read to the end of the dump, whatever it holds: a dump left unread makes the next one fail
             data = self._sock.recv(1 << 16)
             offset = 0
             while offset + _NLMSGHDR.size <= len(data):
                 length, kind, _flags, seq, _pid = _NLMSGHDR.unpack_from(data, offset)
-                if length < _NLMSGHDR.size:
-                    return found  # malformed: stop rather than loop
+                if length < _NLMSGHDR.size or offset + length > len(data):
+                    malformed = True
+                    break
                 if seq == self._seq:
                     if kind == NLMSG_DONE:
-                        return found
+                        return _checked(found, malformed)
                     if kind == NLMSG_ERROR:
                         code = -struct.unpack_from("=i", data, offset + _NLMSGHDR.size)[0]
                         if code:
                             raise OSError(code, os.strerror(code))
-                        return found
-                    parsed = _parse(data, offset + _NLMSGHDR.size, offset + length, peers)
+                        return _checked(found, malformed)
+                    try:
+                        parsed = _parse(data, offset + _NLMSGHDR.size, offset + length, peers)
+                    except (struct.error, ValueError):
+                        malformed = True
+                        parsed = None
                     if parsed is not None:
                         found.append(parsed)
                 offset += (length + 3) & ~3
+
+
+def _checked(found: list[DiagSocket], malformed: bool) -> list[DiagSocket]:
+    if malformed:
+        raise OSError(errno.EBADMSG, "the kernel's socket dump held a message that could not be read")
+    return found
 
 
 class DestroyListener:
@@ -142,8 +161,12 @@ class DestroyListener:
     def __init__(self) -> None:
         self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_NONBLOCK, NETLINK_SOCK_DIAG)
         try:
-            # many short connections may close within one sample: room for thousands of messages
-            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            # many short connections may close within one sample: room for thousands of messages (FORCE, as
+            # root, passes net.core.rmem_max, which would cap it at a few hundred)
+            try:
+                self._sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 1 << 20)
+            except OSError:
+                self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
             self._sock.bind((0, (1 << (SKNLGRP_INET_TCP_DESTROY - 1)) | (1 << (SKNLGRP_INET6_TCP_DESTROY - 1))))
         except OSError:
             self._sock.close()
@@ -171,8 +194,12 @@ class DestroyListener:
                 length, kind, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, offset)
                 if length < _NLMSGHDR.size:
                     break
-                if kind == SOCK_DIAG_BY_FAMILY:
-                    parsed = _parse(data, offset + _NLMSGHDR.size, offset + length, peers)
+                if kind == SOCK_DIAG_BY_FAMILY and offset + length <= len(data):
+                    try:
+                        parsed = _parse(data, offset + _NLMSGHDR.size, offset + length, peers)
+                    except (struct.error, ValueError):
+                        self.overflowed = True  # a message it could not read: its socket's counters are lost
+                        parsed = None
                     if parsed is not None:
                         found.append(parsed)
                 offset += (length + 3) & ~3
@@ -187,7 +214,11 @@ def _address(family: int, raw: bytes) -> str:
 
 
 def _parse(data: bytes, start: int, end: int, peers: frozenset[str] | None) -> DiagSocket | None:
+    if end - start < _MSG_LEN:
+        raise ValueError("a socket message shorter than inet_diag_msg")
     family, state, _timer, _retrans = _MSG.unpack_from(data, start)
+    if family not in (socket.AF_INET, socket.AF_INET6):
+        return None
     sport, dport, src, dst = _SOCKID.unpack_from(data, start + 4)
     remote = _address(family, dst)
     if peers is not None and remote not in peers:
@@ -198,7 +229,7 @@ def _parse(data: bytes, start: int, end: int, peers: frozenset[str] | None) -> D
     offset = start + _MSG_LEN
     while offset + _RTA.size <= end:
         rta_len, rta_type = _RTA.unpack_from(data, offset)
-        if rta_len < _RTA.size:
+        if rta_len < _RTA.size or offset + rta_len > end:
             break
         payload = data[offset + _RTA.size : offset + rta_len]
         if rta_type == INET_DIAG_INFO:

@@ -18,18 +18,31 @@ from workbench.shared.inetdiag import DestroyListener, DiagReader
 from workbench.shared.triage import Tally, TcpTriage
 
 INTERVAL_S = 0.1
+# The kernel announces a destroyed socket from a work queue, a moment after the close: the last sample
+# waits this long for the copy's last connections (the wait is outside the watched span).
+DESTROY_GRACE_S = 0.01
 
 
 class TcpWatch:
     """Samples the sockets whose remote address is one of `peers`, as `role` on `host` ("client"/"server").
 
     `max_s` bounds a watch nobody stops (a client that went away): the thread ends by itself after it.
+    `local`, when given, keeps only the sockets on that local address (serve: the address the client reached).
+    A watch that lost part of the copy (a failed sample, destroy events dropped, the time limit) says so
+    in its triage's `incomplete`, and then names no limit.
     """
 
     def __init__(
-        self, peers: Iterable[str], role: str, host: str, interval_s: float = INTERVAL_S, max_s: float = 4 * 3600
+        self,
+        peers: Iterable[str],
+        role: str,
+        host: str,
+        interval_s: float = INTERVAL_S,
+        max_s: float = 4 * 3600,
+        local: str | None = None,
     ) -> None:
-        self.peers = frozenset(peers)
+        self.peers = frozenset(p.split("%", 1)[0] for p in peers)  # a link-local address's scope is not reported
+        self.local = local.split("%", 1)[0] if local else None  # only sockets on this local address, when given
         self.tally = Tally(role, host)
         self.interval_s = interval_s
         self.max_s = max_s
@@ -39,38 +52,52 @@ class TcpWatch:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.error: str | None = None
+        self.thread_cpu_s = 0.0  # CPU the sampling thread used (the samples at start and stop are the caller's)
 
     def start(self) -> TcpWatch:
-        """Open the netlink socket here, take the first sample and start sampling; raises OSError if it cannot."""
+        """Open the netlink sockets here, take the first sample and start sampling; raises OSError if it cannot
+        (and leaves nothing open)."""
         self._reader = DiagReader()
-        with contextlib.suppress(OSError):  # without CAP_NET_ADMIN: only what the samples catch
-            self._destroyed = DestroyListener()
-        self._sample()
-        self._thread = threading.Thread(target=self._run, name="tcp-watch", daemon=True)
-        self._thread.start()
+        try:
+            with contextlib.suppress(OSError):  # without CAP_NET_ADMIN: only what the samples catch
+                self._destroyed = DestroyListener()
+            self._sample()
+            self._thread = threading.Thread(target=self._run, name="tcp-watch", daemon=True)
+            self._thread.start()
+        except BaseException:
+            self._close()
+            raise
         return self
 
-    def _sample(self) -> None:
+    def _sample(self, at: float | None = None) -> None:
         assert self._reader is not None
         sockets = self._reader.sockets(self.peers)
         if self._destroyed is not None:
             # after the dump: a socket both dumped and destroyed since is counted once, by its final counters
             sockets += self._destroyed.drain(self.peers)
+        if self.local is not None:
+            sockets = [s for s in sockets if s.local == self.local]
         with self._lock:
-            self.tally.add(time.monotonic(), sockets)
+            self.tally.add(time.monotonic() if at is None else at, sockets)
 
     def _run(self) -> None:
+        cpu0 = time.thread_time()
         t0 = time.monotonic()
         tick = 1
-        while not self._stop.wait(max(0.0, t0 + tick * self.interval_s - time.monotonic())):
-            if time.monotonic() - t0 > self.max_s:
-                break
-            try:
+        try:
+            while not self._stop.wait(max(0.0, t0 + tick * self.interval_s - time.monotonic())):
+                if time.monotonic() - t0 > self.max_s:
+                    self.error = f"the watch ended after its {self.max_s:.0f} s limit"
+                    return
                 self._sample()
-            except OSError as exc:
-                self.error = str(exc)
-                break
-            tick += 1
+                self.thread_cpu_s = time.thread_time() - cpu0  # kept current: serve subtracts it from its CPU
+                # A sample that took longer than the interval (a namespace with very many sockets) skips the
+                # ticks it overran rather than sampling back to back.
+                tick = max(tick + 1, int((time.monotonic() - t0) / self.interval_s) + 1)
+        except Exception as exc:  # a failed dump (OSError) or a message it could not read
+            self.error = f"a sample failed: {exc}"
+        finally:
+            self.thread_cpu_s = time.thread_time() - cpu0
 
     def stop(self) -> TcpTriage | None:
         """Take a last sample, stop, and return the triage (None if too little was seen to say anything)."""
@@ -81,13 +108,24 @@ class TcpWatch:
             return None
         try:
             if self.error is None:
-                self._sample()
-        except OSError as exc:
-            self.error = str(exc)
+                end = time.monotonic()
+                if self._destroyed is not None:
+                    time.sleep(DESTROY_GRACE_S)
+                self._sample(at=end)
+        except Exception as exc:
+            self.error = f"the last sample failed: {exc}"
         finally:
+            if self._destroyed is not None and self._destroyed.overflowed:
+                self.error = self.error or "destroy events were dropped (too many connections closed at once)"
+            self._close()
+        with self._lock:
+            self.tally.incomplete = self.error
+            return self.tally.result()
+
+    def _close(self) -> None:
+        if self._reader is not None:
             self._reader.close()
             self._reader = None
-            if self._destroyed is not None:
-                self._destroyed.close()
-        with self._lock:
-            return self.tally.result()
+        if self._destroyed is not None:
+            self._destroyed.close()
+            self._destroyed = None

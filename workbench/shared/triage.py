@@ -36,8 +36,9 @@ DOMINANT = 0.8  # a cause named alone must hold at least 80 % of the elapsed tim
 # A receiver that saw its advertised window bound the rate: window / RTT within this factor of the rate.
 WINDOW_EXPLAINS = 1.25
 # A triage that saw less than this share of the copy's bytes (connections that opened and closed between two
-# 100 ms samples) names no limit: its times would describe the little it saw.
-MIN_SEEN = 0.5
+# 100 ms samples, where destroy events cannot be read) names no limit: the time of what it missed would
+# count as idle.
+MIN_SEEN = 0.9
 SHORT = {"application": "app", "receive-window": "rwnd", "send-buffer": "sndbuf", "network": "net"}
 
 
@@ -52,6 +53,7 @@ class TcpTriage:
     connections: int  # sockets that moved data during the copy
     bytes_seen: int  # bytes those sockets moved (acknowledged, or received) while watched
     copy_bytes: int | None = None  # bytes the copy (or copies) moved: how much of it the watch saw
+    incomplete: str | None = None  # why part of the copy went unwatched (then no limit is named)
     busy_s: float | None = None
     app_limited_busy_s: float | None = None  # busy, but flagged app-limited by the kernel (counted as application)
     rwnd_limited_s: float | None = None
@@ -78,6 +80,11 @@ class TcpTriage:
         if not data or "side" not in data:
             return None
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    @property
+    def seen_enough(self) -> bool:
+        """Whether the watch saw enough of the copy for its figures to stand for it."""
+        return _seen_enough(self.connections, self.bytes_seen, self.copy_bytes, self.incomplete)
 
     def short(self) -> str:
         """The table's cell: 'rwnd 92 %', 'app 71 %', 'mixed', 'rx: win' for a receiver's verdict."""
@@ -114,7 +121,7 @@ def sender_triage(
     *,
     connections: int,
     bytes_seen: int,
-    busy_s: float,
+    busy_s: float | None,
     rwnd_s: float,
     sndbuf_s: float,
     app_busy_s: float,
@@ -126,9 +133,32 @@ def sender_triage(
     max_sndbuf_bytes: int | None,
     max_rcvbuf_bytes: int | None,
     copy_bytes: int | None = None,
+    incomplete: str | None = None,
 ) -> TcpTriage:
-    """The sender's counters over `elapsed_s`, split into the four fractions and classified."""
+    """The sender's counters over `elapsed_s`, split into the four fractions and classified.
+
+    `busy_s` None: the kernel keeps no busy time (Linux before 4.10), so there are no fractions and no limit.
+    """
     elapsed_s = max(elapsed_s, 1e-9)
+    common: dict[str, Any] = {
+        "side": "sender",
+        "host": host,
+        "elapsed_s": round(elapsed_s, 4),
+        "connections": connections,
+        "bytes_seen": bytes_seen,
+        "copy_bytes": copy_bytes,
+        "incomplete": incomplete,
+        "rtt_ms": round(statistics.median(rtts_ms), 3) if rtts_ms else None,
+        "min_rtt_ms": min_rtt_ms,
+        "retrans_fraction": round(bytes_retrans / bytes_sent, 5) if bytes_sent > 0 else None,
+        "bytes_sent": bytes_sent,
+        "bytes_retrans": bytes_retrans,
+        "max_window_bytes": max_window_bytes,
+        "max_sndbuf_bytes": max_sndbuf_bytes,
+        "max_rcvbuf_bytes": max_rcvbuf_bytes,
+    }
+    if busy_s is None:
+        return TcpTriage(**common)
     busy = min(max(busy_s, 0.0), elapsed_s)
     # Each limited time is part of the busy time; the kernel counts them in whole jiffies, so clamp.
     rwnd = min(max(rwnd_s, 0.0), busy)
@@ -142,11 +172,7 @@ def sender_triage(
     }
     limit = classify(fractions["app"], fractions["rwnd"], fractions["sndbuf"], fractions["network"])
     return TcpTriage(
-        side="sender",
-        host=host,
-        elapsed_s=round(elapsed_s, 4),
-        connections=connections,
-        bytes_seen=bytes_seen,
+        **common,
         busy_s=round(busy, 4),
         app_limited_busy_s=round(app_busy, 4),
         rwnd_limited_s=round(rwnd, 4),
@@ -155,16 +181,7 @@ def sender_triage(
         rwnd_limited=round(fractions["rwnd"], 4),
         sndbuf_limited=round(fractions["sndbuf"], 4),
         network_limited=round(fractions["network"], 4),
-        rtt_ms=round(statistics.median(rtts_ms), 3) if rtts_ms else None,
-        min_rtt_ms=min_rtt_ms,
-        retrans_fraction=round(bytes_retrans / bytes_sent, 5) if bytes_sent > 0 else None,
-        bytes_sent=bytes_sent,
-        bytes_retrans=bytes_retrans,
-        max_window_bytes=max_window_bytes,
-        max_sndbuf_bytes=max_sndbuf_bytes,
-        max_rcvbuf_bytes=max_rcvbuf_bytes,
-        copy_bytes=copy_bytes,
-        limit=limit if _seen_enough(connections, bytes_seen, copy_bytes) else None,
+        limit=limit if _seen_enough(connections, bytes_seen, copy_bytes, incomplete) else None,
     )
 
 
@@ -178,19 +195,14 @@ def receiver_triage(
     max_window_bytes: int | None,
     max_rcvbuf_bytes: int | None,
     copy_bytes: int | None = None,
+    incomplete: str | None = None,
 ) -> TcpTriage:
     """What a receiver can tell: its RTT estimate and the largest window it advertised. It names the
     receive window as the limit when window / RTT is within WINDOW_EXPLAINS of the rate it received at;
     otherwise it cannot say (the sender's side holds the answer)."""
     rtt_ms = statistics.median(rtts_ms) if rtts_ms else None
     limit = None
-    if (
-        _seen_enough(connections, bytes_seen, copy_bytes)
-        and rtt_ms
-        and max_window_bytes
-        and elapsed_s > 0
-        and bytes_seen > 0
-    ):
+    if _seen_enough(connections, bytes_seen, copy_bytes, incomplete) and rtt_ms and max_window_bytes and elapsed_s > 0:
         window_rate = max_window_bytes / (rtt_ms / 1e3)
         if window_rate <= WINDOW_EXPLAINS * bytes_seen / elapsed_s:
             limit = "receive-window"
@@ -204,23 +216,62 @@ def receiver_triage(
         max_window_bytes=max_window_bytes,
         max_rcvbuf_bytes=max_rcvbuf_bytes,
         copy_bytes=copy_bytes,
+        incomplete=incomplete,
         limit=limit,
     )
 
 
-def _seen_enough(connections: int, bytes_seen: int, copy_bytes: int | None) -> bool:
-    return connections > 0 and (copy_bytes is None or bytes_seen >= MIN_SEEN * copy_bytes)
+def _seen_enough(connections: int, bytes_seen: int, copy_bytes: int | None, incomplete: str | None) -> bool:
+    return connections > 0 and incomplete is None and (copy_bytes is None or bytes_seen >= MIN_SEEN * copy_bytes)
 
 
-def seen(triage: TcpTriage | None, copy_bytes: int) -> TcpTriage | None:
-    """`triage` of a copy that moved `copy_bytes`: its limit withdrawn if it saw under MIN_SEEN of them."""
+def _rebuilt(t: TcpTriage, elapsed_s: float, copy_bytes: int | None) -> TcpTriage:
+    """`t` recomputed over another elapsed time and copy size, from the seconds and bytes it keeps."""
+    rtts = [t.rtt_ms] if t.rtt_ms is not None else []
+    if t.side == "receiver":
+        return receiver_triage(
+            t.host,
+            elapsed_s,
+            connections=t.connections,
+            bytes_seen=t.bytes_seen,
+            rtts_ms=rtts,
+            max_window_bytes=t.max_window_bytes,
+            max_rcvbuf_bytes=t.max_rcvbuf_bytes,
+            copy_bytes=copy_bytes,
+            incomplete=t.incomplete,
+        )
+    return sender_triage(
+        t.host,
+        elapsed_s,
+        connections=t.connections,
+        bytes_seen=t.bytes_seen,
+        busy_s=t.busy_s,
+        rwnd_s=t.rwnd_limited_s or 0.0,
+        sndbuf_s=t.sndbuf_limited_s or 0.0,
+        app_busy_s=t.app_limited_busy_s or 0.0,
+        rtts_ms=rtts,
+        min_rtt_ms=t.min_rtt_ms,
+        bytes_sent=t.bytes_sent or 0,
+        bytes_retrans=t.bytes_retrans or 0,
+        max_window_bytes=t.max_window_bytes,
+        max_sndbuf_bytes=t.max_sndbuf_bytes,
+        max_rcvbuf_bytes=t.max_rcvbuf_bytes,
+        copy_bytes=copy_bytes,
+        incomplete=t.incomplete,
+    )
+
+
+def seen(triage: TcpTriage | None, copy_bytes: int, copy_seconds: float | None = None) -> TcpTriage | None:
+    """`triage` of a copy that moved `copy_bytes` in `copy_seconds`: the fractions taken over the copy's own
+    time (the watch starts a little before it and ends a little after), and the limit withdrawn if the
+    watch saw under MIN_SEEN of the bytes."""
     if triage is None:
         return None
-    parts = {k: getattr(triage, k) for k in TcpTriage.__dataclass_fields__}
-    parts["copy_bytes"] = copy_bytes
-    if not _seen_enough(triage.connections, triage.bytes_seen, copy_bytes):
-        parts["limit"] = None
-    return TcpTriage(**parts)
+    elapsed = triage.elapsed_s
+    if copy_seconds and copy_seconds > 0:
+        # Busy time outside the copy (the watch's own control calls) is clamped to the copy's time.
+        elapsed = copy_seconds
+    return _rebuilt(triage, elapsed, copy_bytes)
 
 
 def _max(values: Iterable[int | None]) -> int | None:
@@ -233,78 +284,67 @@ class Tally:
 
     The first sample is the starting point: the counters of a socket seen then count from there on; a socket
     that appears later was opened during the copy, so its counters count from zero. A socket that opens and
-    closes between two samples is never seen (`bytes_seen` tells how much of the copy was). Within one
+    closes between two samples is seen only through its destroy event (workbench.shared.inetdiag), where
+    this process may listen for them; `bytes_seen` tells how much of the copy was seen. Within one
     interval, a socket counts for the sender when it acknowledged at least as much as it received and it
     moved data or was busy, and for the receiver when it received more than it sent: on loopback both ends of
     each connection are in the same namespace, and a request channel must not count as the data's.
+
+    Memory stays bounded however long a watch runs and however many connections come and go: a socket is
+    forgotten two samples after it was last listed, and RTTs are kept as one median per sample.
     """
+
+    FORGET_AFTER = 2  # samples a socket may go unlisted (its destroy event arrives late) before it is forgotten
 
     def __init__(self, role: str, host: str) -> None:
         if role not in ("sender", "receiver"):
             raise ValueError(f"role {role!r}")
         self.role = role
         self.host = host
-        self._last: dict[tuple[str, int, str, int, int], TcpInfo] | None = None
+        # key -> (its counters when last listed, samples since, whether it moved data while watched)
+        self._known: dict[tuple[str, int, str, int, int], tuple[TcpInfo, int, bool]] | None = None
         self._last_t = 0.0
         self._first_t = 0.0
-        self._active: set[tuple[str, int, str, int, int]] = set()
+        self.connections = 0
         self.bytes_seen = 0
         self.busy_s = self.rwnd_s = self.sndbuf_s = self.app_busy_s = 0.0
         self.bytes_sent = self.bytes_retrans = 0
-        self.rtts_ms: list[float] = []
+        self.rtts_ms: list[float] = []  # the median RTT of each sample's active sockets
         self.min_rtt_us: int | None = None
         self.max_window: int | None = None
         self.max_sndbuf: int | None = None
         self.max_rcvbuf: int | None = None
+        self.no_chrono = False  # a sender socket without busy/limited times (Linux before 4.10): no fractions
+        self.incomplete: str | None = None  # why some of the copy went unwatched (set by the watch)
 
     def add(self, t: float, sockets: Sequence[DiagSocket]) -> None:
         """One sample taken at monotonic time `t` (seconds)."""
         latest = {s.key: s for s in sockets}  # a key listed twice: its last entry (a destroyed socket's final one)
-        now = {key: s.info for key, s in latest.items()}
-        if self._last is None:
-            self._last, self._first_t, self._last_t = now, t, t
+        if self._known is None:
+            self._known = {key: (s.info, 0, False) for key, s in latest.items()}
+            self._first_t = self._last_t = t
             return
         dt = max(t - self._last_t, 0.0)
         busy = rwnd = sndbuf = 0.0
         flagged_bytes = moved_bytes = 0  # bytes of sender sockets whose latest rate sample was app-limited
-        for sock in latest.values():
-            before = self._last.get(sock.key)
-            info = sock.info
-
-            def delta(name: str, info: TcpInfo = info, before: TcpInfo | None = before) -> int:
-                now_v = getattr(info, name) or 0
-                was = (getattr(before, name) or 0) if before is not None else 0
-                return max(now_v - was, 0)
-
-            acked, received = delta("bytes_acked"), delta("bytes_received")
-            if self.role == "sender":
-                d_busy = delta("busy_time_us") / 1e6
-                if acked < received or (acked == 0 and d_busy == 0):
-                    continue
-                busy += d_busy
-                rwnd += delta("rwnd_limited_us") / 1e6
-                sndbuf += delta("sndbuf_limited_us") / 1e6
-                self.bytes_seen += acked
-                moved_bytes += acked
-                if info.delivery_rate_app_limited:
-                    flagged_bytes += acked
-                self.bytes_sent += delta("bytes_sent")
-                self.bytes_retrans += delta("bytes_retrans")
-                window = info.snd_wnd
-            else:
-                if received <= acked:
-                    continue
-                self.bytes_seen += received
-                window = info.rcv_wnd if info.rcv_wnd is not None else info.rcv_space
-            self._active.add(sock.key)
-            rtt_us = info.rtt_us if self.role == "sender" else info.rcv_rtt_us
-            if rtt_us:
-                self.rtts_ms.append(rtt_us / 1e3)
-            if info.min_rtt_us and (self.min_rtt_us is None or info.min_rtt_us < self.min_rtt_us):
-                self.min_rtt_us = info.min_rtt_us
-            self.max_window = _max((self.max_window, window))
-            self.max_sndbuf = _max((self.max_sndbuf, sock.sndbuf_bytes))
-            self.max_rcvbuf = _max((self.max_rcvbuf, sock.rcvbuf_bytes))
+        rtts: list[float] = []
+        known: dict[tuple[str, int, str, int, int], tuple[TcpInfo, int, bool]] = {}
+        for key, sock in latest.items():
+            before, _, counted = self._known.get(key, (None, 0, False))
+            active = self._fold(sock, before, rtts)
+            if active is not None:
+                busy += active[0]
+                rwnd += active[1]
+                sndbuf += active[2]
+                moved_bytes += active[3]
+                flagged_bytes += active[3] if sock.info.delivery_rate_app_limited else 0
+                if not counted:
+                    self.connections += 1
+                counted = True
+            known[key] = (sock.info, 0, counted)
+        for key, (info, age, counted) in self._known.items():
+            if key not in known and age + 1 < self.FORGET_AFTER:
+                known[key] = (info, age + 1, counted)
         if busy > dt > 0:
             # Parallel connections are busy at the same time: the copy was busy for at most the interval.
             scale = dt / busy
@@ -314,21 +354,63 @@ class Tally:
         self.sndbuf_s += sndbuf
         if moved_bytes:
             self.app_busy_s += max(busy - rwnd - sndbuf, 0.0) * flagged_bytes / moved_bytes
-        self._last = {**self._last, **now}
+        if rtts:
+            self.rtts_ms.append(statistics.median(rtts))
+        self._known = known
         self._last_t = t
+
+    def _fold(
+        self, sock: DiagSocket, before: TcpInfo | None, rtts: list[float]
+    ) -> tuple[float, float, float, int] | None:
+        """Add one socket's progress since `before`; (busy, rwnd, sndbuf seconds, bytes) if it was active."""
+        info = sock.info
+
+        def delta(name: str) -> int:
+            now_v = getattr(info, name) or 0
+            was = (getattr(before, name) or 0) if before is not None else 0
+            return max(now_v - was, 0)
+
+        acked, received = delta("bytes_acked"), delta("bytes_received")
+        times = (0.0, 0.0, 0.0)
+        if self.role == "sender":
+            d_busy = delta("busy_time_us") / 1e6
+            if acked < received or (acked == 0 and d_busy == 0):
+                return None
+            if info.busy_time_us is None or info.rwnd_limited_us is None or info.sndbuf_limited_us is None:
+                self.no_chrono = True
+            times = (d_busy, delta("rwnd_limited_us") / 1e6, delta("sndbuf_limited_us") / 1e6)
+            self.bytes_seen += acked
+            self.bytes_sent += delta("bytes_sent")
+            self.bytes_retrans += delta("bytes_retrans")
+            window, rtt_us, moved = info.snd_wnd, info.rtt_us, acked
+        else:
+            if received <= acked:
+                return None
+            self.bytes_seen += received
+            # The window this socket advertises (Linux 6.10+). Not rcv_space: that is the receiver's estimate
+            # of what arrives per round trip, which over the RTT is the rate itself and would explain anything.
+            window, rtt_us, moved = info.rcv_wnd, info.rcv_rtt_us, received
+        if rtt_us:
+            rtts.append(rtt_us / 1e3)
+        if info.min_rtt_us and (self.min_rtt_us is None or info.min_rtt_us < self.min_rtt_us):
+            self.min_rtt_us = info.min_rtt_us
+        self.max_window = _max((self.max_window, window))
+        self.max_sndbuf = _max((self.max_sndbuf, sock.sndbuf_bytes))
+        self.max_rcvbuf = _max((self.max_rcvbuf, sock.rcvbuf_bytes))
+        return (*times, moved)
 
     def result(self) -> TcpTriage | None:
         """The triage over the samples so far; None before two samples."""
-        if self._last is None or self._last_t <= self._first_t:
+        if self._known is None or self._last_t <= self._first_t:
             return None
         elapsed = self._last_t - self._first_t
         if self.role == "sender":
             return sender_triage(
                 self.host,
                 elapsed,
-                connections=len(self._active),
+                connections=self.connections,
                 bytes_seen=self.bytes_seen,
-                busy_s=self.busy_s,
+                busy_s=None if self.no_chrono else self.busy_s,
                 rwnd_s=self.rwnd_s,
                 sndbuf_s=self.sndbuf_s,
                 app_busy_s=self.app_busy_s,
@@ -339,31 +421,37 @@ class Tally:
                 max_window_bytes=self.max_window,
                 max_sndbuf_bytes=self.max_sndbuf,
                 max_rcvbuf_bytes=self.max_rcvbuf,
+                incomplete=self.incomplete,
             )
         return receiver_triage(
             self.host,
             elapsed,
-            connections=len(self._active),
+            connections=self.connections,
             bytes_seen=self.bytes_seen,
             rtts_ms=self.rtts_ms,
             max_window_bytes=self.max_window,
             max_rcvbuf_bytes=self.max_rcvbuf,
+            incomplete=self.incomplete,
         )
 
 
 def merge(parts: Sequence[TcpTriage]) -> TcpTriage | None:
     """Several copies' triages (one row's repeats) as one: times and bytes summed, RTT the median of medians.
-    Parts of another side than the first are left out (a row is watched from one side)."""
+    The sender's parts when there are any (a far host that answered for some copies and not others), else
+    the receiver's."""
     if not parts:
         return None
-    side, host = parts[0].side, parts[0].host
-    same = [p for p in parts if p.side == side]
+    senders = [p for p in parts if p.side == "sender"]
+    same = senders or list(parts)
+    side, host = same[0].side, same[0].host
     elapsed = sum(p.elapsed_s for p in same)
     rtts = [p.rtt_ms for p in same if p.rtt_ms is not None]
     min_rtts = [p.min_rtt_ms for p in same if p.min_rtt_ms is not None]
     copied = [p.copy_bytes for p in same]
-    common = {
+    reasons = sorted({p.incomplete for p in same if p.incomplete})
+    common: dict[str, Any] = {
         "copy_bytes": None if None in copied else sum(c or 0 for c in copied),
+        "incomplete": "; ".join(reasons) or None,
         "connections": max(p.connections for p in same),
         "bytes_seen": sum(p.bytes_seen for p in same),
         "rtts_ms": rtts,
@@ -372,10 +460,11 @@ def merge(parts: Sequence[TcpTriage]) -> TcpTriage | None:
     }
     if side == "receiver":
         return receiver_triage(host, elapsed, **common)
+    no_chrono = any(p.busy_s is None for p in same)
     return sender_triage(
         host,
         elapsed,
-        busy_s=sum(p.busy_s or 0.0 for p in same),
+        busy_s=None if no_chrono else sum(p.busy_s or 0.0 for p in same),
         rwnd_s=sum(p.rwnd_limited_s or 0.0 for p in same),
         sndbuf_s=sum(p.sndbuf_limited_s or 0.0 for p in same),
         app_busy_s=sum(p.app_limited_busy_s or 0.0 for p in same),
