@@ -13,7 +13,8 @@ followed on any component, only regular files are opened, nothing outside the ro
   GET  /ctl/cpu                CPU seconds of this process, the supervised servers' groups and all their descendants
   GET  /ctl/iperf3-key         the public RSA key of serve's authenticated iperf3 server
   POST /ctl/tcp-watch?role=R   start sampling this host's TCP sockets to the caller ("sender"/"receiver"): {"id"}
-  POST /ctl/tcp-watch/stop?id= stop it: {"tcp": the triage (workbench.shared.triage) or null}
+                               (bounded per client: workbench.server.tcpwatches)
+  POST /ctl/tcp-watch/stop?id= stop the caller's own watch: {"tcp": the triage (workbench.shared.triage) or null}
 
 A connection that has not sent an authorized request AUTH_DEADLINE_S after it was accepted is closed
 (AuthDeadlineRunner), so slow or silent unauthenticated clients cannot hold connections; an upload that
@@ -27,6 +28,7 @@ import base64
 import binascii
 import contextlib
 import errno
+import functools
 import hmac
 import os
 import stat
@@ -39,7 +41,7 @@ from aiohttp import web
 
 from workbench.fixtures import generate
 from workbench.server.confine import PathRefused, ServedRoot, create_temp, replace_from_temp, split_rel
-from workbench.server.tcpwatches import Watches
+from workbench.server.tcpwatches import Watches, WatchRefused
 from workbench.shared import hostinfo
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import UsageError, WorkbenchError
@@ -312,19 +314,22 @@ async def ctl_iperf3_key(request: web.Request) -> web.Response:
 async def ctl_cpu(request: web.Request) -> web.Response:
     pgids = {os.getpgid(0), *request.app[PGIDS_KEY]()}
     seconds = await asyncio.get_running_loop().run_in_executor(None, hostinfo.process_tree_cpu, pgids)
+    # the TCP triage's sampling runs in this process but is no server's work on the copies
+    seconds = max(0.0, seconds - request.app[WATCHES_KEY].sampling_cpu_s())
     return web.json_response({"cpu_s": seconds, "pgids": sorted(pgids)})
 
 
 async def ctl_tcp_watch(request: web.Request) -> web.Response:
     peer = request.remote
-    if not peer:
-        raise web.HTTPBadRequest(text="no peer address to watch")
+    sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+    if not peer or not sockname:
+        raise web.HTTPBadRequest(text="no addresses to watch")
     role = request.query.get("role", "")
     loop = asyncio.get_running_loop()
     try:
-        watch_id = await loop.run_in_executor(None, request.app[WATCHES_KEY].start, peer, role)
-    except ValueError as exc:
-        raise web.HTTPBadRequest(text=str(exc)) from exc
+        watch_id = await loop.run_in_executor(None, request.app[WATCHES_KEY].start, peer, sockname[0], role)
+    except WatchRefused as exc:
+        raise web.HTTPForbidden(text=str(exc)) from exc
     except OSError as exc:  # no socket diagnostics here (not Linux, or a kernel without inet_diag)
         raise web.HTTPNotImplemented(text=f"cannot sample TCP sockets: {exc}") from exc
     return web.json_response({"id": watch_id})
@@ -332,20 +337,23 @@ async def ctl_tcp_watch(request: web.Request) -> web.Response:
 
 async def ctl_tcp_watch_stop(request: web.Request) -> web.Response:
     watches = request.app[WATCHES_KEY]
+    stop = functools.partial(watches.stop, request.remote or "", request.query.get("id", ""))
     try:
-        triage = await asyncio.get_running_loop().run_in_executor(None, watches.stop, request.query.get("id", ""))
+        triage = await asyncio.get_running_loop().run_in_executor(None, stop)
     except KeyError as exc:
         raise web.HTTPNotFound(text="no such watch") from exc
     return web.json_response({"tcp": triage})
 
 
-def make_app(root: Path, creds: Credentials, server_pgids: Callable[[], set[int]] = set) -> web.Application:
+def make_app(
+    root: Path, creds: Credentials, server_pgids: Callable[[], set[int]] = set, bind: str = "127.0.0.1"
+) -> web.Application:
     app = web.Application(middlewares=[_auth_and_errors], client_max_size=1 << 20)
     served = ServedRoot(root)
     app[SERVED_KEY] = served
     app[UNAUTHED_KEY] = set()
 
-    watches = Watches()
+    watches = Watches(bind)
     app[WATCHES_KEY] = watches
 
     async def close_root(_: web.Application) -> None:

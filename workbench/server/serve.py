@@ -62,7 +62,7 @@ async def _serve(
     ports: dict[str, int] = {}
     stack = contextlib.ExitStack()
     try:
-        app = make_app(cfg.root, creds, _server_pgids(cfg.state_dir))
+        app = make_app(cfg.root, creds, _server_pgids(cfg.state_dir), cfg.bind)
         # iperf3 first: once HTTP, FTP and the probe listen (what `servers up` waits for) it is up too
         iperf3_port = None
         if cfg.iperf3:
