@@ -114,7 +114,7 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
     assert report.returncode == 0 and "ftp/ftplib" in report.stdout
     # piped with no COLUMNS (a log file, `| tee`): each row stays on one line instead of folding into 80 columns
     piped = workbench("report", str(doc["run"]["id"]), home=tmp_path / "home", columns=None)
-    row_lines = [ln for ln in piped.stdout.splitlines() if "ftp/ftplib" in ln]
+    row_lines = [ln for ln in piped.stdout.splitlines() if ln.startswith("│ftp/ftplib")]  # the verdict names it too
     assert len(row_lines) == 6 and all(" ok " in ln for ln in row_lines), piped.stdout
     history = workbench("history", home=tmp_path / "home")
     assert history.returncode == 0 and str(doc["run"]["id"]) in history.stdout

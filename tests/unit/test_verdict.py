@@ -3,6 +3,8 @@ cause, advice on the setting that bounds a window- or buffer-limited row, fixed 
 
 from __future__ import annotations
 
+import dataclasses
+
 from workbench.core.explain import explain
 from workbench.core.results import Baseline, Result, Run, Sample
 from workbench.protocols.details import ClientDetails
@@ -64,12 +66,19 @@ def test_the_verdict_says_the_limit_who_reaches_it_and_why_the_rest_fall_short()
 def test_a_window_limited_row_names_the_receivers_setting_and_the_paths_need() -> None:
     # 62.5 MB/s × 2.8 ms = 171 KiB; the server's tcp_rmem allows 6 MiB: the application there fixed its buffer
     roomy = " ".join(explain(_run("4096 87380 6291456"), "10.77.0.2").verdict)
-    assert "ftp/ftplib upload is receive-window-limited (96 KiB seen)" in roomy
-    assert "net.ipv4.tcp_rmem on the server allows 6 MiB" in roomy and "fixes its socket buffer" in roomy
+    assert "ftp/ftplib upload is receive-window-limited (a window of 96 KiB)" in roomy
+    assert "net.ipv4.tcp_rmem on the server allows 6 MiB" in roomy
+    assert "sets its own socket buffer (capped by net.core.rmem_max)" in roomy
     assert "the path needs about 170.9 KiB (its bandwidth-delay product)" in roomy
     # a maximum below twice the bandwidth-delay product: raise it, on the server (the receiver of an upload)
     tight = " ".join(explain(_run("4096 65536 131072"), "10.77.0.2").verdict)
     assert "raise the maximum of net.ipv4.tcp_rmem on the server (its maximum is 128 KiB)" in tight
+    # a probe that was itself window-limited says nothing of what the path needs: no figure is made up
+    limited = _run("4096 65536 131072")
+    probe = dict(_triage("client", 0.0, 0.95).to_json())
+    limited = dataclasses.replace(limited, baseline=dataclasses.replace(limited.baseline, tcp={"upload": probe}))
+    text = " ".join(explain(limited, "10.77.0.2").verdict)
+    assert "raise the maximum of net.ipv4.tcp_rmem on the server" in text and "bandwidth-delay" not in text
 
 
 def test_a_run_without_rows_or_baseline_says_so() -> None:

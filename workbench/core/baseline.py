@@ -12,7 +12,7 @@ from typing import Any
 
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
-from workbench.core.watching import CopyWatcher
+from workbench.core.watching import CopyWatcher, Watched
 from workbench.probe import client as probe_client
 from workbench.probe import iperf
 from workbench.protocols.control import Control
@@ -67,10 +67,10 @@ def measure_baseline(plan: Plan, watcher: CopyWatcher | None = None) -> Baseline
         base = dataclasses.replace(base, rtt_ms=rtt.ping_median * 1e3, connect_rtt_ms=rtt.connect_median * 1e3)
         measured = {}
         for direction in ("upload", "download"):
-            with watcher.watch(direction) if watcher is not None else contextlib.nullcontext([None]) as seen:
+            with watcher.watch(direction) if watcher is not None else contextlib.nullcontext(Watched()) as seen:
                 measured[direction] = probe_client.measure(host, port, secret, direction, plan.tcp_duration)
-            if seen[0] is not None:
-                triage[direction] = seen[0].to_json()
+            if seen.triage is not None:
+                triage[direction] = seen.triage.to_json()
         up, down = measured["upload"], measured["download"]
     except WorkbenchError as exc:
         return dataclasses.replace(base, error=exc.one_line())

@@ -131,7 +131,7 @@ def _explain_row(
     tcp = base.for_direction(row.direction)
     triage = row.tcp
     window_bytes = window_rtt_s = None
-    if triage is not None and triage.max_window_bytes and triage.rtt_ms:
+    if triage is not None and triage.seen_enough and triage.max_window_bytes and triage.rtt_ms:
         # The window the copy's sender was actually offered, over the RTT it saw under load.
         window_bytes, window_rtt_s = triage.max_window_bytes, triage.rtt_ms / 1e3
     found = bounds_from_details(

@@ -76,11 +76,12 @@ class _Copier:
     ) -> Sample:
         jobs = self._jobs(file_set, direction, upload_dir)
         meter = CopyMeter(on_tick=progress_hook)
-        server_cpu0 = self.control.cpu_seconds()
-        # the helper's CPU is read first here and last below, so the /proc scans stay out of the figure
-        cpu0 = self.client.helper_cpu_seconds() + _cpu_now()
         error: str | None = None
         with self.watcher.watch(direction) as seen:  # the TCP triage: started before t0, stopped after it
+            # CPU is read inside the watch, so that starting and stopping it (control calls) stay out of it
+            server_cpu0 = self.control.cpu_seconds()
+            # the helper's CPU is read first here and last below, so the /proc scans stay out of the figure
+            cpu0 = self.client.helper_cpu_seconds() + _cpu_now()
             meter.start()
             t0 = time.perf_counter()
             try:
@@ -105,8 +106,10 @@ class _Copier:
                 raise
             seconds = time.perf_counter() - t0
             intervals = meter.stop()
-        cpu = max(0.0, _cpu_now() + self.client.helper_cpu_seconds() - cpu0)  # 0 if the helper died
-        server_cpu1 = self.control.cpu_seconds()
+            cpu1 = _cpu_now() + self.client.helper_cpu_seconds()
+            server_cpu1 = self.control.cpu_seconds()
+        # 0 if the helper died; the triage's sampling thread ran in this process but is not the client's work
+        cpu = max(0.0, cpu1 - cpu0 - seen.sampling_cpu_s)
         server_cpu = server_cpu1 - server_cpu0 if server_cpu0 is not None and server_cpu1 is not None else None
         moved = file_set.total_bytes if error is None else meter.total
         verified: bool | None = None
@@ -124,7 +127,7 @@ class _Copier:
             server_cpu_s=round(server_cpu, 4) if server_cpu is not None else None,
             intervals=intervals,
             error=error,
-            tcp=triage.seen(seen[0], moved),
+            tcp=triage.seen(seen.triage, moved, seconds),
         )
 
     def _verify(self, file_set: FileSet, jobs: list[FileCopy], direction: str) -> tuple[bool | None, str | None]:

@@ -392,14 +392,14 @@ class StockFarHost:
         try:
             with watcher.watch("upload") as watched:
                 up = iperf.run_iperf3(host, port, "upload", plan.tcp_duration)
-            if watched[0] is not None:
-                seen["upload"] = watched[0].to_json()
+            if watched.triage is not None:
+                seen["upload"] = watched.triage.to_json()
             down = None
             if up is not None:
                 with watcher.watch("download") as watched:
                     down = iperf.run_iperf3(host, port, "download", plan.tcp_duration)
-                if watched[0] is not None:
-                    seen["download"] = watched[0].to_json()
+                if watched.triage is not None:
+                    seen["download"] = watched.triage.to_json()
         except WorkbenchError as exc:
             why = f"iperf3 at {url_host(host)}:{port} failed: {exc.one_line()}"
             return dataclasses.replace(base, error=why, details={**base.details, "no_baseline": why})

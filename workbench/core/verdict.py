@@ -136,6 +136,18 @@ def _sysctl_max(meta: Mapping[str, Any], host: str, name: str) -> int | None:
     return int(fields[-1]) if fields and fields[-1].isdigit() else None
 
 
+def _path_rate(run: Run, direction: str) -> float | None:
+    """The rate the path can carry this way: the link's goodput in the lab, else raw TCP when the probe was
+    not itself window- or buffer-limited (a window-limited probe would understate what the path needs)."""
+    goodput = (run.link or {}).get("expected_goodput_bps")
+    if goodput:
+        return float(goodput)
+    probe = TcpTriage.from_json((run.baseline.tcp or {}).get(direction))
+    if probe is not None and probe.limit in ("receive-window", "send-buffer"):
+        return None
+    return run.baseline.for_direction(direction)
+
+
 def _advice(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> list[str]:
     """Where a row was receive-window or send-buffer limited: the setting that bounds it, on the host seen."""
     said: list[str] = []
@@ -145,33 +157,36 @@ def _advice(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> list
         t = row.tcp
         if t is None or t.limit not in ("receive-window", "send-buffer"):
             continue
-        rate = run.baseline.for_direction(row.direction) or (run.link or {}).get("expected_goodput_bps")
+        rate = _path_rate(run, row.direction)
         bdp = int(rate * rtt_s) if rate and rtt_s else None
         if t.limit == "receive-window":
             host = "server" if row.direction == "upload" else "client"
-            setting, seen_bytes = "net.ipv4.tcp_rmem", t.max_window_bytes
+            setting, fixed, seen_bytes = "net.ipv4.tcp_rmem", "net.core.rmem_max", t.max_window_bytes
+            what = "window"
         else:
             host = "client" if row.direction == "upload" else "server"
-            setting, seen_bytes = "net.ipv4.tcp_wmem", t.max_sndbuf_bytes
+            setting, fixed, seen_bytes = "net.ipv4.tcp_wmem", "net.core.wmem_max", t.max_sndbuf_bytes
+            what = "send buffer"
         if (host, setting) in done:
             continue
         done.add((host, setting))
         current = _sysctl_max(run.meta, host, setting.rsplit(".", 1)[-1])
         need = f"the path needs about {format_bytes(bdp)} (its bandwidth-delay product)" if bdp else ""
-        seen = f"{format_bytes(seen_bytes)} seen" if seen_bytes else "its size unknown"
+        seen = f"a {what} of {format_bytes(seen_bytes)}" if seen_bytes else f"its {what} unknown"
+        where = f"{row.label} {row.direction} is {t.limit}-limited ({seen})"
         if current is not None and bdp and current >= 2 * bdp:
             said.append(
-                f"{row.label} {row.direction} is {t.limit}-limited ({seen}) although {setting} on the {host} allows "
-                f"{format_bytes(current)}: the application there fixes its socket buffer or clamps the window; "
-                f"{need}."
+                f"{where} although {setting} on the {host} allows {format_bytes(current)}: the application there "
+                f"sets its own socket buffer (capped by {fixed}) or clamps the window; {need}."
             )
         else:
             now = f"its maximum is {format_bytes(current)}" if current is not None else "its value there is unknown"
+            tail = f"; {need}, twice that for the buffer" if need else ""
             said.append(
-                f"{row.label} {row.direction} is {t.limit}-limited ({seen}): raise the maximum of {setting} on the "
-                f"{host} ({now}); {need}, twice that for the buffer."
+                f"{where}: raise the maximum of {setting} on the {host} ({now}), or {fixed} if the application "
+                f"sets its own buffer{tail}."
             )
-    return said
+    return said[:2]
 
 
 def _heavy_fixed(measured: Sequence[tuple[Result, RowExplanation]]) -> dict[str, tuple[float, float, str]]:
@@ -237,13 +252,13 @@ def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False)
     if loopback:
         first.append("On loopback there is no wire: the copies share this host's CPU, which is their limit.")
     heavy = _heavy_fixed(measured)
-    rest = [*_advice(run, measured)]
-    for optional in (_stalls(run), _fixed(heavy)):
-        if optional:
-            rest.append(optional)
+    # The rest by priority, lowest last: what to change, then what else stood out, then the worst shortfalls.
+    rest = [*_advice(run, measured), *(x for x in (_stalls(run), _fixed(heavy)) if x)]
     room = MAX_SENTENCES - len(first) - len(rest)
     said = [*first, *_shortfalls(measured, max(1, min(2, room)), set(heavy)), *rest]
     small = _small_files(run, measured)
     if small and len(said) < MAX_SENTENCES:
         said.append(small)
-    return said[:MAX_SENTENCES]
+    if len(said) > MAX_SENTENCES:  # keep the raw-TCP sentence, the advice and the first shortfall
+        said = [*first, *_shortfalls(measured, 1, set(heavy)), *rest][:MAX_SENTENCES]
+    return said

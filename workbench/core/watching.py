@@ -12,6 +12,7 @@ import contextlib
 import os
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from workbench.shared.tcpwatch import TcpWatch
@@ -46,21 +47,38 @@ class CopyWatcher:
         self.peers = addresses_of(far_host) if self.enabled else frozenset()
 
     @contextlib.contextmanager
-    def watch(self, direction: str) -> Iterator[list[TcpTriage | None]]:
-        """Yields a one-item list that holds the copy's triage (or None) once the block ends."""
-        found: list[TcpTriage | None] = [None]
+    def watch(self, direction: str) -> Iterator[Watched]:
+        """Yields a Watched that holds the copy's triage (or None) once the block ends. The triage is
+        optional: a watch that fails leaves it None (with the reason) and never fails the copy."""
+        found = Watched()
         far_id = None
-        if direction == "download" and self.far is not None:
-            far_id = self.far.tcp_watch_start("sender")
         local = None
-        if far_id is None and self.peers:
-            role = "sender" if direction == "upload" else "receiver"
-            with contextlib.suppress(OSError):
+        try:
+            if direction == "download" and self.far is not None:
+                far_id = self.far.tcp_watch_start("sender")
+            if far_id is None and self.peers:
+                role = "sender" if direction == "upload" else "receiver"
                 local = TcpWatch(self.peers, role, "client").start()
+        except Exception as exc:  # OSError (no inet_diag here), or anything a broken dump raised
+            found.problem = f"the TCP triage could not start: {exc}"
         try:
             yield found
         finally:
-            if local is not None:
-                found[0] = local.stop()
-            if far_id is not None and self.far is not None:
-                found[0] = TcpTriage.from_json(self.far.tcp_watch_stop(far_id))
+            try:
+                if local is not None:
+                    found.triage = local.stop()
+                    found.sampling_cpu_s = local.thread_cpu_s
+                if far_id is not None and self.far is not None:
+                    found.triage = TcpTriage.from_json(self.far.tcp_watch_stop(far_id))
+            except Exception as exc:
+                found.problem = f"the TCP triage failed: {exc}"
+
+
+@dataclass
+class Watched:
+    """What a watch saw: the triage, and the CPU this process's sampling thread spent while the copy ran,
+    which the runner leaves out of the client's CPU."""
+
+    triage: TcpTriage | None = None
+    sampling_cpu_s: float = 0.0
+    problem: str | None = None
