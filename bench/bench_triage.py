@@ -44,7 +44,7 @@ def sampling_cost(connections: int, seconds: float) -> float:
     return share
 
 
-def lab_rates(enabled: bool, work: Path) -> dict[str, float]:
+def lab_rates(enabled: bool, work: Path) -> dict[str, tuple[float, float, float]]:
     doc = work / f"lab-{int(enabled)}.json"
     env = {
         **os.environ,
@@ -55,7 +55,11 @@ def lab_rates(enabled: bool, work: Path) -> dict[str, float]:
     args += ["--repeat", "3", "--warmup", "1", "--tcp-duration", "2", "--json", str(doc)]
     subprocess.run([sys.executable, "-m", "workbench", "lab", *args], env=env, check=True, capture_output=True)
     rows = json.loads(doc.read_text())["results"]
-    return {f"{r['protocol']}/{r['client']} {r['direction']} {r['file_set']}": r["median_bps"] for r in rows}
+    return {
+        f"{r['protocol']}/{r['client']} {r['direction']} {r['file_set']}": (r["median_bps"], r["min_bps"], r["max_bps"])
+        for r in rows
+        if r["median_bps"]
+    }
 
 
 def main() -> None:
@@ -73,11 +77,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="workbench-bench-triage-") as tmp:
         with_triage = lab_rates(True, Path(tmp))
         without = lab_rates(False, Path(tmp))
-    print(f"{'row':40} {'with MB/s':>10} {'without':>10} {'ratio':>6}")
-    for key, rate in with_triage.items():
-        other = without.get(key)
-        if rate and other:
-            print(f"{key:40} {rate / 1e6:10.1f} {other / 1e6:10.1f} {rate / other:6.3f}")
+    print(f"{'row':32} {'with MB/s (min-max)':>22} {'without':>22} {'ratio':>6}  within the spread")
+    for key, (rate, low, high) in with_triage.items():
+        if key not in without:
+            continue
+        other, other_low, other_high = without[key]
+        overlap = low <= other_high and other_low <= high
+        print(
+            f"{key:32} {rate / 1e6:8.1f} ({low / 1e6:5.1f}-{high / 1e6:5.1f}) {other / 1e6:8.1f} "
+            f"({other_low / 1e6:5.1f}-{other_high / 1e6:5.1f}) {rate / other:6.3f}  {'yes' if overlap else 'no'}"
+        )
 
 
 if __name__ == "__main__":
