@@ -215,3 +215,26 @@ def test_a_connection_that_opens_and_closes_between_two_samples_is_counted_once(
     triage = watch.stop()
     assert triage is not None and triage.incomplete is None
     assert triage.connections == 1 and triage.bytes_seen == pytest.approx(300_000, abs=2)
+
+
+def test_a_watch_that_cannot_start_leaves_the_copy_alone_and_says_why() -> None:
+    from workbench.core.watching import CopyWatcher
+
+    class BrokenFarHost:
+        def tcp_watch_start(self, role: str) -> str | None:
+            raise RuntimeError("a far host that answers garbage")
+
+        def tcp_watch_stop(self, watch_id: str) -> dict | None:
+            return None
+
+    # this side is watched instead, as for a far host without the triage
+    with CopyWatcher(BrokenFarHost(), "127.0.0.1").watch("download") as seen:
+        pass  # the copy: nothing here depends on the watch
+    assert seen.triage is not None and seen.triage.side == "receiver" and seen.triage.host == "client"
+    # nothing to watch on this side either (a far host name that resolved to nothing): a triage that says why
+    watcher = CopyWatcher(BrokenFarHost(), "127.0.0.1")
+    watcher.peers = frozenset()
+    with watcher.watch("download") as seen:
+        pass
+    assert seen.triage is not None and seen.triage.limit is None and seen.triage.connections == 0
+    assert "could not start" in (seen.triage.incomplete or "") and "garbage" in (seen.triage.incomplete or "")

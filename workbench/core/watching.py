@@ -56,6 +56,9 @@ class CopyWatcher:
         try:
             if direction == "download" and self.far is not None:
                 far_id = self.far.tcp_watch_start("sender")
+        except Exception as exc:  # a far host that answered something unreadable: watch this side instead
+            found.problem = f"the far host's TCP triage could not start: {exc}"
+        try:
             if far_id is None and self.peers:
                 role = "sender" if direction == "upload" else "receiver"
                 local = TcpWatch(self.peers, role, "client").start()
@@ -72,6 +75,11 @@ class CopyWatcher:
                     found.triage = TcpTriage.from_json(self.far.tcp_watch_stop(far_id))
             except Exception as exc:
                 found.problem = f"the TCP triage failed: {exc}"
+            if found.triage is None and found.problem is not None:
+                # an empty triage that says why, rather than none at all: the row shows the watch was tried
+                side = "sender" if direction == "upload" or far_id is not None else "receiver"
+                host = "server" if far_id is not None else "client"
+                found.triage = TcpTriage(side, host, 0.0, 0, 0, incomplete=found.problem)
 
 
 @dataclass
