@@ -56,7 +56,9 @@ def test_the_probe_through_the_rate_limit_is_network_limited(lab_doc: dict) -> N
         assert tcp["side"] == "sender" and tcp["host"] == host  # a download's sender is serve, which samples itself
         assert tcp["limit"] == "network" and tcp["network_limited"] >= 0.8, tcp
         _fractions_add_up(tcp)
-        assert tcp["rtt_ms"] >= tcp["min_rtt_ms"] >= 2.5  # under load, the queue adds to the 2.8 ms path
+        # under load the queue adds to the 2.8 ms path; the kernel's minimum may dip below it (the delay line
+        # releases packets in batches), but the median under load may not
+        assert tcp["rtt_ms"] >= 2.5 and 0 < tcp["min_rtt_ms"] <= tcp["rtt_ms"], tcp
 
 
 def test_curl_is_sampled_from_outside_its_process(lab_doc: dict) -> None:
