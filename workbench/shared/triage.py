@@ -404,35 +404,27 @@ class Tally:
         if self._known is None or self._last_t <= self._first_t:
             return None
         elapsed = self._last_t - self._first_t
-        if self.role == "sender":
-            return sender_triage(
-                self.host,
-                elapsed,
-                connections=self.connections,
-                bytes_seen=self.bytes_seen,
-                busy_s=None if self.no_chrono else self.busy_s,
-                rwnd_s=self.rwnd_s,
-                sndbuf_s=self.sndbuf_s,
-                app_busy_s=self.app_busy_s,
-                rtts_ms=self.rtts_ms,
-                min_rtt_ms=self.min_rtt_us / 1e3 if self.min_rtt_us else None,
-                bytes_sent=self.bytes_sent,
-                bytes_retrans=self.bytes_retrans,
-                max_window_bytes=self.max_window,
-                max_sndbuf_bytes=self.max_sndbuf,
-                max_rcvbuf_bytes=self.max_rcvbuf,
-                incomplete=self.incomplete,
-            )
-        return receiver_triage(
-            self.host,
-            elapsed,
+        sender = self.role == "sender"
+        totals = TcpTriage(
+            side=self.role,
+            host=self.host,
+            elapsed_s=elapsed,
             connections=self.connections,
             bytes_seen=self.bytes_seen,
-            rtts_ms=self.rtts_ms,
-            max_window_bytes=self.max_window,
-            max_rcvbuf_bytes=self.max_rcvbuf,
             incomplete=self.incomplete,
+            busy_s=None if self.no_chrono or not sender else self.busy_s,
+            app_limited_busy_s=self.app_busy_s,
+            rwnd_limited_s=self.rwnd_s,
+            sndbuf_limited_s=self.sndbuf_s,
+            rtt_ms=statistics.median(self.rtts_ms) if self.rtts_ms else None,
+            min_rtt_ms=self.min_rtt_us / 1e3 if self.min_rtt_us else None,
+            bytes_sent=self.bytes_sent,
+            bytes_retrans=self.bytes_retrans,
+            max_window_bytes=self.max_window,
+            max_sndbuf_bytes=self.max_sndbuf,
+            max_rcvbuf_bytes=self.max_rcvbuf,
         )
+        return _rebuilt(totals, elapsed, None)
 
 
 def merge(parts: Sequence[TcpTriage]) -> TcpTriage | None:
@@ -441,36 +433,28 @@ def merge(parts: Sequence[TcpTriage]) -> TcpTriage | None:
     the receiver's."""
     if not parts:
         return None
-    senders = [p for p in parts if p.side == "sender"]
-    same = senders or list(parts)
-    side, host = same[0].side, same[0].host
-    elapsed = sum(p.elapsed_s for p in same)
+    same = [p for p in parts if p.side == "sender"] or list(parts)
     rtts = [p.rtt_ms for p in same if p.rtt_ms is not None]
     min_rtts = [p.min_rtt_ms for p in same if p.min_rtt_ms is not None]
     copied = [p.copy_bytes for p in same]
-    reasons = sorted({p.incomplete for p in same if p.incomplete})
-    common: dict[str, Any] = {
-        "copy_bytes": None if None in copied else sum(c or 0 for c in copied),
-        "incomplete": "; ".join(reasons) or None,
-        "connections": max(p.connections for p in same),
-        "bytes_seen": sum(p.bytes_seen for p in same),
-        "rtts_ms": rtts,
-        "max_window_bytes": _max(p.max_window_bytes for p in same),
-        "max_rcvbuf_bytes": _max(p.max_rcvbuf_bytes for p in same),
-    }
-    if side == "receiver":
-        return receiver_triage(host, elapsed, **common)
-    no_chrono = any(p.busy_s is None for p in same)
-    return sender_triage(
-        host,
-        elapsed,
-        busy_s=None if no_chrono else sum(p.busy_s or 0.0 for p in same),
-        rwnd_s=sum(p.rwnd_limited_s or 0.0 for p in same),
-        sndbuf_s=sum(p.sndbuf_limited_s or 0.0 for p in same),
-        app_busy_s=sum(p.app_limited_busy_s or 0.0 for p in same),
+    elapsed = sum(p.elapsed_s for p in same)
+    totals = TcpTriage(
+        side=same[0].side,
+        host=same[0].host,
+        elapsed_s=elapsed,
+        connections=max(p.connections for p in same),
+        bytes_seen=sum(p.bytes_seen for p in same),
+        incomplete="; ".join(sorted({p.incomplete for p in same if p.incomplete})) or None,
+        busy_s=None if any(p.busy_s is None for p in same) else sum(p.busy_s or 0.0 for p in same),
+        app_limited_busy_s=sum(p.app_limited_busy_s or 0.0 for p in same),
+        rwnd_limited_s=sum(p.rwnd_limited_s or 0.0 for p in same),
+        sndbuf_limited_s=sum(p.sndbuf_limited_s or 0.0 for p in same),
+        rtt_ms=statistics.median(rtts) if rtts else None,
         min_rtt_ms=min(min_rtts) if min_rtts else None,
         bytes_sent=sum(p.bytes_sent or 0 for p in same),
         bytes_retrans=sum(p.bytes_retrans or 0 for p in same),
+        max_window_bytes=_max(p.max_window_bytes for p in same),
         max_sndbuf_bytes=_max(p.max_sndbuf_bytes for p in same),
-        **common,
+        max_rcvbuf_bytes=_max(p.max_rcvbuf_bytes for p in same),
     )
+    return _rebuilt(totals, elapsed, None if None in copied else sum(c or 0 for c in copied))
