@@ -1,7 +1,7 @@
 """What the TCP triage costs: CPU per 100 ms sample, and the rates of a lab run with and without it.
 
-1. A TcpWatch samples, for SECONDS, a namespace holding N idle TCP connections to the watched peer (and
-   as many to another): the process CPU it used over the wall time is its share of a core.
+1. A TcpWatch samples, for SECONDS, a namespace holding N idle TCP connections to the watched peer and N
+   between two other addresses: the process CPU it used over the wall time is its share of a core.
 2. Unless --no-lab: the same small wifi-ac lab run twice, with the triage and with WORKBENCH_TCP_TRIAGE=0,
    and each row's median rate with / without (a ratio near 1 within the rows' own spread is noise).
 
@@ -26,20 +26,21 @@ from workbench.shared.tcpwatch import TcpWatch
 
 
 def sampling_cost(connections: int, seconds: float) -> float:
-    """Share of one core the watch used while sampling `connections` (+ as many unwatched) for `seconds`."""
-    listener = socket.create_server(("127.0.0.1", 0), backlog=4 * connections)
-    other = socket.create_server(("127.0.0.2", 0), backlog=4 * connections)
+    """Share of one core the watch used while sampling, for `seconds`, a namespace holding `connections`
+    idle connections to the watched peer (127.0.0.1) and as many between two other addresses."""
     held = []
-    for server in (listener, other):
+    for server_address, client_address in (("127.0.0.1", "127.0.0.4"), ("127.0.0.2", "127.0.0.3")):
+        server = socket.create_server((server_address, 0), backlog=4 * connections)
         for _ in range(connections):
-            held.append(socket.create_connection(server.getsockname()))
+            held.append(socket.create_connection(server.getsockname(), source_address=(client_address, 0)))
             held.append(server.accept()[0])
+        held.append(server)
     cpu0, t0 = time.process_time(), time.monotonic()
     watch = TcpWatch(["127.0.0.1"], "sender", "client").start()
     time.sleep(seconds)
     watch.stop()
     share = (time.process_time() - cpu0) / (time.monotonic() - t0)
-    for sock in [*held, listener, other]:
+    for sock in held:
         sock.close()
     return share
 
@@ -69,7 +70,7 @@ def main() -> None:
     args = parser.parse_args()
     for n in (4, 64, 512):
         print(
-            f"sampling every 100 ms, {n} connections to the peer and {n} to another: "
+            f"sampling every 100 ms, {n} connections to the peer and {n} between other addresses: "
             f"{100 * sampling_cost(n, args.seconds):.2f} % of a core"
         )
     if args.no_lab:
