@@ -238,3 +238,25 @@ def test_a_watch_that_cannot_start_leaves_the_copy_alone_and_says_why() -> None:
         pass
     assert seen.triage is not None and seen.triage.limit is None and seen.triage.connections == 0
     assert "could not start" in (seen.triage.incomplete or "") and "garbage" in (seen.triage.incomplete or "")
+
+
+def test_the_kernel_filters_the_dump_by_remote_address() -> None:
+    tail = f"{random.randrange(1, 255)}.{random.randrange(1, 255)}"
+    held = []
+    for server_address, client_address in ((f"127.79.{tail}", f"127.80.{tail}"), (f"127.81.{tail}", f"127.82.{tail}")):
+        server = socket.create_server((server_address, 0))
+        held += [socket.create_connection(server.getsockname(), source_address=(client_address, 0)), server]
+        held.append(server.accept()[0])
+    try:
+        with inetdiag.DiagReader() as reader:
+            one = reader.sockets(frozenset({f"127.79.{tail}"}))
+            two = reader.sockets(frozenset({f"127.79.{tail}", f"127.82.{tail}", "::1"}))
+            assert reader.kernel_filter  # the program passed the kernel's check
+        assert [(s.local, s.remote) for s in one] == [(f"127.80.{tail}", f"127.79.{tail}")]
+        assert sorted((s.local, s.remote) for s in two) == [
+            (f"127.80.{tail}", f"127.79.{tail}"),
+            (f"127.81.{tail}", f"127.82.{tail}"),
+        ]
+    finally:
+        for sock in held:
+            sock.close()
