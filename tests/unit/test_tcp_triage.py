@@ -103,6 +103,7 @@ def test_the_receiver_side_sees_the_bytes_and_its_own_window(pair: tuple) -> Non
     triage = watch.stop()
     reader.join()
     assert triage is not None and triage.side == "receiver" and triage.app_limited is None
+    assert triage.short().startswith("rx ")  # the table says only the receiving side was seen
     assert triage.bytes_seen == pytest.approx(sent, rel=0.05) and triage.max_window_bytes
 
 

@@ -87,11 +87,12 @@ class TcpTriage:
         return _seen_enough(self.connections, self.bytes_seen, self.copy_bytes, self.incomplete)
 
     def short(self) -> str:
-        """The table's cell: 'rwnd 92 %', 'app 71 %', 'mixed', 'rx: win' for a receiver's verdict."""
+        """The table's cell: 'rwnd 92 %', 'app 71 %', 'mix net 60/app 40'; a receiver's view is 'rx rwnd' or
+        'rx —' (only the receiving side was seen); '—' when nothing can be said."""
+        if self.side == "receiver":
+            return "rx rwnd" if self.limit == "receive-window" else "rx —"
         if self.limit is None:
             return "—"
-        if self.side == "receiver":
-            return "rx rwnd" if self.limit == "receive-window" else "rx ?"
         if self.limit == "mixed":
             parts = sorted(self._fractions().items(), key=lambda kv: kv[1], reverse=True)
             return "mix " + "/".join(f"{SHORT[k]} {v * 100:.0f}" for k, v in parts[:2] if v)
