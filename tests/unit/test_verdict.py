@@ -8,30 +8,31 @@ import dataclasses
 from workbench.core.explain import explain
 from workbench.core.results import Baseline, Result, Run, Sample
 from workbench.protocols.details import ClientDetails
-from workbench.shared.triage import TcpTriage, sender_triage
+from workbench.shared.triage import TcpTriage, classified
 
 MIB = 1 << 20
 
 
 def _triage(host: str, app: float, rwnd: float, window: int = 8 << 20) -> TcpTriage:
-    return sender_triage(
-        host,
-        1.0,
+    """A sender's triage of one 16 MiB copy over 1 s, idle `app` of it and window-limited `rwnd` of it."""
+    totals = TcpTriage(
+        side="sender",
+        host=host,
+        elapsed_s=1.0,
         connections=1,
         bytes_seen=16 * MIB,
         busy_s=1.0 - app,
-        rwnd_s=rwnd,
-        sndbuf_s=0.0,
-        app_busy_s=0.0,
-        rtts_ms=[3.0],
+        rwnd_limited_s=rwnd,
+        sndbuf_limited_s=0.0,
+        app_limited_busy_s=0.0,
+        rtt_ms=3.0,
         min_rtt_ms=2.8,
         bytes_sent=16 * MIB,
         bytes_retrans=0,
         max_window_bytes=window,
         max_sndbuf_bytes=4 << 20,
-        max_rcvbuf_bytes=None,
-        copy_bytes=16 * MIB,
     )
+    return classified(totals, 1.0, 16 * MIB)
 
 
 def _row(label: str, direction: str, rate: float, triage: TcpTriage, **details: int) -> Result:

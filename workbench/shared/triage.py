@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from workbench.shared.inetdiag import DiagSocket
@@ -94,12 +94,13 @@ class TcpTriage:
         if self.limit is None:
             return "—"
         if self.limit == "mixed":
-            parts = sorted(self._fractions().items(), key=lambda kv: kv[1], reverse=True)
+            parts = sorted(self.fractions().items(), key=lambda kv: kv[1], reverse=True)
             return "mix " + "/".join(f"{SHORT[k]} {v * 100:.0f}" for k, v in parts[:2] if v)
-        share = self._fractions().get(self.limit)
+        share = self.fractions().get(self.limit)
         return f"{SHORT[self.limit]} {share * 100:.0f} %" if share is not None else SHORT[self.limit]
 
-    def _fractions(self) -> dict[str, float]:
+    def fractions(self) -> dict[str, float]:
+        """The sender's shares of the elapsed time by cause (LIMITS' names); empty for a receiver."""
         values = {
             "application": self.app_limited,
             "receive-window": self.rwnd_limited,
@@ -116,150 +117,75 @@ def classify(app: float, rwnd: float, sndbuf: float, network: float) -> str:
     return cause if share >= DOMINANT else "mixed"
 
 
-def sender_triage(
-    host: str,
-    elapsed_s: float,
-    *,
-    connections: int,
-    bytes_seen: int,
-    busy_s: float | None,
-    rwnd_s: float,
-    sndbuf_s: float,
-    app_busy_s: float,
-    rtts_ms: Sequence[float],
-    min_rtt_ms: float | None,
-    bytes_sent: int,
-    bytes_retrans: int,
-    max_window_bytes: int | None,
-    max_sndbuf_bytes: int | None,
-    max_rcvbuf_bytes: int | None,
-    copy_bytes: int | None = None,
-    incomplete: str | None = None,
-) -> TcpTriage:
-    """The sender's counters over `elapsed_s`, split into the four fractions and classified.
+def classified(totals: TcpTriage, elapsed_s: float, copy_bytes: int | None) -> TcpTriage:
+    """`totals` (what a watch, or several copies, summed: seconds, bytes, the median RTT) over `elapsed_s` of a
+    copy that moved `copy_bytes`: the fractions and the limit, every derived field computed afresh.
 
-    `busy_s` None: the kernel keeps no busy time (Linux before 4.10), so there are no fractions and no limit.
+    A sender's busy time splits into the four fractions; `busy_s` None means the kernel keeps none (Linux
+    before 4.10), so there are no fractions and no limit. A receiver names the receive window as the limit
+    when window / RTT is within WINDOW_EXPLAINS of the rate it received at; otherwise it cannot say (the
+    sender's side holds the answer).
     """
+    positive = elapsed_s > 0
     elapsed_s = max(elapsed_s, 1e-9)
-    common: dict[str, Any] = {
-        "side": "sender",
-        "host": host,
-        "elapsed_s": round(elapsed_s, 4),
-        "connections": connections,
-        "bytes_seen": bytes_seen,
-        "copy_bytes": copy_bytes,
-        "incomplete": incomplete,
-        "rtt_ms": round(statistics.median(rtts_ms), 3) if rtts_ms else None,
-        "min_rtt_ms": min_rtt_ms,
-        "retrans_fraction": round(bytes_retrans / bytes_sent, 5) if bytes_sent > 0 else None,
-        "bytes_sent": bytes_sent,
-        "bytes_retrans": bytes_retrans,
-        "max_window_bytes": max_window_bytes,
-        "max_sndbuf_bytes": max_sndbuf_bytes,
-        "max_rcvbuf_bytes": max_rcvbuf_bytes,
-    }
-    if busy_s is None:
-        return TcpTriage(**common)
-    busy = min(max(busy_s, 0.0), elapsed_s)
+    enough = _seen_enough(totals.connections, totals.bytes_seen, copy_bytes, totals.incomplete)
+    common = replace(
+        totals,
+        elapsed_s=round(elapsed_s, 4),
+        copy_bytes=copy_bytes,
+        rtt_ms=round(totals.rtt_ms, 3) if totals.rtt_ms is not None else None,
+        app_limited=None,
+        rwnd_limited=None,
+        sndbuf_limited=None,
+        network_limited=None,
+        retrans_fraction=None,
+        limit=None,
+    )
+    if totals.side == "receiver":
+        # Only a sender keeps busy and limited times (the kernel's chrono), retransmissions and a send buffer.
+        common = replace(
+            common,
+            busy_s=None,
+            app_limited_busy_s=None,
+            rwnd_limited_s=None,
+            sndbuf_limited_s=None,
+            min_rtt_ms=None,
+            bytes_sent=None,
+            bytes_retrans=None,
+            max_sndbuf_bytes=None,
+        )
+        window, rtt_ms = totals.max_window_bytes, totals.rtt_ms
+        explains = bool(enough and positive and rtt_ms and window) and (
+            window / (rtt_ms / 1e3) <= WINDOW_EXPLAINS * totals.bytes_seen / elapsed_s
+        )
+        return replace(common, limit="receive-window") if explains else common
+    sent = totals.bytes_sent or 0
+    common = replace(common, retrans_fraction=round((totals.bytes_retrans or 0) / sent, 5) if sent > 0 else None)
+    if totals.busy_s is None:  # no chrono in this kernel: no times to split
+        return replace(common, app_limited_busy_s=None, rwnd_limited_s=None, sndbuf_limited_s=None)
+    busy = min(max(totals.busy_s, 0.0), elapsed_s)
     # Each limited time is part of the busy time; the kernel counts them in whole jiffies, so clamp.
-    rwnd = min(max(rwnd_s, 0.0), busy)
-    sndbuf = min(max(sndbuf_s, 0.0), busy - rwnd)
-    app_busy = min(max(app_busy_s, 0.0), busy - rwnd - sndbuf)
-    fractions = {
-        "app": (elapsed_s - busy + app_busy) / elapsed_s,
-        "rwnd": rwnd / elapsed_s,
-        "sndbuf": sndbuf / elapsed_s,
-        "network": (busy - rwnd - sndbuf - app_busy) / elapsed_s,
-    }
-    limit = classify(fractions["app"], fractions["rwnd"], fractions["sndbuf"], fractions["network"])
-    return TcpTriage(
-        **common,
+    rwnd = min(max(totals.rwnd_limited_s or 0.0, 0.0), busy)
+    sndbuf = min(max(totals.sndbuf_limited_s or 0.0, 0.0), busy - rwnd)
+    app_busy = min(max(totals.app_limited_busy_s or 0.0, 0.0), busy - rwnd - sndbuf)
+    app = (elapsed_s - busy + app_busy) / elapsed_s
+    network = (busy - rwnd - sndbuf - app_busy) / elapsed_s
+    return replace(
+        common,
         busy_s=round(busy, 4),
         app_limited_busy_s=round(app_busy, 4),
         rwnd_limited_s=round(rwnd, 4),
         sndbuf_limited_s=round(sndbuf, 4),
-        app_limited=round(fractions["app"], 4),
-        rwnd_limited=round(fractions["rwnd"], 4),
-        sndbuf_limited=round(fractions["sndbuf"], 4),
-        network_limited=round(fractions["network"], 4),
-        limit=limit if _seen_enough(connections, bytes_seen, copy_bytes, incomplete) else None,
-    )
-
-
-def receiver_triage(
-    host: str,
-    elapsed_s: float,
-    *,
-    connections: int,
-    bytes_seen: int,
-    rtts_ms: Sequence[float],
-    max_window_bytes: int | None,
-    max_rcvbuf_bytes: int | None,
-    copy_bytes: int | None = None,
-    incomplete: str | None = None,
-) -> TcpTriage:
-    """What a receiver can tell: its RTT estimate and the largest window it advertised. It names the
-    receive window as the limit when window / RTT is within WINDOW_EXPLAINS of the rate it received at;
-    otherwise it cannot say (the sender's side holds the answer)."""
-    rtt_ms = statistics.median(rtts_ms) if rtts_ms else None
-    limit = None
-    if _seen_enough(connections, bytes_seen, copy_bytes, incomplete) and rtt_ms and max_window_bytes and elapsed_s > 0:
-        window_rate = max_window_bytes / (rtt_ms / 1e3)
-        if window_rate <= WINDOW_EXPLAINS * bytes_seen / elapsed_s:
-            limit = "receive-window"
-    return TcpTriage(
-        side="receiver",
-        host=host,
-        elapsed_s=round(elapsed_s, 4),
-        connections=connections,
-        bytes_seen=bytes_seen,
-        rtt_ms=round(rtt_ms, 3) if rtt_ms is not None else None,
-        max_window_bytes=max_window_bytes,
-        max_rcvbuf_bytes=max_rcvbuf_bytes,
-        copy_bytes=copy_bytes,
-        incomplete=incomplete,
-        limit=limit,
+        app_limited=round(app, 4),
+        rwnd_limited=round(rwnd / elapsed_s, 4),
+        sndbuf_limited=round(sndbuf / elapsed_s, 4),
+        network_limited=round(network, 4),
+        limit=classify(app, rwnd / elapsed_s, sndbuf / elapsed_s, network) if enough else None,
     )
 
 
 def _seen_enough(connections: int, bytes_seen: int, copy_bytes: int | None, incomplete: str | None) -> bool:
     return connections > 0 and incomplete is None and (copy_bytes is None or bytes_seen >= MIN_SEEN * copy_bytes)
-
-
-def _rebuilt(t: TcpTriage, elapsed_s: float, copy_bytes: int | None) -> TcpTriage:
-    """`t` recomputed over another elapsed time and copy size, from the seconds and bytes it keeps."""
-    rtts = [t.rtt_ms] if t.rtt_ms is not None else []
-    if t.side == "receiver":
-        return receiver_triage(
-            t.host,
-            elapsed_s,
-            connections=t.connections,
-            bytes_seen=t.bytes_seen,
-            rtts_ms=rtts,
-            max_window_bytes=t.max_window_bytes,
-            max_rcvbuf_bytes=t.max_rcvbuf_bytes,
-            copy_bytes=copy_bytes,
-            incomplete=t.incomplete,
-        )
-    return sender_triage(
-        t.host,
-        elapsed_s,
-        connections=t.connections,
-        bytes_seen=t.bytes_seen,
-        busy_s=t.busy_s,
-        rwnd_s=t.rwnd_limited_s or 0.0,
-        sndbuf_s=t.sndbuf_limited_s or 0.0,
-        app_busy_s=t.app_limited_busy_s or 0.0,
-        rtts_ms=rtts,
-        min_rtt_ms=t.min_rtt_ms,
-        bytes_sent=t.bytes_sent or 0,
-        bytes_retrans=t.bytes_retrans or 0,
-        max_window_bytes=t.max_window_bytes,
-        max_sndbuf_bytes=t.max_sndbuf_bytes,
-        max_rcvbuf_bytes=t.max_rcvbuf_bytes,
-        copy_bytes=copy_bytes,
-        incomplete=t.incomplete,
-    )
 
 
 def seen(triage: TcpTriage | None, copy_bytes: int, copy_seconds: float | None = None) -> TcpTriage | None:
@@ -272,7 +198,7 @@ def seen(triage: TcpTriage | None, copy_bytes: int, copy_seconds: float | None =
     if copy_seconds and copy_seconds > 0:
         # Busy time outside the copy (the watch's own control calls) is clamped to the copy's time.
         elapsed = copy_seconds
-    return _rebuilt(triage, elapsed, copy_bytes)
+    return classified(triage, elapsed, copy_bytes)
 
 
 def _max(values: Iterable[int | None]) -> int | None:
@@ -425,7 +351,7 @@ class Tally:
             max_sndbuf_bytes=self.max_sndbuf,
             max_rcvbuf_bytes=self.max_rcvbuf,
         )
-        return _rebuilt(totals, elapsed, None)
+        return classified(totals, elapsed, None)
 
 
 def merge(parts: Sequence[TcpTriage]) -> TcpTriage | None:
@@ -458,4 +384,4 @@ def merge(parts: Sequence[TcpTriage]) -> TcpTriage | None:
         max_sndbuf_bytes=_max(p.max_sndbuf_bytes for p in same),
         max_rcvbuf_bytes=_max(p.max_rcvbuf_bytes for p in same),
     )
-    return _rebuilt(totals, elapsed, None if None in copied else sum(c or 0 for c in copied))
+    return classified(totals, elapsed, None if None in copied else sum(c or 0 for c in copied))
