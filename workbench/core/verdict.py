@@ -43,20 +43,15 @@ def _mbit(rate_bytes_per_s: float) -> str:
 def _triage_words(t: TcpTriage) -> str:
     if t.side == "receiver":
         return f"the receiver saw a window of {format_bytes(t.max_window_bytes or 0)}"
-    shares = {
-        "application": t.app_limited,
-        "receive-window": t.rwnd_limited,
-        "send-buffer": t.sndbuf_limited,
-        "network": t.network_limited,
-    }
+    shares = t.fractions()
     words = {
         "application": "idle or app-limited",
         "receive-window": "waiting on the receive window",
         "send-buffer": "limited by its send buffer",
         "network": "limited by the network",
     }
-    key = t.limit if t.limit in shares else max(shares, key=lambda k: shares[k] or 0)
-    return f"the {t.host}'s sender {words[key]} {100 * (shares[key] or 0):.0f} % of the time"
+    key = t.limit if t.limit in shares else max(shares, key=lambda k: shares[k])  # "mixed": the largest share
+    return f"the {t.host}'s sender {words[key]} {100 * shares[key]:.0f} % of the time"
 
 
 def _raw_tcp(run: Run) -> str:
