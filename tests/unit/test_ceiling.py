@@ -148,7 +148,7 @@ def test_formatting() -> None:
 
 def test_a_request_waits_its_round_trip_its_own_serialisation_and_the_server() -> None:
     # pysmb on the wifi-ac lab: 64 KiB per request at 62.5 MB/s is 1.05 ms, a third of the 2.8 ms RTT
-    found = by_label(bounds(rtt_s=0.0028, request_bytes=65536, raw_tcp_bps=62.5e6, server_turnaround_s=0.0002))
+    found = by_label(bounds(rtt_s=0.0028, request_bytes=65536, raw_tcp_bytes_per_s=62.5e6, server_turnaround_s=0.0002))
     wait = 0.0028 + 65536 / 62.5e6 + 0.0002
     assert found["requests"].bps == pytest.approx(65536 / wait)
     assert found["requests"].explanation == "64 KiB × 1 request / (2.8 ms + 1.0 ms to send + 0.20 ms server)"

@@ -44,7 +44,7 @@ def bounds(
     client_cpu: float | None = None,
     server_cpu: float | None = None,
     measured_bps: float | None = None,
-    raw_tcp_bps: float | None = None,
+    raw_tcp_bytes_per_s: float | None = None,
     window_rtt_s: float | None = None,
     server_turnaround_s: float | None = None,
 ) -> list[Bound]:
@@ -52,16 +52,17 @@ def bounds(
 
     client_cpu/server_cpu are process CPU seconds / wall seconds (1.0 = one full core); the cpu bound
     scales the measured rate to one full core of the busier process, so it needs `measured_bps`.
-    `raw_tcp_bps` is the raw TCP rate measured the same way; the lower of it and the link is the rate B a
+    `raw_tcp_bytes_per_s` is the raw TCP rate measured the same way; the lower of it and the link is the rate B a
     request serialises at. `window_rtt_s` is the RTT the window was seen under (under load), `rtt_s` the
     idle one; `server_turnaround_s` the server's time per request, where it was measured.
     """
     found: list[Bound] = []
     if link_bps and link_bps > 0:
         found.append(Bound("link", float(link_bps), f"link {format_bits(link_bps)}"))
-    if raw_tcp_bps and raw_tcp_bps > 0:
-        found.append(Bound("raw-tcp", float(raw_tcp_bps), f"raw TCP {raw_tcp_bps / 1e6:,.1f} MB/s measured"))
-    path = min((b for b in (link_bps, raw_tcp_bps) if b and b > 0), default=None)
+    if raw_tcp_bytes_per_s and raw_tcp_bytes_per_s > 0:
+        measured = f"raw TCP {raw_tcp_bytes_per_s / 1e6:,.1f} MB/s measured"
+        found.append(Bound("raw-tcp", float(raw_tcp_bytes_per_s), measured))
+    path = path_rate(link_bps, raw_tcp_bytes_per_s)
     rtt_ok = rtt_s is not None and rtt_s > 0
     w_rtt = window_rtt_s if window_rtt_s and window_rtt_s > 0 else rtt_s
     if rtt_ok and window_bytes and window_bytes > 0 and w_rtt:
@@ -82,13 +83,21 @@ def bounds(
     return found
 
 
-def _requests_bound(size: int, n: int, rtt_s: float, path_bps: float | None, turnaround_s: float | None) -> Bound:
+def path_rate(link_bps: float | None, raw_tcp_bytes_per_s: float | None) -> float | None:
+    """Bytes/s the path carries, the rate a request or a file's bytes serialise at: the lower of the link's
+    goodput and the raw TCP measured; None when neither is known."""
+    return min((b for b in (link_bps, raw_tcp_bytes_per_s) if b and b > 0), default=None)
+
+
+def _requests_bound(
+    size: int, n: int, rtt_s: float, path_bytes_per_s: float | None, turnaround_s: float | None
+) -> Bound:
     noun = "request" if n == 1 else "requests"
     wait = rtt_s
     parts = [format_ms(rtt_s)]
-    if path_bps:
-        wait += size / path_bps
-        parts.append(f"{format_ms(size / path_bps)} to send")
+    if path_bytes_per_s:
+        wait += size / path_bytes_per_s
+        parts.append(f"{format_ms(size / path_bytes_per_s)} to send")
     if turnaround_s:
         wait += turnaround_s
         parts.append(f"{format_ms(turnaround_s)} server")
@@ -101,7 +110,7 @@ def per_file_bound(
     files: int,
     round_trips_per_file: float,
     rtt_s: float,
-    path_bps: float | None,
+    path_bytes_per_s: float | None,
     files_in_flight: int = 1,
     server_per_file_s: float | None = None,
     client_per_file_s: float | None = None,
@@ -110,7 +119,7 @@ def per_file_bound(
     path's rate and, where measured, the server's and the client's CPU time on it, `files_in_flight` at a
     time: the set's rate, explained in files/s."""
     per_file = set_bytes / files
-    file_s = round_trips_per_file * rtt_s + (per_file / path_bps if path_bps else 0.0)
+    file_s = round_trips_per_file * rtt_s + (per_file / path_bytes_per_s if path_bytes_per_s else 0.0)
     file_s += (server_per_file_s or 0.0) + (client_per_file_s or 0.0)
     files_per_s = max(1, files_in_flight) / file_s
     rate = files_per_s * per_file
@@ -152,13 +161,13 @@ def bounds_from_details(
     client_cpu: float | None = None,
     server_cpu: float | None = None,
     measured_bps: float | None = None,
-    raw_tcp_bps: float | None = None,
+    raw_tcp_bytes_per_s: float | None = None,
     window_rtt_s: float | None = None,
     server_turnaround_s: float | None = None,
 ) -> list[Bound]:
     """`bounds` fed with what a client reports: its request size and depth, its SSH window."""
     return bounds(
-        raw_tcp_bps=raw_tcp_bps,
+        raw_tcp_bytes_per_s=raw_tcp_bytes_per_s,
         window_rtt_s=window_rtt_s,
         server_turnaround_s=server_turnaround_s,
         link_bps=link_bps,

@@ -21,6 +21,7 @@ from workbench.core.ceiling import (
     explaining_bound,
     format_bound,
     format_ms,
+    path_rate,
     per_file_bound,
     with_fixed_cost,
 )
@@ -57,7 +58,7 @@ def _server_turnaround_s(row: Result) -> float | None:
     return statistics.median(cpu) / requests
 
 
-def _per_file(row: Result, rtt_s: float | None, path_bps: float | None) -> Bound | None:
+def _per_file(row: Result, rtt_s: float | None, path_bytes_per_s: float | None) -> Bound | None:
     """Small-file sets: each file's round trips (the client's own count, else one) and bytes at the path rate."""
     if row.files <= 1 or not rtt_s or row.details.streams_sets:  # rsync: no round trip per file
         return None
@@ -74,7 +75,7 @@ def _per_file(row: Result, rtt_s: float | None, path_bps: float | None) -> Bound
     # started per copy is left out: its process start is in the fixed cost already.
     server_s = _cpu_per_file(row, "server_cpu_s")
     client_s = None if details.timed_includes_setup else _cpu_per_file(row, "client_cpu_s")
-    return per_file_bound(row.bytes, row.files, trips, rtt_s, path_bps, in_flight, server_s, client_s)
+    return per_file_bound(row.bytes, row.files, trips, rtt_s, path_bytes_per_s, in_flight, server_s, client_s)
 
 
 def _cpu_per_file(row: Result, attr: str) -> float | None:
@@ -140,14 +141,14 @@ def _explain_row(
         rtt_s=rtt_s,
         window_bytes=window_bytes,
         window_rtt_s=window_rtt_s,
-        raw_tcp_bps=tcp,
+        raw_tcp_bytes_per_s=tcp,
         server_turnaround_s=_server_turnaround_s(row),
         client_cpu=_cpu_fraction(row, "client_cpu_s"),
         server_cpu=_cpu_fraction(row, "server_cpu_s"),
         measured_bps=median,
     )
-    path_bps = min((b for b in (link_bps, tcp) if b), default=None)
-    per_file = _per_file(row, rtt_s, path_bps)
+    path_bytes_per_s = path_rate(link_bps, tcp)
+    per_file = _per_file(row, rtt_s, path_bytes_per_s)
     if per_file is not None:
         found.append(per_file)
     if cost is not None:
@@ -167,7 +168,7 @@ def _explain_row(
         bound=label,
         bound_explanation=explanation,
         bounds=tuple(found),
-        per_file_s=_per_file_cost(row, cost, path_bps),
+        per_file_s=_per_file_cost(row, cost, path_bytes_per_s),
         triage_note=_disagreement(triage, label),
     )
     if cost is not None:
@@ -177,11 +178,11 @@ def _explain_row(
     return why
 
 
-def _per_file_cost(row: Result, cost: fixedcost.FixedCost | None, path_bps: float | None) -> float | None:
+def _per_file_cost(row: Result, cost: fixedcost.FixedCost | None, path_bytes_per_s: float | None) -> float | None:
     """Seconds each file of a set costs beyond its bytes at the streaming rate and the fixed cost per copy:
     fitted from the set against the single files (their fit, else the path's rate)."""
     seconds = _median_seconds(row)
-    streaming = cost.streaming_bytes_per_s if cost is not None else path_bps
+    streaming = cost.streaming_bytes_per_s if cost is not None else path_bytes_per_s
     if row.files <= 1 or seconds is None or not streaming:
         return None
     fixed = cost.fixed_s if cost is not None else 0.0
