@@ -48,14 +48,20 @@ def _median_seconds(row: Result) -> float | None:
     return statistics.median(secs) if secs else None
 
 
+def _median_cpu_s(row: Result, attr: str) -> float | None:
+    """The median CPU seconds one copy of the row took on one side (`client_cpu_s` or `server_cpu_s`)."""
+    values = [getattr(s, attr) for s in row.good_samples if getattr(s, attr) is not None]
+    return statistics.median(values) if values else None
+
+
 def _server_turnaround_s(row: Result) -> float | None:
     """The server's CPU time per request of a request/response client: its share of each round trip."""
     size = row.details.request_bytes
-    cpu = [s.server_cpu_s for s in row.good_samples if s.server_cpu_s is not None]
-    if not size or not cpu or row.bytes <= 0:
+    cpu = _median_cpu_s(row, "server_cpu_s")
+    if not size or cpu is None or row.bytes <= 0:
         return None
     requests = max(1, -(-row.bytes // size)) + (row.files if row.files > 1 else 0)
-    return statistics.median(cpu) / requests
+    return cpu / requests
 
 
 def _per_file(row: Result, rtt_s: float | None, path_bytes_per_s: float | None) -> Bound | None:
@@ -73,14 +79,11 @@ def _per_file(row: Result, rtt_s: float | None, path_bytes_per_s: float | None) 
         return None
     # The CPU each side spent per file: one file at a time, it is spent between the round trips. A client
     # started per copy is left out: its process start is in the fixed cost already.
-    server_s = _cpu_per_file(row, "server_cpu_s")
-    client_s = None if details.timed_includes_setup else _cpu_per_file(row, "client_cpu_s")
+    server_cpu = _median_cpu_s(row, "server_cpu_s")
+    client_cpu = None if details.timed_includes_setup else _median_cpu_s(row, "client_cpu_s")
+    server_s = server_cpu / row.files if server_cpu is not None else None
+    client_s = client_cpu / row.files if client_cpu is not None else None
     return per_file_bound(row.bytes, row.files, trips, rtt_s, path_bytes_per_s, in_flight, server_s, client_s)
-
-
-def _cpu_per_file(row: Result, attr: str) -> float | None:
-    values = [getattr(s, attr) for s in row.good_samples if getattr(s, attr) is not None]
-    return statistics.median(values) / row.files if values else None
 
 
 def _is_loopback(host: str) -> bool:
