@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from typing import Any
 
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
-from workbench.core.watching import CopyWatcher, Watched
+from workbench.core.watching import CopyWatcher
 from workbench.probe import client as probe_client
 from workbench.probe import iperf
 from workbench.protocols.control import Control
@@ -51,11 +52,11 @@ def iperf3_auth(target: Target) -> Iterator[iperf.IperfAuth | None]:
         yield iperf.IperfAuth(target.credentials.user, target.credentials.password, path)
 
 
-def measure_baseline(plan: Plan, watcher: CopyWatcher | None = None) -> Baseline:
+def measure_baseline(plan: Plan, watcher: CopyWatcher) -> Baseline:
     """Measure before the copies; a failure is recorded in the baseline, never fatal to the run.
 
-    With a `watcher`, each direction of the probe carries the TCP triage its copies get, so the baseline
-    shows when it was itself window- or buffer-limited.
+    Each direction of the probe carries the TCP triage its copies get (`watcher`), so the baseline shows
+    when it was itself window- or buffer-limited.
     """
     host = plan.target.host
     port = plan.target.port("tcp")
@@ -67,10 +68,10 @@ def measure_baseline(plan: Plan, watcher: CopyWatcher | None = None) -> Baseline
         base = dataclasses.replace(base, rtt_ms=rtt.ping_median * 1e3, connect_rtt_ms=rtt.connect_median * 1e3)
         measured = {}
         for direction in ("upload", "download"):
-            with watcher.watch(direction) if watcher is not None else contextlib.nullcontext(Watched()) as seen:
-                measured[direction] = probe_client.measure(host, port, secret, direction, plan.tcp_duration)
-            if seen.triage is not None:
-                triage[direction] = seen.triage.to_json()
+            probe = functools.partial(probe_client.measure, host, port, secret, direction, plan.tcp_duration)
+            measured[direction], seen = watcher.measured(direction, probe)
+            if seen is not None:
+                triage[direction] = seen
         up, down = measured["upload"], measured["download"]
     except WorkbenchError as exc:
         return dataclasses.replace(base, error=exc.one_line())

@@ -20,6 +20,7 @@ by --protocols) and a `StockFarHost`, the runner's far host for it:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import posixpath
 import re
 import secrets
@@ -388,18 +389,15 @@ class StockFarHost:
         # iperf3's connections are watched from this side, as a copy's are: the sender of an upload, the
         # receiver of a download (nothing of workbench runs on the far host to see its sending side).
         watcher = CopyWatcher(self, host)
-        seen: dict[str, Any] = {}
+
+        def iperf3(direction: str) -> iperf.IperfResult | None:
+            return iperf.run_iperf3(host, port, direction, plan.tcp_duration)
+
         try:
-            with watcher.watch("upload") as watched:
-                up = iperf.run_iperf3(host, port, "upload", plan.tcp_duration)
-            if watched.triage is not None:
-                seen["upload"] = watched.triage.to_json()
-            down = None
+            up, seen_up = watcher.measured("upload", functools.partial(iperf3, "upload"))
+            down, seen_down = None, None
             if up is not None:
-                with watcher.watch("download") as watched:
-                    down = iperf.run_iperf3(host, port, "download", plan.tcp_duration)
-                if watched.triage is not None:
-                    seen["download"] = watched.triage.to_json()
+                down, seen_down = watcher.measured("download", functools.partial(iperf3, "download"))
         except WorkbenchError as exc:
             why = f"iperf3 at {url_host(host)}:{port} failed: {exc.one_line()}"
             return dataclasses.replace(base, error=why, details={**base.details, "no_baseline": why})
@@ -413,7 +411,7 @@ class StockFarHost:
             down_bps=down.bps,
             iperf3_up_bps=up.bps,
             iperf3_down_bps=down.bps,
-            tcp=seen or None,
+            tcp={d: t for d, t in (("upload", seen_up), ("download", seen_down)) if t is not None} or None,
             details={**base.details, "raw_tcp": "iperf3", "iperf3": {"host": host, "port": port, **figures}},
         )
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from workbench.shared.tcpwatch import TcpWatch
 from workbench.shared.triage import TcpTriage
+
+T = TypeVar("T")
 
 
 class WatchingFarHost(Protocol):
@@ -80,6 +82,12 @@ class CopyWatcher:
                 side = "sender" if direction == "upload" or far_id is not None else "receiver"
                 host = "server" if far_id is not None else "client"
                 found.triage = TcpTriage(side, host, 0.0, 0, 0, incomplete=found.problem)
+
+    def measured(self, direction: str, measure: Callable[[], T]) -> tuple[T, dict[str, Any] | None]:
+        """`measure()` (a raw-TCP measurement) under a watch of `direction`: its result and the triage as JSON."""
+        with self.watch(direction) as seen:
+            result = measure()
+        return result, seen.triage.to_json() if seen.triage is not None else None
 
 
 @dataclass
