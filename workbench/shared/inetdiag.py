@@ -18,6 +18,7 @@ import os
 import socket
 import struct
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from workbench.shared.tcpinfo import TcpInfo, parse_tcp_info
@@ -142,28 +143,45 @@ class DiagReader:
         malformed = False
         while True:  # read to the end of the dump, whatever it holds: a dump left unread makes the next one fail
             data = self._sock.recv(1 << 16)
-            offset = 0
-            while offset + _NLMSGHDR.size <= len(data):
-                length, kind, _flags, seq, _pid = _NLMSGHDR.unpack_from(data, offset)
-                if length < _NLMSGHDR.size or offset + length > len(data):
+            for message in _messages(data):
+                if message is None:
                     malformed = True
                     break
-                if seq == self._seq:
-                    if kind == NLMSG_DONE:
-                        return _checked(found, malformed)
-                    if kind == NLMSG_ERROR:
-                        code = -struct.unpack_from("=i", data, offset + _NLMSGHDR.size)[0]
-                        if code:
-                            raise OSError(code, os.strerror(code))
-                        return _checked(found, malformed)
-                    try:
-                        parsed = _parse(data, offset + _NLMSGHDR.size, offset + length, peers)
-                    except (struct.error, ValueError):
-                        malformed = True
-                        parsed = None
-                    if parsed is not None:
-                        found.append(parsed)
-                offset += (length + 3) & ~3
+                kind, seq, start, end = message
+                if seq != self._seq:
+                    continue
+                if kind == NLMSG_DONE:
+                    return _checked(found, malformed)
+                if kind == NLMSG_ERROR:
+                    code = -struct.unpack_from("=i", data, start)[0]
+                    if code:
+                        raise OSError(code, os.strerror(code))
+                    return _checked(found, malformed)
+                parsed, readable = _read_socket(data, start, end, peers)
+                malformed = malformed or not readable
+                if parsed is not None:
+                    found.append(parsed)
+
+
+def _messages(data: bytes) -> Iterator[tuple[int, int, int, int] | None]:
+    """Each whole netlink message of one datagram as (type, sequence, payload start, end); None for a header
+    that cannot be read, after which nothing more of the datagram can be."""
+    offset = 0
+    while offset + _NLMSGHDR.size <= len(data):
+        length, kind, _flags, seq, _pid = _NLMSGHDR.unpack_from(data, offset)
+        if length < _NLMSGHDR.size or offset + length > len(data):
+            yield None
+            return
+        yield kind, seq, offset + _NLMSGHDR.size, offset + length
+        offset += (length + 3) & ~3
+
+
+def _read_socket(data: bytes, start: int, end: int, peers: frozenset[str] | None) -> tuple[DiagSocket | None, bool]:
+    """One socket message: the socket (None if it is not to `peers`), and whether the message could be read."""
+    try:
+        return _parse(data, start, end, peers), True
+    except (struct.error, ValueError):
+        return None, False
 
 
 def _remote_filter(peers: frozenset[str]) -> bytes:
@@ -233,20 +251,17 @@ class DestroyListener:
                     raise
                 self.overflowed = True
                 continue
-            offset = 0
-            while offset + _NLMSGHDR.size <= len(data):
-                length, kind, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, offset)
-                if length < _NLMSGHDR.size:
+            for message in _messages(data):
+                if message is None:
                     break
-                if kind == SOCK_DIAG_BY_FAMILY and offset + length <= len(data):
-                    try:
-                        parsed = _parse(data, offset + _NLMSGHDR.size, offset + length, peers)
-                    except (struct.error, ValueError):
-                        self.overflowed = True  # a message it could not read: its socket's counters are lost
-                        parsed = None
-                    if parsed is not None:
-                        found.append(parsed)
-                offset += (length + 3) & ~3
+                kind, _seq, start, end = message
+                if kind != SOCK_DIAG_BY_FAMILY:
+                    continue
+                parsed, readable = _read_socket(data, start, end, peers)
+                if not readable:
+                    self.overflowed = True  # a message it could not read: its socket's counters are lost
+                if parsed is not None:
+                    found.append(parsed)
 
 
 def _address(family: int, raw: bytes) -> str:
