@@ -21,6 +21,7 @@ from collections import OrderedDict
 from typing import Any
 
 from workbench.shared.tcpwatch import TcpWatch
+from workbench.shared.triage import TcpTriage
 
 MAX_WATCHES = 16
 MAX_PER_PEER = 2
@@ -61,8 +62,8 @@ class Watches:
             elif len(self._watches) >= MAX_WATCHES:
                 raise WatchRefused(f"{MAX_WATCHES} watches are running already")
             watch_id = secrets.token_hex(8)
-            self._watches[watch_id] = (peer, TcpWatch([peer], role, "server", max_s=MAX_WATCH_S, local=local))
-            watch = self._watches[watch_id][1]
+            watch = TcpWatch([peer], role, "server", max_s=MAX_WATCH_S, local=local)
+            self._watches[watch_id] = (peer, watch)
         if dropped is not None:
             self._retire(dropped)
         try:
@@ -84,7 +85,7 @@ class Watches:
         triage = self._retire(watch)
         return triage.to_json() if triage is not None else None
 
-    def _retire(self, watch: TcpWatch) -> Any:
+    def _retire(self, watch: TcpWatch) -> TcpTriage | None:
         triage = watch.stop()
         with self._lock:
             self._retired_cpu_s += watch.thread_cpu_s
