@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import signal
 import socket
@@ -10,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,7 @@ from tests.helpers import assert_lab_rtt_honest, lab_unavailable
 from workbench.lab import PRESETS, Lab, LinkSpec, check_available, cleanup_stale, expected_goodput_bps, netns
 from workbench.lab import lifecycle as lab_lifecycle
 from workbench.lab import link as lab_link
-from workbench.lab.linkemu import VNET_HDR, wire_bytes
+from workbench.lab.linkemu import VNET_HDR, split_burst, wire_bytes
 from workbench.shared.errors import UnavailableError, UsageError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,6 +68,84 @@ def test_wire_bytes_counts_gso_segments_with_their_headers() -> None:
     # a 10-segment super-packet costs the same wire time as 10 full frames
     assert wire_bytes(_vnet_tcp4(14480, 1448)) == (10 * (1500 + 38), 10)
     assert wire_bytes(_vnet_tcp4(14481, 1448)) == (10 * (1500 + 38) + 1 + 52 + 38, 11)
+
+
+def _ipv4_checksum_ok(header: bytes) -> bool:
+    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
+
+
+def _real_tcp4_super_packet(payload: bytes, gso_size: int, seq: int, flags: int) -> bytes:
+    """A super-packet as the kernel hands it over: valid IPv4 header, TCP with timestamps, pseudo-header sum."""
+    ip = bytearray(
+        struct.pack(
+            "!BBHHHBBH4s4s",
+            0x45,
+            0,
+            20 + 32 + len(payload),
+            7,
+            0x4000,
+            64,
+            6,
+            0,
+            bytes([10, 77, 0, 2]),
+            bytes([10, 77, 0, 1]),
+        )
+    )
+    total = sum(struct.unpack("!10H", ip))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    struct.pack_into("!H", ip, 10, ~total & 0xFFFF)
+    tcp = bytearray(32)
+    struct.pack_into("!HHII", tcp, 0, 5201, 40000, seq, 99)
+    tcp[12], tcp[13] = 8 << 4, flags
+    struct.pack_into("!H", tcp, 16, 0x1234)  # the pseudo-header sum a checksum-offloaded packet carries
+    vnet = struct.pack("<BBHHHH", 1, 1, 52, gso_size, 20, 16)
+    return vnet + bytes(ip) + bytes(tcp) + payload
+
+
+def test_split_burst_cuts_a_super_packet_into_valid_smaller_ones() -> None:
+    payload = bytes(range(256)) * 100  # 25600 bytes: 17 segments of 1448 + 1784... = 18 segments
+    pkt = _real_tcp4_super_packet(payload, 1448, seq=0xFFFFF000, flags=0x18 | 0x80)  # PSH+ACK, CWR
+    whole_wire, whole_segments = wire_bytes(pkt)
+    pieces = split_burst(pkt, 4)
+    assert [count for _, _, count in pieces] == [4, 4, 4, 4, 2]
+    # the pieces cost the wire exactly what the whole did, and carry the same bytes in order
+    assert sum(wire for _, wire, _ in pieces) == whole_wire and sum(c for _, _, c in pieces) == whole_segments
+    joined = b""
+    for i, (piece, wire, count) in enumerate(pieces):
+        ip, tcp, body = piece[VNET_HDR : VNET_HDR + 20], piece[VNET_HDR + 20 : VNET_HDR + 52], piece[VNET_HDR + 52 :]
+        assert struct.unpack_from("!H", ip, 2)[0] == 52 + len(body) and _ipv4_checksum_ok(ip)
+        assert struct.unpack_from("!I", tcp, 4)[0] == (0xFFFFF000 + len(joined)) & 0xFFFFFFFF  # wraps
+        assert bool(tcp[13] & 0x80) == (i == 0) and bool(tcp[13] & 0x08) == (i == len(pieces) - 1)
+        assert tcp[13] & 0x10  # every piece still acknowledges
+        _, gso_type, _, gso_size, _, _ = struct.unpack_from("<BBHHHH", piece)
+        assert (gso_type, gso_size) == ((1, 1448) if count > 1 else (0, 0))
+        # the pseudo-header sum follows the shorter TCP length: 0x1234 - whole + piece (ones' complement)
+        check = struct.unpack_from("!H", tcp, 16)[0]
+        expected = 0x1234 + (~(32 + len(payload)) & 0xFFFF) + 32 + len(body)
+        while expected >> 16:
+            expected = (expected & 0xFFFF) + (expected >> 16)
+        assert check == expected
+        assert wire == len(body) + count * (52 + 38)
+        joined += body
+    assert joined == payload
+    # nothing to cut: a short packet, or a budget as large as the burst, comes back as it was
+    assert split_burst(pkt, 18) == [(pkt, whole_wire, whole_segments)]
+    assert split_burst(_vnet_tcp4(1448, 0), 1) == [(_vnet_tcp4(1448, 0), 1538, 1)]
+
+
+def test_burst_pieces_follow_the_rtt_and_the_cpu_budget() -> None:
+    # wifi-ac: a piece serialises in at most 1/32 of 2.8 ms, but the emulator cuts no more than it can afford
+    for spec in PRESETS.values():
+        segments = spec.burst_segments()
+        frame_s = 1538 * 8 / spec.rate_bps
+        assert segments >= 1
+        assert segments * frame_s <= spec.rtt_ms / 1000 / 32 or segments == math.ceil(1 / (frame_s * 12_000))
+        assert 1 / (segments * frame_s) <= 12_000 * 1.01
+    assert LinkSpec(rate_bps=100_000_000, rtt_ms=40).burst_segments() == 10
 
 
 def test_spec_validation_and_queue() -> None:
@@ -258,3 +339,45 @@ def test_stale_lab_of_killed_owner_is_removed() -> None:
     removed = cleanup_stale()
     assert any(names[0] in r for r in removed) and any(names[1] in r for r in removed)
     _assert_gone(*names, owner.pid)
+
+
+@contextlib.contextmanager
+def _probe_in(lab: Lab, work: Path) -> Iterator[tuple[str, int, str]]:
+    """`workbench serve` (the TCP probe) in the lab's server namespace: (host, port, secret)."""
+    from workbench.server.daemons import supervisor
+    from workbench.shared import credentials, target
+
+    (work / "root").mkdir()
+    supervisor.up(work / "root", lab.server_addr, work / "state", only=["serve"], netns=lab.server_ns)
+    try:
+        creds = credentials.read(work / "state" / "credentials.json")
+        served = target.read(work / "state" / "target.json", creds)
+        yield served.host, served.port("tcp"), creds.password
+    finally:
+        supervisor.down(work / "state")
+
+
+# windows from 16 KiB to twice the bandwidth-delay product (186 KB on wifi-ac, 500 KB on wan), seconds each
+SWEEPS = {"wifi-ac": ([16, 64, 128, 384], 2.0), "wan": ([16, 128, 1024], 3.0)}
+
+
+@pytest.mark.lab
+@needs_lab
+@pytest.mark.parametrize("preset", sorted(SWEEPS))
+def test_window_limited_flows_reach_window_over_rtt_within_10_percent(preset: str, tmp_path: Path) -> None:
+    from workbench.probe.client import window_sweep
+
+    spec = PRESETS[preset]
+    kib, seconds = SWEEPS[preset]
+    goodput_bytes_per_s = expected_goodput_bps(spec.rate_bps, spec.mtu) / 8
+    with Lab(spec) as lab, _probe_in(lab, tmp_path) as (host, port, secret), lab.in_client():
+        points = window_sweep(
+            host, port, secret, [k * 1024 for k in kib], lab.idle_rtt_ms, seconds, "download", goodput_bytes_per_s
+        )
+    shown = [(p.window_bytes // 1024, round(p.measured_bps / p.predicted_bps, 3)) for p in points]
+    for point in points:
+        # the prediction is min(window / idle RTT, the link's goodput), and the flow lands within ±10 % of it
+        by_window = point.window_bytes / (lab.idle_rtt_ms / 1000)
+        assert point.predicted_bps == pytest.approx(min(by_window, goodput_bytes_per_s))
+        assert 0.9 <= point.measured_bps / point.predicted_bps <= 1.1, shown
+    assert points[0].predicted_by == "window" and points[-1].predicted_by == "path"

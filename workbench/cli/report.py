@@ -220,8 +220,9 @@ def _link_line(link: Mapping[str, Any]) -> str:
 
 
 def render_sweep(console: Console, points: Sequence[Mapping[str, Any]]) -> None:
-    table = Table(title="TCP window sweep (window / RTT is the most one connection can carry)", title_justify="left")
-    for name in ("window", "in use", "measured MB/s", "predicted MB/s", "measured/predicted"):
+    title = "TCP window sweep (predicted: window / RTT, or the path's rate once the window exceeds its BDP)"
+    table = Table(title=title, title_justify="left")
+    for name in ("window", "in use", "measured MB/s", "predicted MB/s", "by", "measured/predicted"):
         table.add_column(name, justify="right")
     for p in points:
         predicted = p.get("predicted_bps") or 0
@@ -232,6 +233,7 @@ def render_sweep(console: Console, points: Sequence[Mapping[str, Any]]) -> None:
             f"{used // 1024} KiB" if used else "—",
             _mb(p.get("measured_bps")),
             _mb(predicted),
+            p.get("predicted_by", "window"),
             ratio,
         )
     console.print(table)

@@ -123,14 +123,25 @@ def measure_tcp(
                 "iperf3_bps": _iperf3(host, target.port("iperf3"), direction, duration, window, auth),
             }
     if sweep:
-        doc["window_sweep"] = sweep_windows(target, sweep, rtt.ping_median * 1e3, min(duration, 3.0))
+        # the path's best is what the probe just carried downloading (the sweep's direction), when it ran
+        down = doc["directions"].get("download", {}).get("probe_bps")
+        doc["window_sweep"] = sweep_windows(target, sweep, rtt.ping_median * 1e3, min(duration, 3.0), down)
     return doc
 
 
-def sweep_windows(target: Target, windows: list[int], rtt_ms: float, duration: float) -> list[dict[str, Any]]:
-    """Throughput per clamped receive window (server to client) beside window / RTT, as JSON rows."""
+def sweep_windows(
+    target: Target, windows: list[int], rtt_ms: float, duration: float, path_bytes_per_s: float | None = None
+) -> list[dict[str, Any]]:
+    """Throughput per clamped receive window (server to client) beside min(window / RTT, path), as JSON rows."""
     points = probe_client.window_sweep(
-        target.host, target.port("tcp"), target.credentials.password, windows, rtt_ms, duration, "download"
+        target.host,
+        target.port("tcp"),
+        target.credentials.password,
+        windows,
+        rtt_ms,
+        duration,
+        "download",
+        path_bytes_per_s,
     )
     return [
         {
@@ -138,6 +149,7 @@ def sweep_windows(target: Target, windows: list[int], rtt_ms: float, duration: f
             "effective_window_bytes": p.effective_window_bytes,
             "measured_bps": p.measured_bps,
             "predicted_bps": p.predicted_bps,
+            "predicted_by": p.predicted_by,
         }
         for p in points
     ]

@@ -69,6 +69,7 @@ class EmuConfig:
     owner_pid: int = 0
     seed: int | None = None
     realtime: bool = True
+    burst_segments: int = 1 << 16  # deliver super-packets in pieces of at most this many segments
 
 
 def expected_goodput_bps(rate_bps: float, mtu: int) -> float:
@@ -103,6 +104,91 @@ def segments_first_frame(wire: int, segments: int) -> int:
     return -(-wire // segments)
 
 
+def _fold(total: int) -> int:
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
+
+def _ipv4_header_checksum(header: bytes | bytearray) -> int:
+    words = struct.unpack(f"!{len(header) // 2}H", header)
+    return ~_fold(sum(words) - words[5]) & 0xFFFF  # words[5] is the checksum field itself
+
+
+def split_burst(pkt: bytes, max_segments: int) -> list[tuple[bytes, int, int]]:
+    """Cut a GSO super-packet into pieces of at most `max_segments` segments: [(piece, wire, segments)].
+
+    A real link hands the receiver each frame as its last bit arrives; the TUN hands over up to 64 KiB
+    at once, so delivering a super-packet whole adds its serialisation time (about 1 ms at 533 Mbit/s)
+    to the round trip of every byte in it, and a window-limited flow falls short of window/RTT by that
+    much. Each piece is a valid smaller GSO packet (IP length, IPv4 header checksum, TCP sequence,
+    flags and the pseudo-header sum of a checksum-offloaded packet adjusted), delivered when its own
+    last frame is off the wire. Anything that is not TCP GSO comes back whole.
+    """
+    wire, segments = wire_bytes(pkt)
+    if segments <= max_segments:
+        return [(pkt, wire, segments)]
+    version = pkt[VNET_HDR] >> 4
+    if version == 4:
+        l3 = (pkt[VNET_HDR] & 0x0F) * 4
+        proto = pkt[VNET_HDR + 9]
+    else:
+        l3 = 40
+        proto = pkt[VNET_HDR + 6]
+    if proto != 6:
+        return [(pkt, wire, segments)]
+    tcp = VNET_HDR + l3
+    headers_end = tcp + (pkt[tcp + 12] >> 4) * 4
+    gso_size = pkt[4] | (pkt[5] << 8)
+    flags0, gso_type, _, _, csum_start, csum_offset = struct.unpack_from("<BBHHHH", pkt)
+    partial = flags0 & 0x01  # VIRTIO_NET_HDR_F_NEEDS_CSUM: the TCP check field holds the pseudo-header sum
+    payload = memoryview(pkt)[headers_end:]
+    total = len(payload)
+    step = gso_size * max_segments
+    seq0 = struct.unpack_from("!I", pkt, tcp + 4)[0]
+    ip_id0 = struct.unpack_from("!H", pkt, VNET_HDR + 4)[0] if version == 4 else 0
+    old_l4_len = len(pkt) - tcp
+    check0 = struct.unpack_from("!H", pkt, tcp + 16)[0]
+    pieces = []
+    for offset in range(0, total, step):
+        body = payload[offset : offset + step]
+        count = -(-len(body) // gso_size)
+        head = bytearray(pkt[:headers_end])
+        struct.pack_into(
+            "<BBHHHH",
+            head,
+            0,
+            flags0,
+            gso_type if count > 1 else 0,
+            headers_end - VNET_HDR,
+            gso_size if count > 1 else 0,
+            csum_start,
+            csum_offset,
+        )
+        ip_len = headers_end - VNET_HDR + len(body)
+        if version == 4:
+            struct.pack_into("!H", head, VNET_HDR + 2, ip_len)
+            struct.pack_into("!H", head, VNET_HDR + 4, (ip_id0 + offset // gso_size) & 0xFFFF)
+            struct.pack_into("!H", head, VNET_HDR + 10, 0)
+            struct.pack_into("!H", head, VNET_HDR + 10, _ipv4_header_checksum(head[VNET_HDR:tcp]))
+        else:
+            struct.pack_into("!H", head, VNET_HDR + 4, ip_len - 40)
+        struct.pack_into("!I", head, tcp + 4, (seq0 + offset) & 0xFFFFFFFF)
+        flags = head[tcp + 13]
+        if offset:
+            flags &= ~0x80  # CWR only on the first piece, as GSO does
+        if offset + step < total:
+            flags &= ~0x09  # FIN and PSH only on the last
+        head[tcp + 13] = flags
+        if partial:
+            l4_len = headers_end - tcp + len(body)
+            check = _fold(check0 + (~old_l4_len & 0xFFFF) + l4_len)
+            struct.pack_into("!H", head, tcp + 16, check)
+        piece = bytes(head) + body
+        pieces.append((piece, len(body) + count * (headers_end - tcp + l3 + ETHERNET_OVERHEAD), count))
+    return pieces
+
+
 def _setns_path(path: str) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     fd = os.open(path, os.O_RDONLY)
@@ -135,8 +221,18 @@ def open_tun(netns: str, name: str) -> int:
 class Direction:
     """One way of the link: a drop-tail queue, a serialiser at the link rate, then the delay line."""
 
-    def __init__(self, name: str, rate_bps: int, delay_s: float, queue_bytes: int, loss: float, rng: random.Random):
+    def __init__(
+        self,
+        name: str,
+        rate_bps: int,
+        delay_s: float,
+        queue_bytes: int,
+        loss: float,
+        rng: random.Random,
+        burst_segments: int = 1 << 16,
+    ):
         self.name = name
+        self.burst_segments = burst_segments  # a super-packet is delivered in pieces of at most this many
         self.sec_per_byte = 8.0 / rate_bps
         self.delay_s = delay_s
         self.queue_bytes = queue_bytes
@@ -165,9 +261,15 @@ class Direction:
         queued = int(backlog + wire)
         if queued > self.max_queue:
             self.max_queue = queued
-        start = self.wire_free_at if self.wire_free_at > now else now
-        self.wire_free_at = start + wire * self.sec_per_byte
-        self.line.append((self.wire_free_at + self.delay_s, pkt))
+        free_at = self.wire_free_at if self.wire_free_at > now else now
+        if segments > self.burst_segments:
+            for piece, piece_wire, _ in split_burst(pkt, self.burst_segments):
+                free_at += piece_wire * self.sec_per_byte
+                self.line.append((free_at + self.delay_s, piece))
+        else:
+            free_at += wire * self.sec_per_byte
+            self.line.append((free_at + self.delay_s, pkt))
+        self.wire_free_at = free_at
         self.packets += 1
         self.segments += segments
         self.wire += wire
@@ -208,7 +310,7 @@ class Forwarder:
         self.cfg = cfg
         self.fds = (tun_client, tun_server)
         rng = random.Random(cfg.seed)
-        args = (cfg.rate_bps, cfg.delay_s, cfg.queue_bytes, cfg.loss, rng)
+        args = (cfg.rate_bps, cfg.delay_s, cfg.queue_bytes, cfg.loss, rng, cfg.burst_segments)
         self.dirs = (Direction("client_to_server", *args), Direction("server_to_client", *args))
         self.started = time.monotonic()
         self.ctl_buf = b""

@@ -350,4 +350,5 @@ def _sweep(plan: Any, spec: str, link: dict[str, Any], observer: RunObserver) ->
 
     windows = parse_sizes(spec)
     observer.status(f"window sweep: {', '.join(str(w // 1024) + ' KiB' for w in windows)}…")
-    return tuple(sweep_windows(plan.target, windows, link.get("rtt_ms") or 1.0, 2.0))
+    path_bytes_per_s = link.get("goodput_bps") or link.get("expected_goodput_bps")  # bytes/s in this dict
+    return tuple(sweep_windows(plan.target, windows, link.get("rtt_ms") or 1.0, 2.0, path_bytes_per_s))

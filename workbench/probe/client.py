@@ -309,7 +309,8 @@ class SweepPoint:
     window_bytes: int
     effective_window_bytes: int | None
     measured_bps: float
-    predicted_bps: float  # window / RTT, bytes/s
+    predicted_bps: float  # bytes/s: window / RTT, or the path's ceiling when that is lower
+    predicted_by: str = "window"  # "window" or "path": which of the two the prediction is
     result: ProbeResult | None = field(default=None, repr=False, compare=False)
 
 
@@ -321,8 +322,13 @@ def window_sweep(
     rtt_ms: float,
     duration: float,
     direction: Direction,
+    path_bytes_per_s: float | None = None,
 ) -> list[SweepPoint]:
-    """Measure once per clamped window; the gap to window/RTT shows where the window stops being the limit."""
+    """Measure once per clamped window; the gap to window/RTT shows where the window stops being the limit.
+
+    The prediction is min(window / RTT, `path_bytes_per_s`): past the bandwidth-delay product a larger
+    window cannot beat the path (the link's goodput in the lab).
+    """
     if rtt_ms <= 0:
         raise UsageError(f"RTT {rtt_ms} ms must be above zero", "measure it first with rtt()")
     if not windows:
@@ -332,12 +338,15 @@ def window_sweep(
     points = []
     for window in windows:
         result = measure(host, port, secret, direction, duration=duration, window=window)
+        by_window = window / (rtt_ms / 1e3)
+        by_path = path_bytes_per_s is not None and path_bytes_per_s < by_window
         points.append(
             SweepPoint(
                 window_bytes=window,
                 effective_window_bytes=result.window_bytes,
                 measured_bps=result.bps,
-                predicted_bps=window / (rtt_ms / 1e3),
+                predicted_bps=path_bytes_per_s if by_path else by_window,  # type: ignore[arg-type]
+                predicted_by="path" if by_path else "window",
                 result=result,
             )
         )
