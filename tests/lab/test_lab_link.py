@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import math
 import os
 import signal
@@ -347,7 +349,7 @@ def _probe_in(lab: Lab, work: Path) -> Iterator[tuple[str, int, str]]:
     from workbench.server.daemons import supervisor
     from workbench.shared import credentials, target
 
-    (work / "root").mkdir()
+    (work / "root").mkdir(parents=True)
     supervisor.up(work / "root", lab.server_addr, work / "state", only=["serve"], netns=lab.server_ns)
     try:
         creds = credentials.read(work / "state" / "credentials.json")
@@ -381,3 +383,85 @@ def test_window_limited_flows_reach_window_over_rtt_within_10_percent(preset: st
         assert point.predicted_bps == pytest.approx(min(by_window, goodput_bytes_per_s))
         assert 0.9 <= point.measured_bps / point.predicted_bps <= 1.1, shown
     assert points[0].predicted_by == "window" and points[-1].predicted_by == "path"
+
+
+def _curl_download_bytes_per_s(lab: Lab, work: Path, size: int) -> float:
+    """curl (a native client the lab cannot influence) downloading `size` bytes from a plain HTTP server."""
+    served = work / "www"
+    served.mkdir()
+    (served / "blob").write_bytes(os.urandom(size))
+    port = 18080
+    server = lab.popen(
+        "server",
+        [sys.executable, "-m", "http.server", str(port), "--bind", lab.server_addr, "--directory", str(served)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://{lab.server_addr}:{port}/blob"
+        for _ in range(50):  # wait until it listens
+            probe = lab.popen("client", ["curl", "-sI", "-o", "/dev/null", "--max-time", "1", url])  # HEAD
+            if probe.wait(5) == 0:
+                break
+            time.sleep(0.1)
+        curl = lab.popen(
+            "client",
+            ["curl", "-s", "-o", "/dev/null", "--max-time", "30", "-w", "%{size_download} %{time_total}", url],
+            stdout=subprocess.PIPE,
+        )
+        out, _ = curl.communicate(timeout=40)
+        assert curl.returncode == 0, out
+        got, seconds = out.decode().split()
+        assert int(got) == size
+        return size / float(seconds)
+    finally:
+        server.terminate()
+        server.wait(5)
+
+
+@pytest.mark.lab
+@needs_lab
+def test_client_window_caps_native_and_python_downloads_at_window_over_rtt(tmp_path: Path) -> None:
+    from workbench.probe.client import measure
+
+    window = 64 * 1024
+    spec = dataclasses.replace(PRESETS["wifi-ac"], client_window_bytes=window)
+    with Lab(spec) as lab:
+        expected = window / (lab.idle_rtt_ms / 1000)  # 187 Mbit/s, a third of the link
+        with _probe_in(lab, tmp_path / "probe") as (host, port, secret), lab.in_client():
+            python_down = measure(host, port, secret, "download", 3.0)  # asks for no window of its own
+            python_up = measure(host, port, secret, "upload", 2.0)
+        native_down = _curl_download_bytes_per_s(lab, tmp_path, 48 << 20)
+        clamped = lab.forwarder_stats()["windows_clamped"]
+    shown = f"probe {python_down.bps * 8e-6:.0f}, curl {native_down * 8e-6:.0f} Mbit/s for {expected * 8e-6:.0f}"
+    assert abs(python_down.bps / expected - 1) <= 0.15, shown
+    assert abs(native_down / expected - 1) <= 0.15, shown
+    assert clamped > 1000
+    # the clamp is the client host's receive window: what it sends is bounded by the server's, not by it
+    assert python_up.bps > 2 * expected, f"upload {python_up.bps * 8e-6:.0f} Mbit/s"
+
+
+@pytest.mark.lab
+@needs_lab
+def test_injected_stalls_are_detected_as_stalls_of_their_duration(tmp_path: Path) -> None:
+    # a 100 Mbit/s line that stops for 500 ms every second, server to client: a 32 MB download takes ~5 s
+    doc_path = tmp_path / "stall.json"
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
+    argv = [sys.executable, "-m", "workbench", "lab", "--rate", "100mbit", "--protocols", "http/curl"]
+    argv += ["--sizes", "32M", "--small", "none", "--repeat", "1", "--warmup", "0", "--tcp-duration", "1"]
+    argv += ["--directions", "download", "--stall", "1s:500ms:down", "--json", str(doc_path)]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(doc_path.read_text())
+    assert doc["link"]["stall"] == "500 ms stalls, every 1 s, down"
+    (row,) = doc["results"]
+    (sample,) = row["samples"]
+    # each injected stall shows as a run of 100 ms intervals with no progress: 4-5 of them for 500 ms (the
+    # intervals at its edges carry some bytes); the copy spans several stalls, and all of them are seen
+    lengths = [length for _, length in sample["stalls"]]
+    copy_s = sample["seconds"]
+    assert len(lengths) >= max(1, int(copy_s / 1.5) - 1), (lengths, copy_s)
+    assert all(3 <= n <= 6 for n in lengths), lengths
+    assert row["stall_seconds"] == pytest.approx(sum(lengths) * 0.1)
+    assert "stalled" in " ".join(doc["verdict"]), doc["verdict"]

@@ -499,6 +499,22 @@ def lab(
     mtu: Annotated[int, typer.Option(help="Link MTU.")] = 1500,
     cc: Annotated[str | None, typer.Option(help="TCP congestion control in the lab (bbr, cubic).")] = None,
     window_sweep: Annotated[str | None, typer.Option(help="Also sweep TCP windows, e.g. 32K,64K,128K,256K.")] = None,
+    rate_up: Annotated[str | None, typer.Option(help="Client-to-server rate when it differs, e.g. 100mbit.")] = None,
+    rate_down: Annotated[str | None, typer.Option(help="Server-to-client rate when it differs.")] = None,
+    client_window: Annotated[
+        str | None,
+        typer.Option(
+            help="Cap the receive window of every connection on the client host (native clients and servers "
+            "included, no co-operation needed), e.g. 64K: the window never scaled."
+        ),
+    ] = None,
+    stall: Annotated[
+        str | None,
+        typer.Option(
+            help="Pause the line: EVERY:DURATION[:up|down|both], e.g. 5s:300ms; ~5s:10ms for random gaps of "
+            "that mean."
+        ),
+    ] = None,
     servers: Annotated[
         str,
         typer.Option(
@@ -517,7 +533,21 @@ def lab(
 
     check_label(label)
     check_output_file(json_out)
-    request = LabRequest(link, rate, rtt, loss, mtu, cc, window_sweep, lab_settings(settings), servers)
+    request = LabRequest(
+        link,
+        rate,
+        rtt,
+        loss,
+        mtu,
+        cc,
+        window_sweep,
+        lab_settings(settings),
+        servers,
+        rate_up=rate_up,
+        rate_down=rate_down,
+        client_window=client_window,
+        stall=stall,
+    )
     if servers == "stock":
         _stock_lab(request, db, json_out, label)
         return

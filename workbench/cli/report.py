@@ -203,10 +203,18 @@ def _no_baseline_line(run: Run) -> str | None:
 
 def _link_line(link: Mapping[str, Any]) -> str:
     bits = link.get("rate_bits_per_s") or (link.get("rate_bps") or 0) * 8
-    text = f"lab link ({link.get('preset', 'custom')}): {bits / 1e6:,.0f} Mbit/s"
+    up, down = link.get("rate_up_bits_per_s") or bits, link.get("rate_down_bits_per_s") or bits
+    rates = f"{bits / 1e6:,.0f} Mbit/s" if up == down else f"{up / 1e6:,.0f} Mbit/s up, {down / 1e6:,.0f} down"
+    text = f"lab link ({link.get('preset', 'custom')}): {rates}"
     if link.get("rtt_ms") is not None:
         text += f", RTT {link['rtt_ms']:.2f} ms measured idle"
     text += f", MTU {link.get('mtu')}"
+    if link.get("client_window_bytes"):
+        ports = link.get("client_window_ports")
+        text += f"; client host's receive window capped at {link['client_window_bytes'] // 1024} KiB"
+        text += f" (server ports {', '.join(map(str, ports))})" if ports else ""
+    if link.get("stall"):
+        text += f"; {link['stall']}"
     if link.get("goodput_bps"):
         text += f"; TCP goodput measured {link['goodput_bps'] * 8 / 1e6:,.0f} Mbit/s"
         if link.get("expected_goodput_bps"):

@@ -12,8 +12,9 @@ A ceiling explains a measured rate only when it is within EXPLAINS of it (`expla
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from workbench.protocols.details import ClientDetails
 
@@ -81,6 +82,17 @@ def bounds(
     if cpu is not None:
         found.append(cpu)
     return found
+
+
+def link_goodput(link: Mapping[str, Any] | None, direction: str) -> float | None:
+    """The TCP goodput (bytes/s) a lab link carries in `direction` (upload: client to server), or None.
+
+    A link whose rates differ by direction says so per direction; older runs give one figure for both.
+    """
+    if not link:
+        return None
+    way = "up" if direction == "upload" else "down"
+    return link.get(f"expected_goodput_{way}_bps") or link.get("expected_goodput_bps") or link.get("rate_bps")
 
 
 def path_rate(link_bps: float | None, raw_tcp_bytes_per_s: float | None) -> float | None:

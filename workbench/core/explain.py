@@ -21,6 +21,7 @@ from workbench.core.ceiling import (
     explaining_bound,
     format_bound,
     format_ms,
+    link_goodput,
     path_rate,
     per_file_bound,
     with_fixed_cost,
@@ -100,12 +101,11 @@ def explain(run: Run, host: str) -> Explanation:
     `host` is the far host the run copied to: a loopback one explains every row by this host's CPU.
     """
     rtt_s = run.baseline.rtt_ms / 1e3 if run.baseline.rtt_ms else None
-    # The link bound is the TCP goodput the link can carry (rate less framing and headers), not its raw rate.
-    link = run.link or {}
-    link_bps = link.get("expected_goodput_bps") or link.get("rate_bps")
+    # The link bound is the TCP goodput the link can carry this way (rate less framing and headers), not its rate.
     costs, notes_on_costs = _fixed_costs(run.results)
     rows: list[RowExplanation] = []
     for index, row in enumerate(run.results):
+        link_bps = link_goodput(run.link, row.direction)
         rows.append(_explain_row(row, run.baseline, link_bps, rtt_s, costs.get(index)))
     notes: list[str] = []
     cpu_rows = sum(why.bound == "cpu" for why in rows)

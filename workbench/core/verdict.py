@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workbench.core.ceiling import UNEXPLAINED, format_bytes, format_ms
+from workbench.core.ceiling import UNEXPLAINED, format_bytes, format_ms, link_goodput
 from workbench.core.results import Result, RowExplanation, Run
 from workbench.shared.triage import TcpTriage
 
@@ -134,7 +134,7 @@ def _sysctl_max(meta: Mapping[str, Any], host: str, name: str) -> int | None:
 def _path_rate(run: Run, direction: str) -> float | None:
     """The rate the path can carry this way: the link's goodput in the lab, else raw TCP when the probe was
     not itself window- or buffer-limited (a window-limited probe would understate what the path needs)."""
-    goodput = (run.link or {}).get("expected_goodput_bps")
+    goodput = link_goodput(run.link, direction)
     if goodput:
         return float(goodput)
     probe = TcpTriage.from_json((run.baseline.tcp or {}).get(direction))

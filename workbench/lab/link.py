@@ -33,9 +33,59 @@ BURST_RTT_SHARE = 1 / 32
 MAX_PIECES_PER_S = 12_000
 
 
+STALL_DIRECTIONS = ("both", "up", "down")
+
+
+@dataclass(frozen=True)
+class Stall:
+    """The line pauses for `duration_s` every `every_s` (periodic), or at random gaps of that mean."""
+
+    every_s: float
+    duration_s: float
+    random: bool = False
+    direction: str = "both"  # "up" is client to server
+
+    @classmethod
+    def parse(cls, text: str) -> Stall:
+        """'EVERY:DURATION[:DIRECTION]', e.g. '5s:300ms', '~5s:10ms:down' ('~': random gaps of that mean)."""
+        from workbench.shared.sizes import parse_duration_ms
+
+        hint = "use EVERY:DURATION[:DIRECTION], e.g. 5s:300ms, or ~5s:10ms:down for random gaps"
+        parts = text.strip().split(":")
+        if len(parts) not in (2, 3):
+            raise UsageError(f"--stall {text!r} is not EVERY:DURATION[:DIRECTION]", hint)
+        every = parts[0].strip()
+        random = every.startswith("~")
+        try:
+            every_s = parse_duration_ms(every.lstrip("~")) / 1000
+            duration_s = parse_duration_ms(parts[1]) / 1000
+        except UsageError as exc:
+            raise UsageError(f"--stall {text!r}: {exc.message}", hint) from None
+        direction = parts[2].strip().lower() if len(parts) == 3 else "both"
+        stall = cls(every_s, duration_s, random, direction)
+        stall.validate()
+        return stall
+
+    def validate(self) -> None:
+        if self.direction not in STALL_DIRECTIONS:
+            raise UsageError(f"stall direction {self.direction!r} is unknown", "use up, down or both")
+        if not 0.001 <= self.duration_s <= 60:
+            raise UsageError(f"a stall of {self.duration_s * 1000:g} ms is out of range", "use 1 ms to 60 s")
+        if not 2 * self.duration_s <= self.every_s <= 3600:
+            raise UsageError(
+                f"stalls every {self.every_s:g} s for {self.duration_s:g} s leave the link no time to run",
+                "make EVERY at least twice DURATION (and at most 1 h)",
+            )
+
+    def describe(self) -> str:
+        gaps = "random gaps averaging" if self.random else "every"
+        return f"{self.duration_s * 1000:g} ms stalls, {gaps} {self.every_s:g} s, {self.direction}"
+
+
 @dataclass(frozen=True)
 class LinkSpec:
-    """An emulated link: rate, round-trip time, loss probability, MTU, congestion control, queue size."""
+    """An emulated link: rate (by direction if asked), round-trip time, loss, MTU, congestion control, queue
+    size, stalls, and a cap on the receive window the client host advertises."""
 
     rate_bps: int
     rtt_ms: float
@@ -44,24 +94,48 @@ class LinkSpec:
     cc: str | None = None  # None keeps the host's default (BBR here)
     queue_bytes: int | None = None  # None: one bandwidth-delay product, at least MIN_QUEUE
     burst: int | None = None  # segments delivered at once; None: chosen from rate and RTT (burst_segments)
+    rate_up_bps: int | None = None  # client to server; None: rate_bps
+    rate_down_bps: int | None = None  # server to client; None: rate_bps
+    client_window_bytes: int | None = None  # receive window cap on every connection of the client host
+    client_window_ports: tuple[int, ...] | None = None  # ... only those to these server ports (None: all)
+    stall: Stall | None = None
+
+    @property
+    def up_bps(self) -> int:
+        return self.rate_up_bps or self.rate_bps
+
+    @property
+    def down_bps(self) -> int:
+        return self.rate_down_bps or self.rate_bps
+
+    @property
+    def fastest_bps(self) -> int:
+        return max(self.up_bps, self.down_bps)
 
     def queue(self) -> int:
         if self.queue_bytes is not None:
             return self.queue_bytes
-        return max(MIN_QUEUE, int(self.rate_bps / 8 * self.rtt_ms / 1000))
+        return max(MIN_QUEUE, int(self.fastest_bps / 8 * self.rtt_ms / 1000))
 
     def burst_segments(self) -> int:
         """Most full-size segments the emulator delivers at once (see BURST_RTT_SHARE and MAX_PIECES_PER_S)."""
         if self.burst is not None:
             return self.burst
-        frame_s = (self.mtu + ETHERNET_OVERHEAD) * 8 / self.rate_bps
+        frame_s = (self.mtu + ETHERNET_OVERHEAD) * 8 / self.fastest_bps
         by_rtt = int(self.rtt_ms / 1000 * BURST_RTT_SHARE / frame_s)
         by_cpu = math.ceil(1 / (frame_s * MAX_PIECES_PER_S))
         return max(1, by_rtt, by_cpu)
 
     def validate(self) -> None:
-        if self.rate_bps <= 0:
-            raise UsageError(f"link rate must be positive, not {self.rate_bps}", "e.g. 1000000000 for 1 Gbit/s")
+        for rate in (self.rate_bps, self.rate_up_bps, self.rate_down_bps):
+            if rate is not None and rate <= 0:
+                raise UsageError(f"link rate must be positive, not {rate}", "e.g. 1000000000 for 1 Gbit/s")
+        if self.client_window_bytes is not None and not 2048 <= self.client_window_bytes <= 1 << 30:
+            raise UsageError(
+                f"client window of {self.client_window_bytes} bytes is out of range", "use 2K to 1G, e.g. 64K"
+            )
+        if self.stall is not None:
+            self.stall.validate()
         if not 0 <= self.rtt_ms <= 10_000:
             raise UsageError(f"link RTT {self.rtt_ms} ms is out of range", "use 0 to 10000 ms")
         if not 576 <= self.mtu <= 65_000:
@@ -129,6 +203,8 @@ class Lab:
         self.notes.extend(self.emulator.start(self._emu_config()))  # it creates the TUN devices
         self._life.address_link()
         self.idle_rtt_ms = measure.calibrate(self.hosts, self.emulator, self.spec.rtt_ms, self.spec.loss, self.notes)
+        if self.spec.stall is not None:
+            self.emulator.ask("stalls")  # only now: a stall during calibration would skew the idle RTT
         if self.spec.rate_bps > 2_000_000_000:
             self.notes.append(
                 "the userspace forwarder may not reach this rate here (4-5 Gbit/s on 2 idle cores): "
@@ -147,6 +223,11 @@ class Lab:
             loss=self.spec.loss,
             owner_pid=os.getpid(),
             burst_segments=self.spec.burst_segments(),
+            rate_up_bps=self.spec.rate_up_bps,
+            rate_down_bps=self.spec.rate_down_bps,
+            client_window_bytes=self.spec.client_window_bytes,
+            client_window_ports=self.spec.client_window_ports,
+            **_stall_config(self.spec.stall),
         )
 
     def _teardown(self) -> None:
@@ -183,7 +264,7 @@ class Lab:
         """TCP goodput client→server in bit/s over `seconds` after a `warmup`, with one plain socket stream."""
         spec = self.spec
         self.goodput_bps = measure.goodput_bits_per_s(
-            self.hosts, self.emulator, spec.rate_bps, spec.mtu, spec.cc, self.notes, seconds, warmup
+            self.hosts, self.emulator, spec.up_bps, spec.mtu, spec.cc, self.notes, seconds, warmup
         )
         return self.goodput_bps
 
@@ -195,6 +276,11 @@ class Lab:
         """What this lab measured (idle RTT, goodput if measured) next to what was asked for, with notes."""
         return {
             "rate_bps": self.spec.rate_bps,
+            "rate_up_bps": self.spec.up_bps,
+            "rate_down_bps": self.spec.down_bps,
+            "client_window_bytes": self.spec.client_window_bytes,
+            "client_window_ports": list(self.spec.client_window_ports or []) or None,
+            "stall": self.spec.stall.describe() if self.spec.stall else None,
             "rtt_ms": self.idle_rtt_ms,
             "mtu": self.spec.mtu,
             "loss": self.spec.loss,
@@ -202,6 +288,8 @@ class Lab:
             "cc": self.cc.get(self.client_ns),
             "cc_server": self.cc.get(self.server_ns),
             "expected_goodput_bps": expected_goodput_bps(self.spec.rate_bps, self.spec.mtu),
+            "expected_goodput_up_bps": expected_goodput_bps(self.spec.up_bps, self.spec.mtu),
+            "expected_goodput_down_bps": expected_goodput_bps(self.spec.down_bps, self.spec.mtu),
             "goodput_bps": self.goodput_bps,
             "requested": asdict(self.spec),
             "client": {"netns": self.client_ns, "addr": self.client_addr},
@@ -209,3 +297,14 @@ class Lab:
             "cores_awake": self._life.cores_awake,
             "notes": list(self.notes),
         }
+
+
+def _stall_config(stall: Stall | None) -> dict[str, Any]:
+    if stall is None:
+        return {}
+    return {
+        "stall_every_s": stall.every_s,
+        "stall_s": stall.duration_s,
+        "stall_random": stall.random,
+        "stall_direction": stall.direction,
+    }

@@ -11,7 +11,9 @@ segment with timestamps carries MSS = MTU − 52 bytes, so the expected TCP good
 ``rate × (MTU − 52) / (MTU + 38)`` (94.1 % of the rate at MTU 1500).
 
 Control, one line each on stdin: ``stats`` (answers one JSON line on stdout), ``delay SECONDS``
-(sets the one-way delay), ``loss P``, ``quit``. It exits by itself when stdin closes or its parent dies.
+(sets the one-way delay), ``loss P``, ``stalls`` (starts the configured stalls),
+``clamp-ports P,P|all`` (which server ports the window clamp applies to), ``quit``.
+It exits by itself when stdin closes or its parent dies.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import struct
 import sys
 import time
 from dataclasses import asdict, dataclass
+
+from workbench.lab.windowclamp import WindowClamp
 
 TUNSETIFF = 0x400454CA
 TUNSETOFFLOAD = 0x400454D0
@@ -70,6 +74,14 @@ class EmuConfig:
     seed: int | None = None
     realtime: bool = True
     burst_segments: int = 1 << 16  # deliver super-packets in pieces of at most this many segments
+    rate_up_bps: int | None = None  # client to server, when it differs from rate_bps
+    rate_down_bps: int | None = None  # server to client
+    client_window_bytes: int | None = None  # cap on the receive window the client host advertises
+    client_window_ports: tuple[int, ...] | None = None  # ... only on connections to these server ports
+    stall_every_s: float = 0.0  # 0: the line never stalls
+    stall_s: float = 0.0
+    stall_random: bool = False  # exponential gaps with mean stall_every_s, else periodic
+    stall_direction: str = "both"  # "up" (client to server), "down" or "both"
 
 
 def expected_goodput_bps(rate_bps: float, mtu: int) -> float:
@@ -239,6 +251,9 @@ class Direction:
         self.loss = loss
         self.rng = rng
         self.wire_free_at = 0.0  # when the serialiser finishes what it holds
+        self.stall_until = 0.0  # a stalled line neither serialises nor delivers before this instant
+        self.stalls = 0
+        self.stalled_s = 0.0
         self.line: collections.deque[tuple[float, bytes]] = collections.deque()
         self.packets = self.segments = self.wire = 0
         self.dropped_queue = self.dropped_loss = self.write_errors = 0
@@ -252,7 +267,9 @@ class Direction:
         if self.loss and self.rng.random() < self.loss:
             self.dropped_loss += 1
             return
-        backlog = (self.wire_free_at - now) / self.sec_per_byte if self.wire_free_at > now else 0.0
+        # a stalled line serialises nothing: the queue holds what it held, and fills, until the stall ends
+        base = now if now >= self.stall_until else self.stall_until
+        backlog = (self.wire_free_at - base) / self.sec_per_byte if self.wire_free_at > base else 0.0
         # admit a super-packet whole when its first frame fits, as a real queue would take the first
         # frames of a burst: an all-or-nothing drop of 45 segments would punish TCP far harder than a link
         if backlog + segments_first_frame(wire, segments) > self.queue_bytes:
@@ -261,7 +278,7 @@ class Direction:
         queued = int(backlog + wire)
         if queued > self.max_queue:
             self.max_queue = queued
-        free_at = self.wire_free_at if self.wire_free_at > now else now
+        free_at = self.wire_free_at if self.wire_free_at > base else base
         if segments > self.burst_segments:
             for piece, piece_wire, _ in split_burst(pkt, self.burst_segments):
                 free_at += piece_wire * self.sec_per_byte
@@ -274,8 +291,31 @@ class Direction:
         self.segments += segments
         self.wire += wire
 
+    def stall(self, now: float, seconds: float) -> None:
+        """Pause the line for `seconds` from `now`: nothing is serialised or delivered meanwhile."""
+        until = now + seconds
+        if until > self.stall_until:
+            self.stalled_s += until - max(now, self.stall_until)
+            if now >= self.stall_until:
+                self.stalls += 1
+                # what was being serialised resumes where it stopped: push the serialiser's end back
+                if self.wire_free_at > now:
+                    self.wire_free_at += seconds
+            else:
+                self.wire_free_at += until - self.stall_until
+            self.stall_until = until
+
+    def next_due(self) -> float | None:
+        """When this direction next has something to deliver (after any stall), or None."""
+        if not self.line:
+            return None
+        due = self.line[0][0]
+        return due if due >= self.stall_until else self.stall_until
+
     def deliver(self, fd: int, now: float) -> None:
         line = self.line
+        if now < self.stall_until:
+            return
         while line and line[0][0] <= now:
             due, pkt = line.popleft()
             try:
@@ -283,7 +323,7 @@ class Direction:
             except OSError:
                 self.write_errors += 1
                 continue
-            late = now - due
+            late = now - (due if due >= self.stall_until else self.stall_until)
             self.late_sum += late
             self.delivered += 1
             if late > self.late_max:
@@ -298,6 +338,8 @@ class Direction:
             "dropped_loss": self.dropped_loss,
             "write_errors": self.write_errors,
             "max_queue_bytes": self.max_queue,
+            "stalls": self.stalls,
+            "stalled_s": round(self.stalled_s, 4),
             "late_mean_ms": 1000 * self.late_sum / self.delivered if self.delivered else 0.0,
             "late_max_ms": 1000 * self.late_max,
         }
@@ -309,13 +351,33 @@ class Forwarder:
     def __init__(self, cfg: EmuConfig, tun_client: int, tun_server: int) -> None:
         self.cfg = cfg
         self.fds = (tun_client, tun_server)
-        rng = random.Random(cfg.seed)
-        args = (cfg.rate_bps, cfg.delay_s, cfg.queue_bytes, cfg.loss, rng, cfg.burst_segments)
-        self.dirs = (Direction("client_to_server", *args), Direction("server_to_client", *args))
+        rng = self.rng = random.Random(cfg.seed)
+        up, down = cfg.rate_up_bps or cfg.rate_bps, cfg.rate_down_bps or cfg.rate_bps
+        tail = (cfg.delay_s, cfg.queue_bytes, cfg.loss, rng, cfg.burst_segments)
+        self.dirs = (Direction("client_to_server", up, *tail), Direction("server_to_client", down, *tail))
+        self.clamp = None
+        if cfg.client_window_bytes:
+            ports = frozenset(cfg.client_window_ports) if cfg.client_window_ports else None
+            self.clamp = WindowClamp(cfg.client_window_bytes, ports)
+        self.stalled = [
+            d for d, way in zip(self.dirs, ("up", "down"), strict=True) if cfg.stall_direction in (way, "both")
+        ]
+        self.next_stall = math.inf  # armed by the "stalls" command, once the lab has calibrated its RTT
         self.started = time.monotonic()
         self.ctl_buf = b""
         self.running = True
         self.spin_s = 0.0  # CPU time spent polling for punctual delivery
+
+    def _stall_gap(self) -> float:
+        every = self.cfg.stall_every_s
+        return self.rng.expovariate(1 / every) if self.cfg.stall_random else every
+
+    def _maybe_stall(self, now: float) -> None:
+        if now >= self.next_stall:
+            for d in self.stalled:
+                d.stall(now, self.cfg.stall_s)
+            # the next gap counts from the end of this stall, so stalls never merge into one
+            self.next_stall = now + self.cfg.stall_s + self._stall_gap()
 
     def stats(self) -> dict:
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -331,6 +393,7 @@ class Forwarder:
             "wall_seconds": round(wall, 3),
             "spin_seconds": round(self.spin_s, 3),
             "delay_ms": 1000 * self.dirs[0].delay_s,
+            "windows_clamped": self.clamp.clamped if self.clamp else 0,
             **{d.name: s for d, s in zip(self.dirs, both, strict=True)},
         }
 
@@ -358,6 +421,15 @@ class Forwarder:
                 for d in self.dirs:
                     d.loss = min(1.0, max(0.0, float(words[1])))
                 _say({"loss": self.dirs[0].loss})
+            elif words[0] == "clamp-ports" and len(words) == 2 and self.clamp is not None:
+                # the servers' ports are known only once they listen, after the link is up
+                self.clamp.ports = None if words[1] == "all" else frozenset(int(p) for p in words[1].split(","))
+                _say({"clamp_ports": sorted(self.clamp.ports or [])})
+            elif words[0] == "stalls":
+                armed = self.cfg.stall_every_s > 0
+                if armed:
+                    self.next_stall = time.monotonic() + self._stall_gap()
+                _say({"stalls": armed})
             elif words[0] == "quit":
                 self.running = False
 
@@ -368,14 +440,17 @@ class Forwarder:
         next_parent_check = 0.0
         monotonic = time.monotonic
         credit, last = SPIN_BURST_S, monotonic()
+        clamp = self.clamp
         while self.running:
             now = monotonic()
-            wake = now + PARENT_CHECK_S
+            self._maybe_stall(now)
+            wake = min(now + PARENT_CHECK_S, self.next_stall)
             for d, out in ((self.dirs[0], fds[1]), (self.dirs[1], fds[0])):
                 if d.line:
                     d.deliver(out, now)
-                    if d.line and d.line[0][0] < wake:
-                        wake = d.line[0][0]
+                    due = d.next_due()
+                    if due is not None and due < wake:
+                        wake = due
             if now >= next_parent_check:
                 next_parent_check = now + PARENT_CHECK_S
                 if self.cfg.owner_pid and os.getppid() != self.cfg.owner_pid:
@@ -401,6 +476,11 @@ class Forwarder:
                             pkt = os.read(src, READ_SIZE)
                         except BlockingIOError:
                             break
+                        if clamp is not None:
+                            if src == fds[0]:
+                                pkt = clamp.from_client(pkt)
+                            else:
+                                clamp.from_server(pkt)
                         d.offer(pkt, now)
             if ctl in ready:
                 self.control(ctl)

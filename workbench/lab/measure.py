@@ -155,7 +155,16 @@ def goodput_bits_per_s(
     busy = (after["cpu_seconds"] - before["cpu_seconds"]) / wall
     expected = expected_goodput_bps(rate_bits_per_s, mtu)
     if measured_bits_per_s < 0.95 * expected:
-        why = "the emulator was near a full core" if busy > 0.8 else "CPU contention or queue drops"
+        stalled_s = sum(
+            after.get(way, {}).get("stalled_s", 0) - before.get(way, {}).get("stalled_s", 0)
+            for way in ("client_to_server", "server_to_client")
+        )
+        if stalled_s > 0:
+            why = f"the line stalled for {stalled_s:.1f} s meanwhile, as asked"
+        elif busy > 0.8:
+            why = "the emulator was near a full core"
+        else:
+            why = "CPU contention or queue drops"
         notes.append(
             f"goodput {measured_bits_per_s / 1e6:.0f} Mbit/s is below the {expected / 1e6:.0f} Mbit/s "
             f"expected: {why} (emulator used {busy:.0%} of a core)"

@@ -52,6 +52,11 @@ class LabRequest:
     window_sweep: str | None
     settings: Mapping[str, Any]
     servers: str = "workbench"  # one of SERVER_KINDS
+    rate_up: str | None = None  # client to server, e.g. "100mbit"
+    rate_down: str | None = None
+    client_window: str | None = None  # e.g. "64K": the client host's receive window, on every connection
+    stall: str | None = None  # EVERY:DURATION[:DIRECTION]
+    client_window_services: tuple[str, ...] | None = None  # only connections to these services (scenarios)
 
 
 def lab_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,7 +72,8 @@ def lab_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
 
 def link_spec(req: LabRequest) -> Any:
     from workbench.lab import PRESETS
-    from workbench.shared.sizes import parse_duration_ms, parse_rate
+    from workbench.lab.link import Stall
+    from workbench.shared.sizes import parse_duration_ms, parse_rate, parse_size
     from workbench.shared.validate import named
 
     if req.preset not in PRESETS:
@@ -78,6 +84,14 @@ def link_spec(req: LabRequest) -> Any:
         changes["rate_bps"] = named("--rate", parse_rate, req.rate)
     if req.rtt is not None:
         changes["rtt_ms"] = named("--rtt", parse_duration_ms, req.rtt)
+    if req.rate_up is not None:
+        changes["rate_up_bps"] = named("--rate-up", parse_rate, req.rate_up)
+    if req.rate_down is not None:
+        changes["rate_down_bps"] = named("--rate-down", parse_rate, req.rate_down)
+    if req.client_window is not None:
+        changes["client_window_bytes"] = named("--client-window", parse_size, req.client_window)
+    if req.stall is not None:
+        changes["stall"] = Stall.parse(req.stall)
     spec = dataclasses.replace(spec, **changes)
     spec.validate()
     return spec
@@ -108,7 +122,7 @@ def validate_request(req: LabRequest) -> Any:
     spec = link_spec(req)
     # The link rate is known before anything starts, so the copies' least duration is plain arithmetic.
     copies = len(inputs["entries"]) * len(inputs["directions"]) * (inputs["repeat"] + inputs["warmup"])
-    least_s = copies * files_bytes * 8 / spec.rate_bps  # LinkSpec's rate is in bits per second
+    least_s = copies * files_bytes * 8 / spec.fastest_bps  # LinkSpec's rates are in bits per second
     check_copy_estimate(
         least_s,
         copies,
@@ -157,6 +171,13 @@ def link_document(described: dict[str, Any], preset: str) -> dict[str, Any]:
         "cc": described.get("cc"),
         "queue_bytes": described.get("queue_bytes"),
         "expected_goodput_bps": (described.get("expected_goodput_bps") or 0) / 8 or None,
+        "expected_goodput_up_bps": (described.get("expected_goodput_up_bps") or 0) / 8 or None,
+        "expected_goodput_down_bps": (described.get("expected_goodput_down_bps") or 0) / 8 or None,
+        "rate_up_bits_per_s": described.get("rate_up_bps"),
+        "rate_down_bits_per_s": described.get("rate_down_bps"),
+        "client_window_bytes": described.get("client_window_bytes"),
+        "client_window_ports": described.get("client_window_ports"),
+        "stall": described.get("stall"),
         "goodput_bps": (described.get("goodput_bps") or 0) / 8 or None,
         "requested": described.get("requested"),
         "cores_awake": described.get("cores_awake"),
@@ -219,6 +240,8 @@ def _run_inside(
     for line in servers.lines():
         observer.status(f"  {line}")
     try:
+        if req.client_window and req.client_window_services:
+            link["client_window_ports"] = _clamp_services(lab, state, req.client_window_services)
         with lab.in_client():
             where = {
                 "host": lab.server_addr,
@@ -342,6 +365,16 @@ class _EmulatorWatch:
                 "this machine's CPU rather than by the emulated link"
             )
         return EmulatorReport(round(busy, 3), drops, round(wall, 1), tuple(notes))
+
+
+def _clamp_services(lab: Any, state: Path, services: tuple[str, ...]) -> list[int]:
+    """Limit the client window clamp to these services' ports, now that their servers listen; the ports."""
+    from workbench.shared import credentials, target
+
+    served = target.read(state / paths.TARGET_FILE, credentials.read(state / paths.CREDENTIALS_FILE))
+    ports = sorted({served.port(name) for name in services})
+    lab.emulator.ask(f"clamp-ports {','.join(map(str, ports))}")
+    return ports
 
 
 def _sweep(plan: Any, spec: str, link: dict[str, Any], observer: RunObserver) -> tuple[dict[str, Any], ...]:
