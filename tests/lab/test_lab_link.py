@@ -465,3 +465,40 @@ def test_injected_stalls_are_detected_as_stalls_of_their_duration(tmp_path: Path
     assert all(3 <= n <= 6 for n in lengths), lengths
     assert row["stall_seconds"] == pytest.approx(sum(lengths) * 0.1)
     assert "stalled" in " ".join(doc["verdict"]), doc["verdict"]
+
+
+@pytest.mark.lab
+@needs_lab
+def test_10ge_is_a_kernel_link_and_its_raw_tcp_figure_is_recorded(tmp_path: Path) -> None:
+    from workbench.probe.client import measure
+
+    spec = PRESETS["10ge"]
+    assert spec.kernel_link()
+    with Lab(spec) as lab, _probe_in(lab, tmp_path) as (host, port, secret), lab.in_client():
+        assert lab.describe()["kernel_link"] and not _forwarders_of(os.getpid())  # no process in the path
+        figures = {way: measure(host, port, secret, way, 2.0).bps * 8 for way in ("upload", "download")}
+        stats = lab.forwarder_stats()
+    goodput = expected_goodput_bps(spec.rate_bps, spec.mtu)
+    print(f"10ge raw TCP: {', '.join(f'{w} {b / 1e9:.2f} Gbit/s' for w, b in figures.items())}")
+    (tmp_path.parent / "10ge-raw-tcp.json").write_text(json.dumps({"bits_per_s": figures, "goodput": goodput}))
+    # the limiter holds the rate: nothing beyond the link's goodput (2 % for the probe's timing), and the
+    # bytes went through the two tbf limiters, each in its own direction
+    for bits in figures.values():
+        assert 0 < bits <= 1.02 * goodput, figures
+    assert stats["client_to_server"]["wire_bytes"] > 1e8 and stats["server_to_client"]["wire_bytes"] > 1e8
+
+
+@pytest.mark.lab
+@needs_lab
+def test_a_kernel_link_stalls_and_keeps_its_rates_by_direction() -> None:
+    stall = lab_link.Stall(every_s=0.8, duration_s=0.3, direction="up")
+    spec = LinkSpec(rate_bps=5_300_000_000, rate_down_bps=2_000_000_000, rtt_ms=0.0, stall=stall)
+    assert spec.kernel_link()
+    with Lab(spec) as lab:
+        got = lab.measure_goodput(seconds=2.5, warmup=0.5)  # client to server: the stalled direction
+        stats = lab.forwarder_stats()
+    up = stats["client_to_server"]
+    # 3.0 s of uploading at one stall per 1.1 s: two or three stalls of 0.3 s, which cost their share of the rate
+    assert 2 <= up["stalls"] <= 4 and up["stalled_s"] == pytest.approx(0.3 * up["stalls"], rel=0.2), up
+    assert stats["server_to_client"]["stalls"] == 0
+    assert got < 0.9 * expected_goodput_bps(5_300_000_000, 1500), got

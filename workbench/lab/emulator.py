@@ -17,12 +17,22 @@ import tempfile
 import threading
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from workbench.lab.linkemu import EmuConfig
 from workbench.shared.errors import WorkbenchError
 
 READY_TIMEOUT = 10.0
+
+
+class LinkDriver(Protocol):
+    """What the lab asks of whatever carries its link: the delay line (Emulator) or a kernel link."""
+
+    def ask(self, command: str, timeout: float = 5.0) -> dict: ...
+
+    def stats(self) -> dict: ...
+
+    def log_tail(self) -> str: ...
 
 
 class Emulator:

@@ -20,6 +20,7 @@ from typing import Any
 
 from workbench.lab import measure, netns
 from workbench.lab.emulator import Emulator
+from workbench.lab.kernellink import KernelLink
 from workbench.lab.lifecycle import Hosts, Lifecycle, check_available, cleanup_stale
 from workbench.lab.linkemu import ETHERNET_OVERHEAD, EmuConfig, expected_goodput_bps
 from workbench.shared.errors import UsageError
@@ -31,6 +32,9 @@ BURST_RTT_SHARE = 1 / 32
 # ... but never more pieces per second than the emulator can cut and write at line rate: each costs about
 # 26 µs of its CPU here (8-segment pieces at 1 Gbit/s took it from 40 % to 66 % of a core)
 MAX_PIECES_PER_S = 12_000
+# What the delay line adds to a round trip by itself here (TUN, Python, wake-ups): 0.05 ms measured with
+# the cores held awake. A link asked for no more than that needs no line: the kernel builds it (veth + tbf).
+LINE_OWN_RTT_MS = 0.05
 
 
 STALL_DIRECTIONS = ("both", "up", "down")
@@ -117,6 +121,11 @@ class LinkSpec:
             return self.queue_bytes
         return max(MIN_QUEUE, int(self.fastest_bps / 8 * self.rtt_ms / 1000))
 
+    def kernel_link(self) -> bool:
+        """Whether the kernel can build this link with no delay line: no delay beyond the line's own, no
+        loss, no window clamp (each of those needs the line), and only then."""
+        return self.rtt_ms <= LINE_OWN_RTT_MS and not self.loss and self.client_window_bytes is None
+
     def burst_segments(self) -> int:
         """Most full-size segments the emulator delivers at once (see BURST_RTT_SHARE and MAX_PIECES_PER_S)."""
         if self.burst is not None:
@@ -151,7 +160,7 @@ class LinkSpec:
 PRESETS: dict[str, LinkSpec] = {
     "gige": LinkSpec(rate_bps=1_000_000_000, rtt_ms=0.2),
     "wifi-ac": LinkSpec(rate_bps=533_000_000, rtt_ms=2.8),
-    "10ge": LinkSpec(rate_bps=10_000_000_000, rtt_ms=0.1),
+    "10ge": LinkSpec(rate_bps=10_000_000_000, rtt_ms=0.05),  # in the kernel: see LINE_OWN_RTT_MS
     "wan": LinkSpec(rate_bps=100_000_000, rtt_ms=40.0),
 }
 
@@ -178,7 +187,7 @@ class Lab:
         self.idle_rtt_ms: float | None = None
         self.goodput_bps: float | None = None
         self.notes: list[str] = []
-        self.emulator = Emulator()
+        self.emulator: Emulator | KernelLink = KernelLink() if spec.kernel_link() else Emulator()
         self._life = Lifecycle(self.hosts, spec.mtu, spec.cc, self.notes)
         self.cc = self._life.cc  # namespace -> congestion control in use
 
@@ -202,10 +211,20 @@ class Lab:
         self._life.open_namespaces()
         self.notes.extend(self.emulator.start(self._emu_config()))  # it creates the TUN devices
         self._life.address_link()
-        self.idle_rtt_ms = measure.calibrate(self.hosts, self.emulator, self.spec.rtt_ms, self.spec.loss, self.notes)
+        if isinstance(self.emulator, KernelLink):
+            self.idle_rtt_ms = measure.idle_rtt_ms(self.hosts, self.emulator)  # no line to trim: as built
+            if self.idle_rtt_ms < self.spec.rtt_ms - 0.01:
+                self.notes.append(
+                    f"idle RTT {self.idle_rtt_ms:.3f} ms, under the {self.spec.rtt_ms:g} ms asked: a kernel link "
+                    "adds no delay, and a delay line would add more than was asked"
+                )
+        else:
+            self.idle_rtt_ms = measure.calibrate(
+                self.hosts, self.emulator, self.spec.rtt_ms, self.spec.loss, self.notes
+            )
         if self.spec.stall is not None:
             self.emulator.ask("stalls")  # only now: a stall during calibration would skew the idle RTT
-        if self.spec.rate_bps > 2_000_000_000:
+        if self.spec.fastest_bps > 2_000_000_000 and not isinstance(self.emulator, KernelLink):
             self.notes.append(
                 "the userspace forwarder may not reach this rate here (4-5 Gbit/s on 2 idle cores): "
                 "measure_goodput() tells what the link delivers"
@@ -218,11 +237,14 @@ class Lab:
             client_dev=self.hosts.client_dev,
             server_dev=self.hosts.server_dev,
             rate_bps=self.spec.rate_bps,
-            delay_s=self.spec.rtt_ms / 2000,
+            delay_s=0.0 if self.spec.kernel_link() else self.spec.rtt_ms / 2000,
             queue_bytes=self.spec.queue(),
             loss=self.spec.loss,
             owner_pid=os.getpid(),
             burst_segments=self.spec.burst_segments(),
+            mtu=self.spec.mtu,
+            client_addr=self.hosts.client_addr,
+            server_addr=self.hosts.server_addr,
             rate_up_bps=self.spec.rate_up_bps,
             rate_down_bps=self.spec.rate_down_bps,
             client_window_bytes=self.spec.client_window_bytes,
@@ -295,6 +317,7 @@ class Lab:
             "client": {"netns": self.client_ns, "addr": self.client_addr},
             "server": {"netns": self.server_ns, "addr": self.server_addr},
             "cores_awake": self._life.cores_awake,
+            "kernel_link": isinstance(self.emulator, KernelLink),
             "notes": list(self.notes),
         }
 

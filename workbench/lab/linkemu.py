@@ -82,6 +82,9 @@ class EmuConfig:
     stall_s: float = 0.0
     stall_random: bool = False  # exponential gaps with mean stall_every_s, else periodic
     stall_direction: str = "both"  # "up" (client to server), "down" or "both"
+    mtu: int = 1500  # the kernel link scales its limiter by it (the delay line reads sizes from packets)
+    client_addr: str = ""  # the kernel link nudges its limiter after a stall with a datagram to the far end
+    server_addr: str = ""
 
 
 def expected_goodput_bps(rate_bps: float, mtu: int) -> float:

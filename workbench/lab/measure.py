@@ -12,13 +12,13 @@ import statistics
 import threading
 import time
 
-from workbench.lab.emulator import Emulator
+from workbench.lab.emulator import LinkDriver
 from workbench.lab.lifecycle import Hosts
 from workbench.lab.linkemu import expected_goodput_bps
 from workbench.shared.errors import WorkbenchError
 
 
-def connect_times(hosts: Hosts, emulator: Emulator, count: int) -> list[float]:
+def connect_times(hosts: Hosts, emulator: LinkDriver, count: int) -> list[float]:
     """`count` TCP connect times from client to server, in seconds, one connection at a time."""
     with hosts.in_server():
         listener = socket.socket()
@@ -46,12 +46,12 @@ def connect_times(hosts: Hosts, emulator: Emulator, count: int) -> list[float]:
     return samples
 
 
-def idle_rtt_ms(hosts: Hosts, emulator: Emulator, count: int = 20) -> float:
+def idle_rtt_ms(hosts: Hosts, emulator: LinkDriver, count: int = 20) -> float:
     """Median TCP connect time (one SYN/SYN-ACK round trip) from client to server, in ms."""
     return 1000 * statistics.median(connect_times(hosts, emulator, count))
 
 
-def _path_overhead_ms(hosts: Hosts, emulator: Emulator, line_rtt: float) -> float:
+def _path_overhead_ms(hosts: Hosts, emulator: LinkDriver, line_rtt: float) -> float:
     """What the TUN path and wake-ups add to a delay line of `line_rtt` ms per round trip.
 
     CPU contention only ever adds to a sample, so the quietest of three rounds is taken: trimming the
@@ -61,7 +61,7 @@ def _path_overhead_ms(hosts: Hosts, emulator: Emulator, line_rtt: float) -> floa
     return max(0.0, min(rounds) - line_rtt)
 
 
-def calibrate(hosts: Hosts, emulator: Emulator, rtt_ms: float, loss: float, notes: list[str]) -> float:
+def calibrate(hosts: Hosts, emulator: LinkDriver, rtt_ms: float, loss: float, notes: list[str]) -> float:
     """Measure the idle RTT and trim the delay line by the forwarder's own latency, once; returns it in ms."""
     target = rtt_ms
     if loss:
@@ -90,7 +90,7 @@ def calibrate(hosts: Hosts, emulator: Emulator, rtt_ms: float, loss: float, note
 
 def goodput_bits_per_s(
     hosts: Hosts,
-    emulator: Emulator,
+    emulator: LinkDriver,
     rate_bits_per_s: int,
     mtu: int,
     cc: str | None,
