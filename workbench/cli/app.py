@@ -491,6 +491,7 @@ def doctor(
 @app.command()
 @with_settings("lab")
 def lab(
+    ctx: typer.Context,
     settings: dict[str, Any],
     link: Annotated[str, typer.Option(help="Link preset: wifi-ac (default), gige, 10ge, wan.")] = "wifi-ac",
     rate: Annotated[str | None, typer.Option(help="Link rate, e.g. 1gbit, 533mbit (overrides the preset).")] = None,
@@ -522,6 +523,14 @@ def lab(
             "measured by URL as 'run URL' does, one run each; --json PATH writes PATH-SCHEME.json per run)."
         ),
     ] = "workbench",
+    scenario: Annotated[
+        str | None,
+        typer.Option(
+            help="Replay a published story (its link, options and figures beside the lab's): wifi-ac-64k, "
+            "gige-jumbo, wireless-g, thunderbolt; 'list' lists them. --json PATH writes PATH-VARIANT.json per run."
+        ),
+    ] = None,
+    quick: Annotated[bool, typer.Option(help="With --scenario: a reduced form (small files, one copy).")] = False,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
@@ -533,6 +542,11 @@ def lab(
 
     check_label(label)
     check_output_file(json_out)
+    if scenario is not None:
+        _scenario_lab(scenario, quick, settings, _explicit_params(ctx), db, json_out, label)
+        return
+    if quick:
+        raise UsageError("--quick is the reduced form of a --scenario", "add --scenario NAME, or drop --quick")
     request = LabRequest(
         link,
         rate,
@@ -558,6 +572,60 @@ def lab(
         lambda recorder, observer: run_lab(request, recorder, observer, label),
     )
     _exit_for_rows(run)
+
+
+def _scenario_lab(
+    name: str,
+    quick: bool,
+    settings: dict[str, Any],
+    explicit: set[str],
+    db: Path | None,
+    json_out: Path | None,
+    label: str | None,
+) -> None:
+    """`lab --scenario NAME`: each variant run, shown and recorded as `lab` shows one, then the story's published
+    figures beside the lab's; exits with the first failure's code once all ran (ROWS_FAILED when rows failed)."""
+    from workbench.cli.progress import present_run
+    from workbench.cli.report import render_story
+    from workbench.lab import scenarios
+    from workbench.lab.run import per_server_path, run_lab, validate_request
+
+    if name == "list":
+        for story, line in scenarios.listing():
+            out.print(f"{story:12} {line}", highlight=False)
+        return
+    story = scenarios.find(name)
+    planned = scenarios.requests(story, settings, explicit, quick)
+    for _, request in planned:
+        validate_request(request)  # every variant's input, before the first lab is built
+    runs: dict[str, Run] = {}
+    codes: list[int] = []
+    for variant, request in planned:
+        title = f"{label or 'scenario ' + story.name}: {variant.name}"
+        out.rule(f"{story.name}: {variant.name}")
+        path = json_out and per_server_path(json_out, variant.name.replace(" ", "-").replace(",", ""))
+        try:
+            done = present_run(
+                out,
+                db or paths.default_db(),
+                path,
+                lambda recorder, observer, request=request, title=title: run_lab(request, recorder, observer, title),
+            )
+        except UsageError:
+            raise
+        except WorkbenchError as exc:
+            # a variant that cannot run fails itself, not the story: the others still run
+            err.print(f"[bold red]error:[/] {variant.name}: {escape(exc.one_line())}")
+            codes.append(int(exc.exit_code))
+            continue
+        runs[variant.name] = done
+        try:
+            _exit_for_rows(done)
+        except typer.Exit as exc:
+            codes.append(int(exc.exit_code))
+    render_story(out, story, runs, quick)
+    if codes:
+        raise typer.Exit(codes[0])
 
 
 def _stock_lab(request: Any, db: Path | None, json_out: Path | None, label: str | None) -> None:

@@ -302,3 +302,29 @@ def render_compare(console: Console, before: Run, after: Run) -> None:
         ratio = f"{b / a:.2f}" if a and b else "—"
         table.add_row(shown.label, _SHORT.get(shown.direction, shown.direction), shown.file_set, _mb(a), _mb(b), ratio)
     console.print(table)
+
+
+def render_story(console: Console, story: Any, runs: Mapping[str, Any], quick: bool) -> None:
+    """A scenario's published figures beside the lab's, its notes, and each variant's verdict."""
+    from workbench.lab.scenarios import figures
+
+    form = " (reduced form: small files, one copy; figures are not the story's)" if quick else ""
+    table = Table(title=f"story: {story.name}{form}", title_justify="left")
+    for name, justify in (("what", "left"), ("published", "right"), ("lab", "right"), ("unit", "left")):
+        table.add_column(name, justify=justify)
+    for published, measured in figures(story, runs):
+        if measured is None:
+            lab = "—"
+        elif published.unit == "s":
+            lab = f"{measured:.1f}"
+        else:
+            lab = f"{measured / 1e6:,.1f}"
+        table.add_row(published.what, published.figure, lab, published.unit)
+    console.print(table)
+    console.print(escape(story.story), highlight=False)
+    for note in story.notes:
+        console.print(f"note: {escape(note)}", highlight=False)
+    for name, run in runs.items():
+        said = run.explanation.verdict if run.explanation else ()
+        if said:
+            console.print(f"verdict ({escape(name)}): {escape(' '.join(said))}", highlight=False)

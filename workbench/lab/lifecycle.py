@@ -120,8 +120,9 @@ class Lifecycle:
     `notes` is the lab's own list: what could not be set up as asked is told there.
     """
 
-    def __init__(self, hosts: Hosts, mtu: int, cc: str | None, notes: list[str]) -> None:
+    def __init__(self, hosts: Hosts, mtu: int, cc: str | None, notes: list[str], raised_buffers: bool = True) -> None:
         self.hosts = hosts
+        self.raised_buffers = raised_buffers
         self.mtu = mtu
         self.wanted_cc = cc
         self.notes = notes
@@ -188,8 +189,12 @@ class Lifecycle:
     def _tune_namespace(self, ns: str) -> None:
         # per-namespace only: the root namespace's sysctls are never touched
         netns.write_sysctl(ns, "net.ipv6.conf.all.disable_ipv6", "1")  # no router solicitations on the link
-        for key, default in (("net.ipv4.tcp_rmem", "131072"), ("net.ipv4.tcp_wmem", "16384")):
-            netns.write_sysctl(ns, key, f"4096 {default} {TCP_MEM_MAX}")
+        for key, default, stock_max in (
+            ("net.ipv4.tcp_rmem", "131072", 6291456),
+            ("net.ipv4.tcp_wmem", "16384", 4194304),
+        ):
+            # raised: what a tuned host allows; else Linux's own defaults, as a host nobody tuned has them
+            netns.write_sysctl(ns, key, f"4096 {default} {TCP_MEM_MAX if self.raised_buffers else stock_max}")
         # Linux's default (3) holds back a TSO burst until a third of the window is open when an ACK is
         # due soon: a window-limited flow then keeps a sixth of its window idle on average and reached
         # 0.78 of window/RTT at 128 KiB on the 2.8 ms link. 0 sends once three segments fit, like a host

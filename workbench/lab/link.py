@@ -38,6 +38,7 @@ LINE_OWN_RTT_MS = 0.05
 
 
 STALL_DIRECTIONS = ("both", "up", "down")
+HOST_BUFFERS = ("raised", "default")
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class LinkSpec:
     client_window_bytes: int | None = None  # receive window cap on every connection of the client host
     client_window_ports: tuple[int, ...] | None = None  # ... only those to these server ports (None: all)
     stall: Stall | None = None
+    host_buffers: str = "raised"  # "raised": TCP buffers up to 64 MiB on both hosts; "default": the kernel's
 
     @property
     def up_bps(self) -> int:
@@ -145,6 +147,8 @@ class LinkSpec:
             )
         if self.stall is not None:
             self.stall.validate()
+        if self.host_buffers not in HOST_BUFFERS:
+            raise UsageError(f"host buffers {self.host_buffers!r} are unknown", f"use {' or '.join(HOST_BUFFERS)}")
         if not 0 <= self.rtt_ms <= 10_000:
             raise UsageError(f"link RTT {self.rtt_ms} ms is out of range", "use 0 to 10000 ms")
         if not 576 <= self.mtu <= 65_000:
@@ -188,7 +192,7 @@ class Lab:
         self.goodput_bps: float | None = None
         self.notes: list[str] = []
         self.emulator: Emulator | KernelLink = KernelLink() if spec.kernel_link() else Emulator()
-        self._life = Lifecycle(self.hosts, spec.mtu, spec.cc, self.notes)
+        self._life = Lifecycle(self.hosts, spec.mtu, spec.cc, self.notes, spec.host_buffers == "raised")
         self.cc = self._life.cc  # namespace -> congestion control in use
 
     # -- life cycle -------------------------------------------------------------------------------
@@ -317,6 +321,7 @@ class Lab:
             "client": {"netns": self.client_ns, "addr": self.client_addr},
             "server": {"netns": self.server_ns, "addr": self.server_addr},
             "cores_awake": self._life.cores_awake,
+            "host_buffers": self.spec.host_buffers,
             "kernel_link": isinstance(self.emulator, KernelLink),
             "notes": list(self.notes),
         }

@@ -57,6 +57,7 @@ class LabRequest:
     client_window: str | None = None  # e.g. "64K": the client host's receive window, on every connection
     stall: str | None = None  # EVERY:DURATION[:DIRECTION]
     client_window_services: tuple[str, ...] | None = None  # only connections to these services (scenarios)
+    host_buffers: str = "raised"  # or "default": the kernel's own TCP buffer limits on both hosts
 
 
 def lab_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
@@ -92,6 +93,7 @@ def link_spec(req: LabRequest) -> Any:
         changes["client_window_bytes"] = named("--client-window", parse_size, req.client_window)
     if req.stall is not None:
         changes["stall"] = Stall.parse(req.stall)
+    changes["host_buffers"] = req.host_buffers
     spec = dataclasses.replace(spec, **changes)
     spec.validate()
     return spec

@@ -143,7 +143,9 @@ class Sshd(ManagedServer):
             "PermitTunnel no",
             "PrintMotd no",
             "UseDNS no",
-            "Compression no",
+            # OpenSSH's default: compression only after login, and only for a client that asks (scp -C, ssh -C);
+            # with "no" the `scp -C` a user compares with `rsync -z` would silently compress nothing
+            "Compression yes",
             # A connection that has not logged in 10 s after accept is dropped, as serve's listeners do:
             # sshd's default of 120 s would let slow clients hold its pre-auth slots.
             "LoginGraceTime 10",

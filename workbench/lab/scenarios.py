@@ -1,0 +1,330 @@
+"""The published stories the lab replays (`workbench lab --scenario NAME`), each with its figures.
+
+A scenario is one or more lab runs (variants: the same story on an MTU of 1500 and 9000, say) and the
+figures the story published, each beside the lab's own figure for the same thing. The lab's figures are
+what it measured; where the lab cannot be the story's hardware (a Mac's AFP, an 802.11g radio's shared
+air time), the scenario says so in its notes rather than bending a figure to match.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.core.results import Run
+from workbench.shared.errors import UsageError
+
+Figure = Callable[[Mapping[str, Run]], float | None]  # from the variants' runs by name: bits/s, or None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One lab run of a scenario: its link (LabRequest fields) and its plan (settings by name)."""
+
+    name: str
+    link: Mapping[str, Any]
+    settings: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Published:
+    """A figure the story published and how to read the lab's own figure for the same thing."""
+
+    what: str
+    figure: str
+    lab: Figure
+    unit: str = "Mbit/s"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str  # one line, for --scenario list
+    story: str
+    variants: tuple[Variant, ...]
+    published: tuple[Published, ...]
+    quick: Mapping[str, Any] = field(default_factory=dict)  # settings of the reduced form (--quick)
+    quick_link: Mapping[str, Any] = field(default_factory=dict)  # and its link, where the story's would not show
+    notes: tuple[str, ...] = ()
+
+
+# -- reading the lab's figures from runs ---------------------------------------------------------------
+
+
+def raw_tcp(variant: str, direction: str) -> Figure:
+    def read(runs: Mapping[str, Run]) -> float | None:
+        run = runs.get(variant)
+        rate = run.baseline.for_direction(direction) if run else None
+        return rate * 8 if rate else None
+
+    return read
+
+
+def copies(variant: str, family: str, direction: str, best: bool = False) -> Figure:
+    """The copy rate of `family`'s clients (e.g. "smb") that way on the largest single file measured: the
+    clients' median, or the best client's. The largest file is the one a story's figure is about (a movie, a
+    1 GB file); a reduced run has only a smaller one, and its figure is then that file's."""
+
+    def read(runs: Mapping[str, Run]) -> float | None:
+        run = runs.get(variant)
+        if run is None:
+            return None
+        mine = [r for r in run.results if r.protocol == family and r.direction == direction and r.files == 1]
+        largest = max((r.bytes for r in mine), default=None)
+        rates = [r.median_bps * 8 for r in mine if r.bytes == largest and r.error is None and r.median_bps]
+        if not rates:
+            return None
+        return max(rates) if best else statistics.median(rates)
+
+    return read
+
+
+def swept(variant: str, window_bytes: int) -> Figure:
+    def read(runs: Mapping[str, Run]) -> float | None:
+        run = runs.get(variant)
+        for point in (run.window_sweep or ()) if run else ():
+            if point.get("window_bytes") == window_bytes and point.get("measured_bps"):
+                return float(point["measured_bps"]) * 8
+        return None
+
+    return read
+
+
+def stalled_seconds(variant: str) -> Figure:
+    """Not a rate: the seconds of stalls the copies saw (unit "s")."""
+
+    def read(runs: Mapping[str, Run]) -> float | None:
+        run = runs.get(variant)
+        return sum(r.stall_seconds for r in run.results) if run else None
+
+    return read
+
+
+# -- the stories -------------------------------------------------------------------------------------------
+
+_STREAMING = "smb/smbclient,smb/pysmb,http/aiohttp,http/curl,ftp/ftplib,ftp/curl"
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            name="wifi-ac-64k",
+            summary="802.11ac laptop: iperf 533 Mbit/s, file sharing 170 (its receive window never passed 64 KiB)",
+            story=(
+                "A laptop on 802.11ac reached 533 Mbit/s with iperf at 2.8 ms, but AFP and SMB copies ran at "
+                "170 Mbit/s: the file-sharing connections never scaled their receive window past 64 KiB, so "
+                "each carried 64 KiB per round trip. HTTP and FTP, whose windows scaled, went above 300."
+            ),
+            variants=(
+                Variant(
+                    "as published",
+                    {
+                        "preset": "wifi-ac",
+                        "client_window": "64K",
+                        "client_window_services": ("smb",),
+                        "window_sweep": "32K,64K,128K,256K",
+                    },
+                    {"protocols": _STREAMING, "sizes": "64M", "small": ["none"]},
+                ),
+            ),
+            published=(
+                Published("iperf (raw TCP, download)", "533", raw_tcp("as published", "download")),
+                Published("SMB copy, download (median of clients)", "170", copies("as published", "smb", "download")),
+                Published(
+                    "HTTP copy, download (best client)", "> 300", copies("as published", "http", "download", best=True)
+                ),
+                Published(
+                    "FTP copy, download (best client)", "> 300", copies("as published", "ftp", "download", best=True)
+                ),
+                Published("window 32 KiB", "93.6", swept("as published", 32 << 10)),
+                Published("window 64 KiB", "187.2", swept("as published", 64 << 10)),
+                Published("window 128 KiB", "374.5", swept("as published", 128 << 10)),
+                Published("window 256 KiB", "533", swept("as published", 256 << 10)),
+            ),
+            quick={"protocols": "smb/smbclient,http/curl", "sizes": "8M"},
+            notes=(
+                "the 64 KiB cap is applied on the wire to the client host's SMB connections only, as the "
+                "story's file sharing; AFP needs macOS (mount_afp), which the lab's Linux hosts are not",
+                "pysmb reads 64 KiB per round trip whatever the window, so it sits below the cap on its own",
+            ),
+        ),
+        Scenario(
+            name="gige-jumbo",
+            summary="gigabit Ethernet: 911 Mbit/s default buffers, 937 raised, 887 with jumbo frames (MTU 9000)",
+            story=(
+                "On gigabit Ethernet iperf gave 911 Mbit/s with default socket buffers and 937 after raising "
+                "them; jumbo frames (MTU 9000) gave 887 on that hardware."
+            ),
+            variants=tuple(
+                Variant(
+                    name,
+                    {"preset": "gige", "mtu": mtu, "host_buffers": buffers},
+                    {"protocols": "http/aiohttp,http/curl", "sizes": "128M", "small": ["none"]},
+                )
+                for name, mtu, buffers in (
+                    ("MTU 1500, default buffers", 1500, "default"),
+                    ("MTU 1500, raised buffers", 1500, "raised"),
+                    ("MTU 9000, raised buffers", 9000, "raised"),
+                )
+            ),
+            published=(
+                Published("iperf, default buffers", "911", raw_tcp("MTU 1500, default buffers", "upload")),
+                Published("iperf, raised buffers", "937", raw_tcp("MTU 1500, raised buffers", "upload")),
+                Published("iperf, jumbo frames", "887", raw_tcp("MTU 9000, raised buffers", "upload")),
+                Published("HTTP copy up, MTU 1500", "—", copies("MTU 1500, raised buffers", "http", "upload")),
+                Published("HTTP copy up, MTU 9000", "—", copies("MTU 9000, raised buffers", "http", "upload")),
+            ),
+            quick={"protocols": "http/curl", "sizes": "8M"},
+            notes=(
+                "the lab's wire is ideal: jumbo frames lift goodput from 94.1 % of the rate to 99.0 %, where the "
+                "story's hardware lost 5 % with them (a NIC or switch limit no emulated link has)",
+                "at 0.2 ms the bandwidth-delay product is 25 KB, under either buffer setting: buffers change "
+                "nothing here, which is what the lab shows",
+            ),
+        ),
+        Scenario(
+            name="wireless-g",
+            summary="wireless G to a 100 Mbit host (about 12 Mbit/s): rsync vs rsync -z vs scp -C, random and text",
+            story=(
+                "A laptop on wireless G copied to a host wired at 100 Mbit/s at about 12 Mbit/s; rsync, "
+                "`scp -C` and `rsync -z` were compared on a 1 GB file, then 100 MB and 10 MB pieces and many "
+                "small files, and the results changed overnight."
+            ),
+            variants=tuple(
+                Variant(
+                    f"{profile}, {'compressed' if compress else 'plain'}",
+                    # 12.5 Mbit/s of TCP goodput: what the story's link carried (802.11g's 54 Mbit/s is its PHY)
+                    {"preset": "wifi-ac", "rate": "13.3mbit", "rtt": "4ms"},
+                    {
+                        "protocols": "rsync/ssh,scp/openssh",
+                        "sizes": "100M,10M",
+                        "small": ["100x64K"],
+                        "profile": profile,
+                        "compress": compress,
+                        "directions": "upload",
+                        "repeat": 1,
+                    },
+                )
+                for profile in ("text", "random")
+                for compress in (False, True)
+            ),
+            published=(
+                Published("the link (raw TCP, upload)", "≈ 12", raw_tcp("text, plain", "upload")),
+                Published("rsync, text, largest file", "—", copies("text, plain", "rsync", "upload")),
+                Published("rsync -z, text, largest file", "—", copies("text, compressed", "rsync", "upload")),
+                Published("scp -C, text, largest file", "—", copies("text, compressed", "scp", "upload")),
+                Published("rsync, random, largest file", "—", copies("random, plain", "rsync", "upload")),
+                Published("rsync -z, random, largest file", "—", copies("random, compressed", "rsync", "upload")),
+                Published("scp -C, random, largest file", "—", copies("random, compressed", "scp", "upload")),
+            ),
+            quick={"sizes": "2M", "small": ["10x16K"]},
+            notes=(
+                "the 1 GB file of the story takes 11 minutes a copy at this rate: add it with --sizes 1G,100M,10M",
+                "802.11g shares one channel between both directions; the lab's link is full duplex",
+                "a compressed copy of text can beat the link: its rate counts the file's bytes, not the wire's",
+            ),
+        ),
+        Scenario(
+            name="thunderbolt",
+            summary="Thunderbolt bridge: iperf 5.3 and 5.7 Gbit/s by direction; copies stall for seconds at random",
+            story=(
+                "Two Macs joined by a Thunderbolt bridge: iperf gave 5.3 Gbit/s one way and 5.7 the other, "
+                "but copies stalled for seconds at random and then resumed, with gaps of about 10 ms with no "
+                "packets."
+            ),
+            variants=(
+                Variant(
+                    "as published",
+                    # goodput 5.3 / 5.7 Gbit/s at MTU 1500 (94.1 % of the rate), no delay line: a kernel link
+                    {
+                        "preset": "10ge",
+                        "rate_up": "5.63gbit",
+                        "rate_down": "6.06gbit",
+                        "rtt": "0.02ms",
+                        "stall": "~4s:1.5s",
+                    },
+                    {"protocols": "http/curl,http/aiohttp,smb/smbclient", "sizes": "1G", "small": ["none"]},
+                ),
+            ),
+            published=(
+                Published("iperf one way (upload)", "5300", raw_tcp("as published", "upload")),
+                Published("iperf the other way (download)", "5700", raw_tcp("as published", "download")),
+                Published(
+                    "seconds of stalls seen in copies", "seconds, at random", stalled_seconds("as published"), unit="s"
+                ),
+            ),
+            quick={"protocols": "http/curl", "sizes": "256M", "repeat": 2},
+            quick_link={"stall": "~1s:300ms"},  # copies of 0.4 s: stalls every 4 s would rarely meet one
+            notes=(
+                "stalls are 1.5 s pauses of the line at random gaps averaging 4 s; the 10 ms gaps of the story "
+                "are below the 100 ms sampling that finds stalls, and are not replayed",
+                "at these rates the copies' CPU, not the link, often binds on two cores: the table says which",
+            ),
+        ),
+    )
+}
+
+
+def find(name: str) -> Scenario:
+    """The scenario called `name`, or a one-line usage error naming the others."""
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise UsageError(
+            f"--scenario: no story called {name!r}", f"choose from {', '.join(SCENARIOS)}, or 'list'"
+        ) from None
+
+
+def listing() -> list[tuple[str, str]]:
+    """(name, one line) for every scenario."""
+    return [(s.name, s.summary) for s in SCENARIOS.values()]
+
+
+def figures(scenario: Scenario, runs: Mapping[str, Run]) -> list[tuple[Published, float | None]]:
+    """Each published figure beside the lab's (bits/s, or seconds for unit "s"; None when not measured)."""
+    return [(p, p.lab(runs)) for p in scenario.published]
+
+
+LINK_FLAGS = ("link", "rate", "rtt", "loss", "mtu", "cc", "window_sweep", "rate_up", "rate_down", "client_window",
+              "stall", "servers")  # fmt: skip
+
+
+def requests(
+    scenario: Scenario, settings: Mapping[str, Any], explicit: set[str], quick: bool
+) -> list[tuple[Variant, Any]]:
+    """Each variant's LabRequest: the story's link, its plan under the settings the user typed (`explicit`),
+    and with `quick` the reduced form (small files, one copy, no warm-up) over both.
+
+    A link option typed beside a scenario is refused: the story sets the link, and a silent override would
+    replay another story.
+    """
+    from workbench.lab.run import LabRequest, lab_settings
+
+    typed = sorted(f"--{name.replace('_', '-')}" for name in explicit if name in LINK_FLAGS)
+    if typed:
+        raise UsageError(
+            f"--scenario {scenario.name} sets the link itself: drop {', '.join(typed)}",
+            "or replay the story by hand with those options and no --scenario",
+        )
+    out = []
+    for variant in scenario.variants:
+        plan = {**settings, **{k: v for k, v in variant.settings.items() if k not in explicit}}
+        link = dict(variant.link)
+        if quick:
+            plan.update({"repeat": 1, "warmup": 0, "tcp_duration": 1, **scenario.quick})
+            link.update(scenario.quick_link)
+        request = LabRequest(
+            preset=link.pop("preset"),
+            rate=link.pop("rate", None),
+            rtt=link.pop("rtt", None),
+            loss=0.0,
+            mtu=link.pop("mtu", 1500),
+            cc=None,
+            window_sweep=link.pop("window_sweep", None),
+            settings=lab_settings(plan),
+            **link,
+        )
+        out.append((variant, request))
+    return out
