@@ -186,3 +186,13 @@ def test_a_ceiling_explains_a_rate_only_within_25_percent() -> None:
     assert explaining_bound(found, 15.0e6) == (found[1], False)  # 33 % above: unexplained
     assert explaining_bound(found, 27.0e6) == (found[1], False)  # measured far above the ceiling: a wrong model
     assert explaining_bound([], 1e6) == (None, False)
+
+
+def test_ceilings_that_agree_name_the_more_specific_cause() -> None:
+    # a raw-TCP probe held by the same 64 KiB window: 22.6 MB/s both ways of reading it, 3 % apart
+    found = bounds(raw_tcp_bytes_per_s=22.0e6, window_bytes=65536, window_rtt_s=0.0029, rtt_s=0.0028, link_bps=62.6e6)
+    assert by_label(found)["window"].bps == pytest.approx(22.6e6, rel=0.01)
+    assert binding_bound(found).label == "window"
+    # 10 % apart is two limits: the lower binds, whatever its name
+    found = bounds(raw_tcp_bytes_per_s=20.0e6, window_bytes=65536, window_rtt_s=0.0029, rtt_s=0.0028, link_bps=62.6e6)
+    assert binding_bound(found).label == "raw-tcp"

@@ -261,3 +261,26 @@ def test_the_kernel_filters_the_dump_by_remote_address() -> None:
     finally:
         for sock in held:
             sock.close()
+
+
+def test_a_sender_with_the_window_in_flight_is_window_limited_even_when_the_kernel_says_busy() -> None:
+    # BBR paces: its send loop stops at the pacing timer just short of the window, and the kernel counts that
+    # time as busy, not window-limited; 44 segments of 1448 in flight fill a 64 KiB window (97 %)
+    tally = Tally("sender", "server")
+    tally.add(0.0, [])
+    full = {"busy_time_us": 100_000, "bytes_acked": 2_200_000, "unacked": 44, "snd_mss": 1448, "snd_wnd": 65536}
+    tally.add(0.1, [_sock(1, **full, rwnd_limited_us=35_000)])
+    result = tally.result()
+    assert result is not None and result.limit == "receive-window" and result.rwnd_limited == pytest.approx(1.0)
+    # half the window in flight: the window did not hold it back, the kernel's own split stands
+    tally = Tally("sender", "server")
+    tally.add(0.0, [])
+    tally.add(0.1, [_sock(1, **{**full, "unacked": 22}, rwnd_limited_us=35_000)])
+    result = tally.result()
+    assert result is not None and result.rwnd_limited == pytest.approx(0.35) and result.limit == "mixed"
+    # a bulk flow whose window is far larger than what it has in flight stays network-limited
+    tally = Tally("sender", "server")
+    tally.add(0.0, [])
+    tally.add(0.1, [_sock(1, **{**full, "unacked": 300, "snd_wnd": 6 << 20})])
+    result = tally.result()
+    assert result is not None and result.limit == "network"

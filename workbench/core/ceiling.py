@@ -19,6 +19,7 @@ from typing import Any
 from workbench.protocols.details import ClientDetails
 
 LABELS = ("link", "raw-tcp", "window", "requests", "ssh-window", "per-file", "cpu")
+TIE = 0.05  # ceilings this close are one limit (see binding_bound)
 CPU_SATURATED = 0.9  # a process at >= 90 % of one core is CPU-bound, whatever the other bounds say
 EXPLAINS = 0.25  # a ceiling within 25 % of the measured rate explains it; further off, the row is unexplained
 UNEXPLAINED = "unexplained"
@@ -219,7 +220,18 @@ def binding_bound(found: Sequence[Bound]) -> Bound | None:
     if saturated:
         return min(saturated, key=lambda b: b.bps)
     others = [b for b in found if b.label != "cpu"]
-    return min(others, key=lambda b: b.bps) if others else None
+    if not others:
+        return None
+    lowest = min(others, key=lambda b: b.bps)
+    # A window ceiling that agrees with the lowest within TIE is the same limit seen twice, and the cause: a
+    # raw-TCP probe held by the same 64 KiB window as the copy gives a raw-tcp ceiling equal to the window's,
+    # and "window" says why the path's TCP could do no better, where "raw-tcp" only says that it could not.
+    # (The window is read from the copy's own connections; the requests and per-file ceilings are built on
+    # the raw-TCP rate, so their agreeing with it tells nothing, and they get no such preference.)
+    window = next((b for b in others if b.label == "window"), None)
+    if window is not None and window.bps <= lowest.bps * (1 + TIE):
+        return window
+    return lowest
 
 
 def format_bound(bound: Bound) -> str:

@@ -8,7 +8,8 @@ the time it was limited by the peer's receive window (`tcpi_rwnd_limited`) and b
   its own CPU, a process starting), or had data in flight but less than the congestion window allowed and
   nothing more queued: the kernel flags such delivery-rate samples "app-limited". A request/response
   client (one 64 KiB read per round trip) keeps its socket busy almost all the time, yet it is this case;
-- receive-window: the receiver's advertised window was full;
+- receive-window: the receiver's advertised window was full (also when the kernel did not count it: a
+  sender whose bytes in flight fill the window at a sample was held by it over that interval);
 - send-buffer: the sender's socket buffer was full of unacknowledged data;
 - network: busy and not limited otherwise: congestion control and the path set the pace.
 
@@ -33,6 +34,8 @@ from workbench.shared.tcpinfo import TcpInfo
 
 LIMITS = ("application", "receive-window", "send-buffer", "network", "mixed")
 DOMINANT = 0.8  # a cause named alone must hold at least 80 % of the elapsed time; below that, "mixed"
+# A sender with this share of the peer's window in flight at a sample is held by that window (see Tally._fold).
+WINDOW_FULL = 0.8
 # A receiver that saw its advertised window bound the rate: window / RTT within this factor of the rate.
 WINDOW_EXPLAINS = 1.25
 # A triage that saw less than this share of the copy's bytes (connections that opened and closed between two
@@ -184,6 +187,13 @@ def classified(totals: TcpTriage, elapsed_s: float, copy_bytes: int | None) -> T
     )
 
 
+def window_full(info: TcpInfo) -> bool:
+    """Whether a sender's bytes in flight filled at least WINDOW_FULL of the window its peer advertised."""
+    if not (info.unacked and info.snd_mss and info.snd_wnd):
+        return False
+    return info.unacked * info.snd_mss >= WINDOW_FULL * info.snd_wnd
+
+
 def _seen_enough(connections: int, bytes_seen: int, copy_bytes: int | None, incomplete: str | None) -> bool:
     return connections > 0 and incomplete is None and (copy_bytes is None or bytes_seen >= MIN_SEEN * copy_bytes)
 
@@ -305,7 +315,14 @@ class Tally:
                 return None
             if info.busy_time_us is None or info.rwnd_limited_us is None or info.sndbuf_limited_us is None:
                 self.no_chrono = True
-            times = (d_busy, delta("rwnd_limited_us") / 1e6, delta("sndbuf_limited_us") / 1e6)
+            d_rwnd, d_sndbuf = delta("rwnd_limited_us") / 1e6, delta("sndbuf_limited_us") / 1e6
+            if window_full(info):
+                # Its bytes in flight fill the peer's window: whatever else it was waiting on, the window would
+                # have stopped it. The kernel counts window-limited time only when its send loop meets the
+                # window; a paced sender (BBR) stops at its pacing timer first, just short of it, and that time
+                # reads as network though the window set the pace (a 64 KiB window read 61 % network).
+                d_rwnd = max(d_rwnd, d_busy - d_sndbuf)
+            times = (d_busy, d_rwnd, d_sndbuf)
             self.bytes_seen += acked
             self.bytes_sent += delta("bytes_sent")
             self.bytes_retrans += delta("bytes_retrans")
