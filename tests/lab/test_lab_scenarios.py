@@ -1,0 +1,78 @@
+"""`workbench lab --scenario`: each published story runs to its end in its reduced form, and the lab's
+client window clamp holds every streaming client's download at window / RTT, bound by the window."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import lab_unavailable
+from workbench.lab import scenarios
+
+REPO = Path(__file__).resolve().parents[2]
+
+needs_lab = pytest.mark.skipif(lab_unavailable() is not None, reason=lab_unavailable() or "")
+
+
+def _workbench(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
+    env.pop("WORKBENCH_PASSWORD", None)
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
+
+
+@pytest.mark.lab
+@needs_lab
+@pytest.mark.parametrize("name", list(scenarios.SCENARIOS))
+def test_each_scenario_runs_to_its_end_in_its_reduced_form(name: str, tmp_path: Path) -> None:
+    story = scenarios.SCENARIOS[name]
+    proc = _workbench(tmp_path, "lab", "--scenario", name, "--quick", "--json", str(tmp_path / "story.json"))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    out = proc.stdout
+    # the story's table: every published figure on its own line, beside a lab figure, and the verdicts
+    table = out[out.index(f"story: {name}") :]
+    for published in story.published:
+        line = next((line for line in table.splitlines() if published.what in line), None)
+        assert line is not None and published.figure in line, published.what
+    assert "reduced form" in table and story.notes[0][:40] in " ".join(table.split())
+    for variant in story.variants:
+        assert f"verdict ({variant.name})" in table
+        slug = variant.name.replace(" ", "-").replace(",", "")
+        doc = json.loads((tmp_path / f"story-{slug}.json").read_text())
+        assert doc["results"] and all(r["error"] is None and r["verified"] for r in doc["results"]), variant.name
+        assert doc["verdict"]
+    # raw TCP always has a lab figure: the first published line of each story that names iperf or the link
+    first = table.splitlines()[4]  # title (2 lines), header rule, header, rule: then the first row
+    assert "—" not in first.split("│")[3], first
+
+
+@pytest.mark.lab
+@needs_lab
+def test_a_client_window_holds_every_streaming_download_at_window_over_rtt(tmp_path: Path) -> None:
+    doc_path = tmp_path / "clamped.json"
+    clients = "http/curl,http/aiohttp,ftp/ftplib,ftp/curl,smb/smbclient"
+    proc = _workbench(
+        tmp_path, "lab", "--client-window", "64K", "--protocols", clients, "--directions", "download",
+        "--sizes", "16M", "--small", "none", "--repeat", "1", "--warmup", "0", "--tcp-duration", "1",
+        "--json", str(doc_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    doc = json.loads(doc_path.read_text())
+    assert doc["link"]["client_window_bytes"] == 65536 and not doc["link"]["client_window_ports"]
+    expected = 65536 / (doc["link"]["rtt_ms"] / 1000)  # bytes/s: 23.4 MB/s at 2.8 ms
+    rows = {f"{r['protocol']}/{r['client']}": r for r in doc["results"]}
+    assert sorted(rows) == sorted(clients.split(","))
+    for label, row in rows.items():
+        rate = row["samples"][0]["bytes"] / row["samples"][0]["seconds"]
+        assert abs(rate / expected - 1) <= 0.15, (label, rate, expected)
+        assert row["bound"] == "window", (label, row["bound"], row.get("bound_explanation"))
+        tcp = row["tcp"]
+        if tcp and tcp.get("limit"):  # seen by the sender's own counters: the server's, here
+            assert tcp["limit"] == "receive-window", (label, tcp)
