@@ -1,12 +1,15 @@
 """The lab: two network namespaces (client host, server host) joined by an emulated link.
 
 The link is a userspace delay line (``linkemu``) between a TUN device in each namespace, because
-this kernel has no netem. The lab measures what it built (idle RTT at start, goodput on request)
-and reports those figures, not the ones it was asked for.
+this kernel has no netem; a link asked for no more RTT than that line adds by itself, with no loss or
+window clamp, is built in the kernel instead (kernellink.py: veth and tbf, for 10 Gbit/s). The lab
+measures what it built (idle RTT at start, goodput on request) and reports those figures, not the ones
+it was asked for.
 
-This module holds what a lab is asked for (`LinkSpec`, the presets) and `Lab`, the one object the
-rest of workbench uses; it delegates to lifecycle.py (availability, stale labs, namespaces, PM QoS,
-teardown), emulator.py (the linkemu process) and measure.py (idle RTT calibration, goodput).
+This module holds what a lab is asked for (`LinkSpec`, `Stall`, the presets) and `Lab`, the one object
+the rest of workbench uses; it delegates to lifecycle.py (availability, stale labs, namespaces, PM QoS,
+teardown), emulator.py (the linkemu process), kernellink.py and measure.py (idle RTT calibration,
+goodput).
 """
 
 from __future__ import annotations

@@ -2,7 +2,11 @@
 
 Run as its own process (``python -m workbench.lab.linkemu --config -``) so the measuring process
 is never disturbed. Each direction is an emulated wire: a packet waits in a drop-tail queue,
-is serialised at the link rate by its on-wire size, then held for the one-way delay.
+is serialised at the link rate (its direction's, when they differ) by its on-wire size, then held for
+the one-way delay. A super-packet is delivered in pieces, each when its own last frame is off the wire
+(`split_burst`): delivered whole it would add its serialisation to every byte's round trip. A stall
+pauses a direction's serialiser and delivery; the window clamp (windowclamp.py) rewrites the receive
+window the client host advertises.
 
 On-wire size: TUN hands over whole GSO super-packets (up to 64 KiB, thanks to IFF_VNET_HDR and
 TSO offload); each counts as ``ceil(payload / gso_size)`` segments of ``headers + 38`` bytes plus
