@@ -3,7 +3,7 @@ and a watch on the link emulator read once the copies are done."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,6 +32,8 @@ class LabContext:
     link: Mapping[str, Any]  # the lab's measured link (rate_bps, rtt_ms, mtu, ...): the JSON `link` object
     window_sweep: tuple[Mapping[str, Any], ...] | None = None
     emulator: EmulatorWatch | None = None
+    # called once the raw-TCP baseline is measured, before the first copy (the lab starts its stalls there)
+    after_baseline: Callable[[], None] | None = None
 
     def link_after(self, report: EmulatorReport | None) -> dict[str, Any]:
         """The link document, with the emulator's figures once the copies are done."""

@@ -369,6 +369,8 @@ def execute(
             observer.status(_baseline_status(plan, control))
             baseline = control.baseline(plan)
             recorder.baseline(run_id, baseline)
+            if lab is not None and lab.after_baseline is not None:
+                lab.after_baseline()
             if not (baseline.up_bps or baseline.down_bps) and baseline.details.get("no_baseline"):
                 observer.status(f"no raw-TCP baseline: {baseline.details['no_baseline']}")
             _check_copy_estimate(plan, manifest, baseline, observer)

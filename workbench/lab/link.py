@@ -181,9 +181,12 @@ class Lab:
 
     _serial = 0
 
-    def __init__(self, spec: LinkSpec) -> None:
+    def __init__(self, spec: LinkSpec, defer_stalls: bool = False) -> None:
+        """`defer_stalls`: the link's stalls start only at start_stalls(), not once the link is measured."""
         spec.validate()
         self.spec = spec
+        self._defer_stalls = defer_stalls
+        self._stalling = False
         Lab._serial += 1
         base = f"{netns.PREFIX}{os.getpid()}-{Lab._serial}"
         self.hosts = Hosts(client_ns=f"{base}-c", server_ns=f"{base}-s")
@@ -229,8 +232,8 @@ class Lab:
             self.idle_rtt_ms = measure.calibrate(
                 self.hosts, self.emulator, self.spec.rtt_ms, self.spec.loss, self.notes
             )
-        if self.spec.stall is not None:
-            self.emulator.ask("stalls")  # only now: a stall during calibration would skew the idle RTT
+        if not self._defer_stalls:
+            self.start_stalls()  # only now: a stall during calibration would skew the idle RTT
         if self.spec.fastest_bps > 2_000_000_000 and not isinstance(self.emulator, KernelLink):
             self.notes.append(
                 "the userspace forwarder may not reach this rate here (4-5 Gbit/s on 2 idle cores): "
@@ -284,6 +287,12 @@ class Lab:
         if name not in (self.client_ns, self.server_ns):
             raise UsageError(f"{ns!r} is not one of this lab's namespaces", "use 'client' or 'server'")
         return subprocess.Popen(["ip", "netns", "exec", name, *argv], **kw)
+
+    def start_stalls(self) -> None:
+        """Start the link's stalls (if it has any); once."""
+        if self.spec.stall is not None and not self._stalling:
+            self._stalling = True
+            self.emulator.ask("stalls")
 
     def measure_idle_rtt(self, count: int = 20) -> float:
         """Median TCP connect time (one SYN/SYN-ACK round trip) from client to server, in ms."""

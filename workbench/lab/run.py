@@ -214,7 +214,9 @@ def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Any, Pa
     try:
         rate_text = f"{spec.rate_bps / 1e6:,.0f} Mbit/s"
         observer.status(f"lab: {req.preset} link, {rate_text}, RTT {spec.rtt_ms} ms, MTU {spec.mtu}: building…")
-        with Lab(spec) as lab:
+        # a run's stalls start after its raw-TCP baseline: the baseline is the path's capacity, the copies
+        # are what stalls (a stall inside the 1 s probe would make every copy's share of raw TCP meaningless)
+        with Lab(spec, defer_stalls=True) as lab:
             observer.status(f"lab: idle RTT measured {lab.idle_rtt_ms:.2f} ms; measuring goodput (3 s)…")
             with contextlib.suppress(WorkbenchError):
                 lab.measure_goodput(seconds=3.0)
@@ -253,7 +255,9 @@ def _run_inside(
             }
             plan = build_plan({**req.settings, **where})
             sweep = _sweep(plan, req.window_sweep, link, observer) if req.window_sweep else None
-            context = LabContext(link=link, window_sweep=sweep, emulator=_EmulatorWatch(lab))
+            context = LabContext(
+                link=link, window_sweep=sweep, emulator=_EmulatorWatch(lab), after_baseline=lab.start_stalls
+            )
             runner.clean_leftovers()
             return runner.execute(plan, recorder, observer, lab=context, label=label)
     finally:
@@ -333,7 +337,7 @@ def _stock_run(
 
     url_run_plan, far = prepare(url, plan, prompt=False, iperf3=host.iperf3)
     try:
-        context = LabContext(link=link, emulator=_EmulatorWatch(lab))
+        context = LabContext(link=link, emulator=_EmulatorWatch(lab), after_baseline=lab.start_stalls)
     except BaseException:
         far.close()  # logged in, nothing made yet: execute() would have finished it
         raise
