@@ -23,7 +23,7 @@ from tests.helpers import assert_lab_rtt_honest, lab_unavailable
 from workbench.lab import PRESETS, Lab, LinkSpec, check_available, cleanup_stale, expected_goodput_bps, netns
 from workbench.lab import lifecycle as lab_lifecycle
 from workbench.lab import link as lab_link
-from workbench.lab.linkemu import VNET_HDR, split_burst, wire_bytes
+from workbench.lab.linkemu import VNET_HDR, wire_bytes
 from workbench.shared.errors import UnavailableError, UsageError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,73 +70,6 @@ def test_wire_bytes_counts_gso_segments_with_their_headers() -> None:
     # a 10-segment super-packet costs the same wire time as 10 full frames
     assert wire_bytes(_vnet_tcp4(14480, 1448)) == (10 * (1500 + 38), 10)
     assert wire_bytes(_vnet_tcp4(14481, 1448)) == (10 * (1500 + 38) + 1 + 52 + 38, 11)
-
-
-def _ipv4_checksum_ok(header: bytes) -> bool:
-    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total == 0xFFFF
-
-
-def _real_tcp4_super_packet(payload: bytes, gso_size: int, seq: int, flags: int) -> bytes:
-    """A super-packet as the kernel hands it over: valid IPv4 header, TCP with timestamps, pseudo-header sum."""
-    ip = bytearray(
-        struct.pack(
-            "!BBHHHBBH4s4s",
-            0x45,
-            0,
-            20 + 32 + len(payload),
-            7,
-            0x4000,
-            64,
-            6,
-            0,
-            bytes([10, 77, 0, 2]),
-            bytes([10, 77, 0, 1]),
-        )
-    )
-    total = sum(struct.unpack("!10H", ip))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    struct.pack_into("!H", ip, 10, ~total & 0xFFFF)
-    tcp = bytearray(32)
-    struct.pack_into("!HHII", tcp, 0, 5201, 40000, seq, 99)
-    tcp[12], tcp[13] = 8 << 4, flags
-    struct.pack_into("!H", tcp, 16, 0x1234)  # the pseudo-header sum a checksum-offloaded packet carries
-    vnet = struct.pack("<BBHHHH", 1, 1, 52, gso_size, 20, 16)
-    return vnet + bytes(ip) + bytes(tcp) + payload
-
-
-def test_split_burst_cuts_a_super_packet_into_valid_smaller_ones() -> None:
-    payload = bytes(range(256)) * 100  # 25600 bytes: 17 segments of 1448 + 1784... = 18 segments
-    pkt = _real_tcp4_super_packet(payload, 1448, seq=0xFFFFF000, flags=0x18 | 0x80)  # PSH+ACK, CWR
-    whole_wire, whole_segments = wire_bytes(pkt)
-    pieces = split_burst(pkt, 4)
-    assert [count for _, _, count in pieces] == [4, 4, 4, 4, 2]
-    # the pieces cost the wire exactly what the whole did, and carry the same bytes in order
-    assert sum(wire for _, wire, _ in pieces) == whole_wire and sum(c for _, _, c in pieces) == whole_segments
-    joined = b""
-    for i, (piece, wire, count) in enumerate(pieces):
-        ip, tcp, body = piece[VNET_HDR : VNET_HDR + 20], piece[VNET_HDR + 20 : VNET_HDR + 52], piece[VNET_HDR + 52 :]
-        assert struct.unpack_from("!H", ip, 2)[0] == 52 + len(body) and _ipv4_checksum_ok(ip)
-        assert struct.unpack_from("!I", tcp, 4)[0] == (0xFFFFF000 + len(joined)) & 0xFFFFFFFF  # wraps
-        assert bool(tcp[13] & 0x80) == (i == 0) and bool(tcp[13] & 0x08) == (i == len(pieces) - 1)
-        assert tcp[13] & 0x10  # every piece still acknowledges
-        _, gso_type, _, gso_size, _, _ = struct.unpack_from("<BBHHHH", piece)
-        assert (gso_type, gso_size) == ((1, 1448) if count > 1 else (0, 0))
-        # the pseudo-header sum follows the shorter TCP length: 0x1234 - whole + piece (ones' complement)
-        check = struct.unpack_from("!H", tcp, 16)[0]
-        expected = 0x1234 + (~(32 + len(payload)) & 0xFFFF) + 32 + len(body)
-        while expected >> 16:
-            expected = (expected & 0xFFFF) + (expected >> 16)
-        assert check == expected
-        assert wire == len(body) + count * (52 + 38)
-        joined += body
-    assert joined == payload
-    # nothing to cut: a short packet, or a budget as large as the burst, comes back as it was
-    assert split_burst(pkt, 18) == [(pkt, whole_wire, whole_segments)]
-    assert split_burst(_vnet_tcp4(1448, 0), 1) == [(_vnet_tcp4(1448, 0), 1538, 1)]
 
 
 def test_burst_pieces_follow_the_rtt_and_the_cpu_budget() -> None:

@@ -48,6 +48,9 @@ def test_typed_settings_win_over_the_story_but_link_options_are_refused() -> Non
     planned = scenarios.requests(story, {"sizes": "4M", "repeat": 7}, {"sizes"}, False)
     assert all(r.settings["sizes"] == "4M" for _, r in planned)  # typed: kept
     assert all(r.settings["repeat"] == 7 for _, r in planned)  # not set by the story: the user's
+    # the reduced form shrinks what the user did not type, and keeps what they did
+    quick = scenarios.requests(story, {"sizes": "1G", "repeat": 5}, {"sizes", "repeat"}, True)
+    assert all((r.settings["sizes"], r.settings["repeat"], r.settings["warmup"]) == ("1G", 5, 0) for _, r in quick)
     with pytest.raises(UsageError, match="--rate, --rtt"):
         scenarios.requests(story, {}, {"rate", "rtt", "sizes"}, False)
     with pytest.raises(UsageError, match="no story called 'thunder'") as refused:

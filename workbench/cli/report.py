@@ -204,7 +204,7 @@ def _no_baseline_line(run: Run) -> str | None:
 def _link_line(link: Mapping[str, Any]) -> str:
     bits = link.get("rate_bits_per_s") or (link.get("rate_bps") or 0) * 8
     up, down = link.get("rate_up_bits_per_s") or bits, link.get("rate_down_bits_per_s") or bits
-    rates = f"{bits / 1e6:,.0f} Mbit/s" if up == down else f"{up / 1e6:,.0f} Mbit/s up, {down / 1e6:,.0f} down"
+    rates = f"{up / 1e6:,.0f} Mbit/s" if up == down else f"{up / 1e6:,.0f} Mbit/s up, {down / 1e6:,.0f} down"
     text = f"lab link ({link.get('preset', 'custom')}): {rates}"
     if link.get("rtt_ms") is not None:
         text += f", RTT {link['rtt_ms']:.2f} ms measured idle"
@@ -217,8 +217,9 @@ def _link_line(link: Mapping[str, Any]) -> str:
         text += f"; {link['stall']}"
     if link.get("goodput_bps"):
         text += f"; TCP goodput measured {link['goodput_bps'] * 8 / 1e6:,.0f} Mbit/s"
-        if link.get("expected_goodput_bps"):
-            text += f" (expected {link['expected_goodput_bps'] * 8 / 1e6:,.0f})"
+        expected = link.get("expected_goodput_up_bps") or link.get("expected_goodput_bps")  # it is measured up
+        if expected:
+            text += f" (expected {expected * 8 / 1e6:,.0f})"
     emulator = link.get("emulator") or {}
     if emulator.get("cpu_fraction") is not None:
         text += f"; emulator {emulator['cpu_fraction']:.0%} of a core, {emulator.get('drops', 0)} queue/loss drops"

@@ -8,7 +8,9 @@ or rewrite windows. `Lab` builds one only when none of those is asked for.
 
 It answers the emulator's commands (ask, stats, stop) so the lab drives either the same way. Stalls
 slow the limiter of the stalled direction to a trickle (8 kbit/s: a 1500-byte frame every 1.5 s) for
-their duration, keeping what is queued, then restore it and nudge it (see `_nudge`).
+their duration, keeping what is queued, then restore it and nudge it (see `_nudge`). Restoring refills
+the bucket: what queued during the stall leaves with one bucket (1/250 s of the rate) at veth speed,
+then at the rate. Each change is one `tc` process (a few ms), one end after the other.
 """
 
 from __future__ import annotations
@@ -65,14 +67,8 @@ class KernelLink:
         if cfg.delay_s > 0 or cfg.loss > 0 or cfg.client_window_bytes:
             raise WorkbenchError("a kernel link carries no delay, loss or window clamp: use the delay line")
         self._cfg = cfg
-        try:
-            subprocess.run(
-                ["ip", "link", "add", cfg.client_dev, "netns", cfg.client_ns, "type", "veth",
-                 "peer", "name", cfg.server_dev, "netns", cfg.server_ns],
-                check=True, capture_output=True, text=True, timeout=TC_TIMEOUT_S,
-            )  # fmt: skip
-        except subprocess.CalledProcessError as exc:
-            raise WorkbenchError(f"could not create the lab's veth pair: {exc.stderr.strip()}") from exc
+        netns.ip("link", "add", cfg.client_dev, "netns", cfg.client_ns, "type", "veth",
+                 "peer", "name", cfg.server_dev, "netns", cfg.server_ns)  # fmt: skip
         up, down = cfg.rate_up_bps or cfg.rate_bps, cfg.rate_down_bps or cfg.rate_bps
         # tbf counts a frame as veth hands it over (IP packet + 14-byte Ethernet header); a wire also carries
         # the FCS, preamble and inter-frame gap (24 more): scale the rate so full frames take the wire's time
@@ -90,11 +86,15 @@ class KernelLink:
             "below what the delay line adds by itself); the kernel's CPU for it is not counted as the emulator's"
         ]
 
-    def _shape(self, ns: str, dev: str, rate: str, verb: str) -> None:
+    def _shape(self, ns: str, dev: str, rate: str, verb: str, stalled: bool = False) -> None:
         assert self._cfg is not None
         burst = tbf_burst_bytes(max(e[3] for e in self._ends))
-        _tc(ns, "qdisc", verb, "dev", dev, "root", "tbf", "rate", rate, "burst", str(burst),
-            "limit", str(self._cfg.queue_bytes + burst))  # fmt: skip
+        limit = self._cfg.queue_bytes + burst  # the same in both states: a new limit would drop the queue
+        # `tc qdisc change` refills the bucket: a stall's bucket holds one frame, so the stall lets one frame
+        # through where a full bucket would let `burst` bytes pass at veth speed as it begins
+        bucket = self._cfg.mtu + 14 + 64 if stalled else burst
+        _tc(ns, "qdisc", verb, "dev", dev, "root", "tbf", "rate", rate, "burst", str(bucket),
+            "limit", str(limit))  # fmt: skip
 
     def ask(self, command: str, timeout: float = 5.0) -> dict:
         words = command.split()
@@ -130,7 +130,7 @@ class KernelLink:
             began = time.monotonic()
             with contextlib.suppress(WorkbenchError):
                 for _, ns, dev, _ in ends:
-                    self._shape(ns, dev, STALL_RATE, "change")
+                    self._shape(ns, dev, STALL_RATE, "change", stalled=True)
             stopped = self._stop.wait(cfg.stall_s)
             with contextlib.suppress(WorkbenchError):
                 for _, ns, dev, rate in ends:

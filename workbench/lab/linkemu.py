@@ -160,7 +160,9 @@ def split_burst(pkt: bytes, max_segments: int) -> list[tuple[bytes, int, int]]:
     headers_end = tcp + (pkt[tcp + 12] >> 4) * 4
     gso_size = pkt[4] | (pkt[5] << 8)
     flags0, gso_type, _, _, csum_start, csum_offset = struct.unpack_from("<BBHHHH", pkt)
-    partial = flags0 & 0x01  # VIRTIO_NET_HDR_F_NEEDS_CSUM: the TCP check field holds the pseudo-header sum
+    if not flags0 & 0x01:
+        # not VIRTIO_NET_HDR_F_NEEDS_CSUM: a full checksum over the whole payload, which no piece could keep
+        return [(pkt, wire, segments)]
     payload = memoryview(pkt)[headers_end:]
     total = len(payload)
     step = gso_size * max_segments
@@ -199,10 +201,9 @@ def split_burst(pkt: bytes, max_segments: int) -> list[tuple[bytes, int, int]]:
         if offset + step < total:
             flags &= ~0x09  # FIN and PSH only on the last
         head[tcp + 13] = flags
-        if partial:
-            l4_len = headers_end - tcp + len(body)
-            check = _fold(check0 + (~old_l4_len & 0xFFFF) + l4_len)
-            struct.pack_into("!H", head, tcp + 16, check)
+        # the check field holds the pseudo-header sum, which covers the TCP length: follow the shorter one
+        l4_len = headers_end - tcp + len(body)
+        struct.pack_into("!H", head, tcp + 16, _fold(check0 + (~old_l4_len & 0xFFFF) + l4_len))
         piece = bytes(head) + body
         pieces.append((piece, len(body) + count * (headers_end - tcp + l3 + ETHERNET_OVERHEAD), count))
     return pieces
@@ -251,7 +252,7 @@ class Direction:
         burst_segments: int = 1 << 16,
     ):
         self.name = name
-        self.burst_segments = burst_segments  # a super-packet is delivered in pieces of at most this many
+        self.burst_segments = max(1, burst_segments)  # super-packets are delivered in pieces of at most this many
         self.sec_per_byte = 8.0 / rate_bps
         self.delay_s = delay_s
         self.queue_bytes = queue_bytes
@@ -301,16 +302,18 @@ class Direction:
     def stall(self, now: float, seconds: float) -> None:
         """Pause the line for `seconds` from `now`: nothing is serialised or delivered meanwhile."""
         until = now + seconds
-        if until > self.stall_until:
-            self.stalled_s += until - max(now, self.stall_until)
-            if now >= self.stall_until:
-                self.stalls += 1
-                # what was being serialised resumes where it stopped: push the serialiser's end back
-                if self.wire_free_at > now:
-                    self.wire_free_at += seconds
-            else:
-                self.wire_free_at += until - self.stall_until
-            self.stall_until = until
+        if until <= self.stall_until:
+            return
+        pause = until - max(now, self.stall_until)  # what this adds to a stall already under way, if any
+        if now >= self.stall_until:
+            self.stalls += 1
+        self.stalled_s += pause
+        # everything on the line waits the pause out: each packet arrives that much later, spaced as it was
+        # (what was already due arrives as the stall ends), and the serialiser resumes where it stopped
+        self.line = collections.deque((max(due, now) + pause, pkt) for due, pkt in self.line)
+        if self.wire_free_at > now:
+            self.wire_free_at += pause
+        self.stall_until = until
 
     def next_due(self) -> float | None:
         """When this direction next has something to deliver (after any stall), or None."""

@@ -337,6 +337,7 @@ def _stock_run(
 
     url_run_plan, far = prepare(url, plan, prompt=False, iperf3=host.iperf3)
     try:
+        # stalls start after the first server's baseline and run on: later servers' baselines may meet one
         context = LabContext(link=link, emulator=_EmulatorWatch(lab), after_baseline=lab.start_stalls)
     except BaseException:
         far.close()  # logged in, nothing made yet: execute() would have finished it
@@ -389,5 +390,6 @@ def _sweep(plan: Any, spec: str, link: dict[str, Any], observer: RunObserver) ->
 
     windows = parse_sizes(spec)
     observer.status(f"window sweep: {', '.join(str(w // 1024) + ' KiB' for w in windows)}…")
-    path_bytes_per_s = link.get("goodput_bps") or link.get("expected_goodput_bps")  # bytes/s in this dict
+    # the sweep downloads: the link's goodput that way (bytes/s in this dict; the measured goodput is upload's)
+    path_bytes_per_s = link.get("expected_goodput_down_bps") or link.get("expected_goodput_bps")
     return tuple(sweep_windows(plan.target, windows, link.get("rtt_ms") or 1.0, 2.0, path_bytes_per_s))

@@ -315,7 +315,8 @@ def requests(
         plan = {**settings, **{k: v for k, v in variant.settings.items() if k not in explicit}}
         link = dict(variant.link)
         if quick:
-            plan.update({"repeat": 1, "warmup": 0, "tcp_duration": 1, **scenario.quick})
+            reduced = {"repeat": 1, "warmup": 0, "tcp_duration": 1, **scenario.quick}
+            plan.update({k: v for k, v in reduced.items() if k not in explicit})
             link.update(scenario.quick_link)
         request = LabRequest(
             preset=link.pop("preset"),

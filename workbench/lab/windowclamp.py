@@ -31,8 +31,8 @@ def _tcp_offsets(pkt: bytes) -> tuple[int, bytes, bytes] | None:
         return None
     version = pkt[VNET_HDR] >> 4
     if version == 4:
-        if pkt[VNET_HDR + 9] != 6:
-            return None
+        if pkt[VNET_HDR + 9] != 6 or struct.unpack_from("!H", pkt, VNET_HDR + 6)[0] & 0x1FFF:
+            return None  # not TCP, or a fragment after the first: what follows the IP header is not a TCP header
         tcp = VNET_HDR + (pkt[VNET_HDR] & 0x0F) * 4
         src, dst = pkt[VNET_HDR + 12 : VNET_HDR + 16], pkt[VNET_HDR + 16 : VNET_HDR + 20]
     elif version == 6:
@@ -77,7 +77,8 @@ class WindowClamp:
 
     `ports`, when given, limits the clamp to connections with the server host on those ports (the
     server's side): the story's file-sharing connections stayed at 64 KiB while its HTTP and iperf
-    connections scaled.
+    connections scaled. A window field counts units of 2^shift bytes: a cap under one unit (a connection
+    scaling by 2^14 and a cap under 16 KiB) is held at one unit, the least a window can say and stay open.
     """
 
     def __init__(self, window_bytes: int, ports: frozenset[int] | None = None) -> None:
