@@ -530,7 +530,7 @@ def lab(
             "gige-jumbo, wireless-g, thunderbolt; 'list' lists them. --json PATH writes PATH-VARIANT.json per run."
         ),
     ] = None,
-    quick: Annotated[bool, typer.Option(help="With --scenario: a reduced form (small files, one copy).")] = False,
+    quick: Annotated[bool, typer.Option(help="With --scenario: a reduced form (small files, fewer copies).")] = False,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,

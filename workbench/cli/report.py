@@ -309,7 +309,7 @@ def render_story(console: Console, story: Any, runs: Mapping[str, Any], quick: b
     """A scenario's published figures beside the lab's, its notes, and each variant's verdict."""
     from workbench.lab.scenarios import figures
 
-    form = " (reduced form: small files, one copy; figures are not the story's)" if quick else ""
+    form = " (reduced form: small files, fewer copies; figures are not the story's)" if quick else ""
     table = Table(title=f"story: {story.name}{form}", title_justify="left")
     for name, justify in (("what", "left"), ("published", "right"), ("lab", "right"), ("unit", "left")):
         table.add_column(name, justify=justify)
