@@ -425,7 +425,7 @@ def test_10ge_is_a_kernel_link_and_its_raw_tcp_figure_is_recorded(tmp_path: Path
 @needs_lab
 def test_a_kernel_link_stalls_only_the_direction_asked() -> None:
     stall = lab_link.Stall(every_s=0.8, duration_s=0.3, direction="up")
-    spec = LinkSpec(rate_bps=5_300_000_000, rate_down_bps=2_000_000_000, rtt_ms=0.0, stall=stall)
+    spec = LinkSpec(rate_bps=5_300_000_000, rate_down_bits_per_s=2_000_000_000, rtt_ms=0.0, stall=stall)
     assert spec.kernel_link()
     with Lab(spec) as lab:
         got = lab.measure_goodput(seconds=2.5, warmup=0.5)  # client to server: the stalled direction

@@ -8,26 +8,18 @@ import struct
 
 import pytest
 
+from tests.helpers import sum16
 from workbench.lab.linkemu import VNET_HDR, Direction, split_burst, wire_bytes
 
 SRC4, DST4 = bytes([10, 77, 0, 2]), bytes([10, 77, 0, 1])
 SRC6, DST6 = bytes(15) + b"\x02", bytes(15) + b"\x01"
 
 
-def _sum16(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total
-
-
 def _pseudo_sum(version: int, src: bytes, dst: bytes, l4_len: int) -> int:
     """The folded pseudo-header sum a checksum-offloaded TCP segment carries in its check field."""
     if version == 4:
-        return _sum16(src + dst + struct.pack("!BBH", 0, 6, l4_len))
-    return _sum16(src + dst + struct.pack("!I3xB", l4_len, 6))
+        return sum16(src + dst + struct.pack("!BBH", 0, 6, l4_len))
+    return sum16(src + dst + struct.pack("!I3xB", l4_len, 6))
 
 
 def _super_packet(version: int, payload: bytes, gso_size: int, seq: int, flags: int, needs_csum: bool = True) -> bytes:
@@ -36,7 +28,7 @@ def _super_packet(version: int, payload: bytes, gso_size: int, seq: int, flags: 
     tcp[12], tcp[13] = 8 << 4, flags
     if version == 4:
         ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 52 + len(payload), 7, 0x4000, 64, 6, 0, SRC4, DST4))
-        struct.pack_into("!H", ip, 10, ~_sum16(bytes(ip)) & 0xFFFF)
+        struct.pack_into("!H", ip, 10, ~sum16(bytes(ip)) & 0xFFFF)
         src, dst = SRC4, DST4
     else:
         ip = bytearray(struct.pack("!IHBB16s16s", 6 << 28, 32 + len(payload), 6, 64, SRC6, DST6))
@@ -63,7 +55,7 @@ def test_pieces_are_valid_smaller_gso_packets_that_add_up_to_the_burst(version: 
         body = piece[VNET_HDR + l3 + 32 :]
         if version == 4:
             assert struct.unpack_from("!H", ip, 2)[0] == l3 + 32 + len(body)
-            assert _sum16(ip) == 0xFFFF  # a valid header checksum
+            assert sum16(ip) == 0xFFFF  # a valid header checksum
         else:
             assert struct.unpack_from("!H", ip, 4)[0] == 32 + len(body)
         assert struct.unpack_from("!I", tcp, 4)[0] == (0xFFFFF000 + len(joined)) & 0xFFFFFFFF  # wraps

@@ -34,8 +34,8 @@ def test_the_stories_links_are_what_they_say() -> None:
     spec = link_spec(tb)
     assert spec.kernel_link() and spec.stall is not None and spec.stall.random
     # the published iperf figures are TCP goodput: the rates are set so that goodput is 5.3 and 5.7 Gbit/s
-    assert spec.up_bps * 1448 / 1538 == pytest.approx(5.3e9, rel=0.01)
-    assert spec.down_bps * 1448 / 1538 == pytest.approx(5.7e9, rel=0.01)
+    assert spec.up_bits_per_s * 1448 / 1538 == pytest.approx(5.3e9, rel=0.01)
+    assert spec.down_bits_per_s * 1448 / 1538 == pytest.approx(5.7e9, rel=0.01)
     wg = [r for _, r in scenarios.requests(scenarios.find("wireless-g"), {}, set(), False)]
     assert {(r.settings["profile"], r.settings["compress"]) for r in wg} == {
         (p, c) for p in ("text", "random") for c in (False, True)

@@ -6,20 +6,12 @@ import struct
 
 import pytest
 
+from tests.helpers import sum16
 from workbench.lab.link import LinkSpec, Stall
 from workbench.lab.windowclamp import VNET_HDR, WindowClamp, window_shift
 from workbench.shared.errors import UsageError
 
 CLIENT, SERVER = bytes([10, 77, 0, 1]), bytes([10, 77, 0, 2])
-
-
-def _sum16(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total
 
 
 def _segment(
@@ -38,7 +30,7 @@ def _segment(
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0x4000, 64, 6, 0, src, dst)
     if full_checksum:
         pseudo = src + dst + struct.pack("!BBH", 0, 6, len(tcp))
-        struct.pack_into("!H", tcp, 16, ~_sum16(pseudo + bytes(tcp)) & 0xFFFF)
+        struct.pack_into("!H", tcp, 16, ~sum16(pseudo + bytes(tcp)) & 0xFFFF)
     vnet = struct.pack("<BBHHHH", 0 if full_checksum else 1, 0, 0, 0, 20, 16)
     return vnet + ip + bytes(tcp)
 
@@ -74,7 +66,7 @@ def test_a_full_checksum_is_kept_valid_and_unknown_or_unscaled_flows_handled() -
     out = clamp.from_client(_segment(CLIENT, SERVER, 4000, 80, 0x10, 60000, full_checksum=True))
     assert _window(out) == 16384  # no scaling in effect: the field is the window itself
     tcp = bytes(out[VNET_HDR + 20 :])
-    assert _sum16(CLIENT + SERVER + struct.pack("!BBH", 0, 6, len(tcp)) + tcp) == 0xFFFF
+    assert sum16(CLIENT + SERVER + struct.pack("!BBH", 0, 6, len(tcp)) + tcp) == 0xFFFF
     unseen = _segment(CLIENT, SERVER, 5000, 80, 0x10, 60000)
     assert clamp.from_client(unseen) is unseen  # its scale is unknown: left alone
 
@@ -98,11 +90,15 @@ def test_stall_parsing_and_bounds() -> None:
 
 
 def test_rates_by_direction_and_the_client_window_are_validated() -> None:
-    spec = LinkSpec(rate_bps=100_000_000, rtt_ms=4, rate_down_bps=400_000_000)
-    assert (spec.up_bps, spec.down_bps, spec.fastest_bps) == (100_000_000, 400_000_000, 400_000_000)
+    spec = LinkSpec(rate_bps=100_000_000, rtt_ms=4, rate_down_bits_per_s=400_000_000)
+    assert (spec.up_bits_per_s, spec.down_bits_per_s, spec.fastest_bits_per_s) == (
+        100_000_000,
+        400_000_000,
+        400_000_000,
+    )
     assert spec.queue() == max(256 * 1024, int(400_000_000 / 8 * 0.004))
     for bad in (
-        LinkSpec(rate_bps=1_000_000, rtt_ms=1, rate_up_bps=0),
+        LinkSpec(rate_bps=1_000_000, rtt_ms=1, rate_up_bits_per_s=0),
         LinkSpec(rate_bps=1_000_000, rtt_ms=1, client_window_bytes=100),
         LinkSpec(rate_bps=1_000_000, rtt_ms=1, burst=0),
     ):

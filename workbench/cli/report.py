@@ -217,7 +217,7 @@ def _link_line(link: Mapping[str, Any]) -> str:
         text += f"; {link['stall']}"
     if link.get("goodput_bps"):
         text += f"; TCP goodput measured {link['goodput_bps'] * 8 / 1e6:,.0f} Mbit/s"
-        expected = link.get("expected_goodput_up_bps") or link.get("expected_goodput_bps")  # it is measured up
+        expected = link.get("expected_goodput_up_bytes_per_s") or link.get("expected_goodput_bps")  # it is measured up
         if expected:
             text += f" (expected {expected * 8 / 1e6:,.0f})"
     emulator = link.get("emulator") or {}

@@ -93,7 +93,7 @@ def link_goodput(link: Mapping[str, Any] | None, direction: str) -> float | None
     if not link:
         return None
     way = "up" if direction == "upload" else "down"
-    return link.get(f"expected_goodput_{way}_bps") or link.get("expected_goodput_bps") or link.get("rate_bps")
+    return link.get(f"expected_goodput_{way}_bytes_per_s") or link.get("expected_goodput_bps") or link.get("rate_bps")
 
 
 def path_rate(link_bps: float | None, raw_tcp_bytes_per_s: float | None) -> float | None:

@@ -46,9 +46,9 @@ def _tc(ns: str, *args: str) -> str:
     return done.stdout
 
 
-def tbf_burst_bytes(rate_bps: int) -> int:
+def tbf_burst_bytes(rate_bits_per_s: int) -> int:
     """The token bucket: one timer tick of traffic at the rate, at least two 64 KiB GSO packets."""
-    return max(2 * 65536 + 4096, math.ceil(rate_bps / 8 / HZ_FLOOR))
+    return max(2 * 65536 + 4096, math.ceil(rate_bits_per_s / 8 / HZ_FLOOR))
 
 
 class KernelLink:
@@ -69,7 +69,7 @@ class KernelLink:
         self._cfg = cfg
         netns.ip("link", "add", cfg.client_dev, "netns", cfg.client_ns, "type", "veth",
                  "peer", "name", cfg.server_dev, "netns", cfg.server_ns)  # fmt: skip
-        up, down = cfg.rate_up_bps or cfg.rate_bps, cfg.rate_down_bps or cfg.rate_bps
+        up, down = cfg.rate_up_bits_per_s or cfg.rate_bps, cfg.rate_down_bits_per_s or cfg.rate_bps
         # tbf counts a frame as veth hands it over (IP packet + 14-byte Ethernet header); a wire also carries
         # the FCS, preamble and inter-frame gap (24 more): scale the rate so full frames take the wire's time
         up, down = (int(rate * (cfg.mtu + 14) / (cfg.mtu + ETHERNET_OVERHEAD)) for rate in (up, down))

@@ -102,29 +102,29 @@ class LinkSpec:
     cc: str | None = None  # None keeps the host's default (BBR here)
     queue_bytes: int | None = None  # None: one bandwidth-delay product, at least MIN_QUEUE
     burst: int | None = None  # segments delivered at once; None: chosen from rate and RTT (burst_segments)
-    rate_up_bps: int | None = None  # client to server; None: rate_bps
-    rate_down_bps: int | None = None  # server to client; None: rate_bps
+    rate_up_bits_per_s: int | None = None  # client to server; None: rate_bps
+    rate_down_bits_per_s: int | None = None  # server to client; None: rate_bps
     client_window_bytes: int | None = None  # receive window cap on every connection of the client host
     client_window_ports: tuple[int, ...] | None = None  # ... only those to these server ports (None: all)
     stall: Stall | None = None
     host_buffers: str = "raised"  # "raised": TCP buffers up to 64 MiB on both hosts; "default": the kernel's
 
     @property
-    def up_bps(self) -> int:
-        return self.rate_up_bps or self.rate_bps
+    def up_bits_per_s(self) -> int:
+        return self.rate_up_bits_per_s or self.rate_bps
 
     @property
-    def down_bps(self) -> int:
-        return self.rate_down_bps or self.rate_bps
+    def down_bits_per_s(self) -> int:
+        return self.rate_down_bits_per_s or self.rate_bps
 
     @property
-    def fastest_bps(self) -> int:
-        return max(self.up_bps, self.down_bps)
+    def fastest_bits_per_s(self) -> int:
+        return max(self.up_bits_per_s, self.down_bits_per_s)
 
     def queue(self) -> int:
         if self.queue_bytes is not None:
             return self.queue_bytes
-        return max(MIN_QUEUE, int(self.fastest_bps / 8 * self.rtt_ms / 1000))
+        return max(MIN_QUEUE, int(self.fastest_bits_per_s / 8 * self.rtt_ms / 1000))
 
     def kernel_link(self) -> bool:
         """Whether the kernel can build this link with no delay line: no delay beyond the line's own, no
@@ -135,13 +135,13 @@ class LinkSpec:
         """Most full-size segments the emulator delivers at once (see BURST_RTT_SHARE and MAX_PIECES_PER_S)."""
         if self.burst is not None:
             return self.burst
-        frame_s = (self.mtu + ETHERNET_OVERHEAD) * 8 / self.fastest_bps
+        frame_s = (self.mtu + ETHERNET_OVERHEAD) * 8 / self.fastest_bits_per_s
         by_rtt = int(self.rtt_ms / 1000 * BURST_RTT_SHARE / frame_s)
         by_cpu = math.ceil(1 / (frame_s * MAX_PIECES_PER_S))
         return max(1, by_rtt, by_cpu)
 
     def validate(self) -> None:
-        for rate in (self.rate_bps, self.rate_up_bps, self.rate_down_bps):
+        for rate in (self.rate_bps, self.rate_up_bits_per_s, self.rate_down_bits_per_s):
             if rate is not None and rate <= 0:
                 raise UsageError(f"link rate must be positive, not {rate}", "e.g. 1000000000 for 1 Gbit/s")
         if self.client_window_bytes is not None and not 2048 <= self.client_window_bytes <= 1 << 30:
@@ -234,7 +234,7 @@ class Lab:
             )
         if not self._defer_stalls:
             self.start_stalls()  # only now: a stall during calibration would skew the idle RTT
-        if self.spec.fastest_bps > 2_000_000_000 and not isinstance(self.emulator, KernelLink):
+        if self.spec.fastest_bits_per_s > 2_000_000_000 and not isinstance(self.emulator, KernelLink):
             self.notes.append(
                 "the userspace forwarder may not reach this rate here (4-5 Gbit/s on 2 idle cores): "
                 "measure_goodput() tells what the link delivers"
@@ -255,8 +255,8 @@ class Lab:
             mtu=self.spec.mtu,
             client_addr=self.hosts.client_addr,
             server_addr=self.hosts.server_addr,
-            rate_up_bps=self.spec.rate_up_bps,
-            rate_down_bps=self.spec.rate_down_bps,
+            rate_up_bits_per_s=self.spec.rate_up_bits_per_s,
+            rate_down_bits_per_s=self.spec.rate_down_bits_per_s,
             client_window_bytes=self.spec.client_window_bytes,
             client_window_ports=self.spec.client_window_ports,
             **_stall_config(self.spec.stall),
@@ -302,7 +302,7 @@ class Lab:
         """TCP goodput client→server in bit/s over `seconds` after a `warmup`, with one plain socket stream."""
         spec = self.spec
         self.goodput_bps = measure.goodput_bits_per_s(
-            self.hosts, self.emulator, spec.up_bps, spec.mtu, spec.cc, self.notes, seconds, warmup
+            self.hosts, self.emulator, spec.up_bits_per_s, spec.mtu, spec.cc, self.notes, seconds, warmup
         )
         return self.goodput_bps
 
@@ -314,8 +314,8 @@ class Lab:
         """What this lab measured (idle RTT, goodput if measured) next to what was asked for, with notes."""
         return {
             "rate_bps": self.spec.rate_bps,
-            "rate_up_bps": self.spec.up_bps,
-            "rate_down_bps": self.spec.down_bps,
+            "rate_up_bits_per_s": self.spec.up_bits_per_s,
+            "rate_down_bits_per_s": self.spec.down_bits_per_s,
             "client_window_bytes": self.spec.client_window_bytes,
             "client_window_ports": list(self.spec.client_window_ports or []) or None,
             "stall": self.spec.stall.describe() if self.spec.stall else None,
@@ -326,8 +326,8 @@ class Lab:
             "cc": self.cc.get(self.client_ns),
             "cc_server": self.cc.get(self.server_ns),
             "expected_goodput_bps": expected_goodput_bps(self.spec.rate_bps, self.spec.mtu),
-            "expected_goodput_up_bps": expected_goodput_bps(self.spec.up_bps, self.spec.mtu),
-            "expected_goodput_down_bps": expected_goodput_bps(self.spec.down_bps, self.spec.mtu),
+            "expected_goodput_up_bits_per_s": expected_goodput_bps(self.spec.up_bits_per_s, self.spec.mtu),
+            "expected_goodput_down_bits_per_s": expected_goodput_bps(self.spec.down_bits_per_s, self.spec.mtu),
             "goodput_bps": self.goodput_bps,
             "requested": asdict(self.spec),
             "client": {"netns": self.client_ns, "addr": self.client_addr},

@@ -40,6 +40,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
+from workbench.lab.checksum import fold16, ipv4_header_checksum
 from workbench.lab.windowclamp import WindowClamp
 
 TUNSETIFF = 0x400454CA
@@ -78,8 +79,8 @@ class EmuConfig:
     seed: int | None = None
     realtime: bool = True
     burst_segments: int = 1 << 16  # deliver super-packets in pieces of at most this many segments
-    rate_up_bps: int | None = None  # client to server, when it differs from rate_bps
-    rate_down_bps: int | None = None  # server to client
+    rate_up_bits_per_s: int | None = None  # client to server, when it differs from rate_bps
+    rate_down_bits_per_s: int | None = None  # server to client
     client_window_bytes: int | None = None  # cap on the receive window the client host advertises
     client_window_ports: tuple[int, ...] | None = None  # ... only on connections to these server ports
     stall_every_s: float = 0.0  # 0: the line never stalls
@@ -96,6 +97,13 @@ def expected_goodput_bps(rate_bps: float, mtu: int) -> float:
     return rate_bps * (mtu - 52) / (mtu + ETHERNET_OVERHEAD)
 
 
+def _ip_header(pkt: bytes) -> tuple[int, int]:
+    """(IP header length, protocol) of the packet after the vnet header; IPv6 without extension headers."""
+    if pkt[VNET_HDR] >> 4 == 4:
+        return (pkt[VNET_HDR] & 0x0F) * 4, pkt[VNET_HDR + 9]
+    return 40, pkt[VNET_HDR + 6]
+
+
 def wire_bytes(pkt: bytes) -> tuple[int, int]:
     """(bytes on the wire, segments) of one TUN read: vnet header + IP packet, maybe a GSO super-packet."""
     ip_len = len(pkt) - VNET_HDR
@@ -104,13 +112,7 @@ def wire_bytes(pkt: bytes) -> tuple[int, int]:
     if gso_type == 0 or gso_size == 0:
         return ip_len + ETHERNET_OVERHEAD, 1
     # hdr_len from the kernel is the skb's linear length, not the headers': parse them instead
-    version = pkt[VNET_HDR] >> 4
-    if version == 4:
-        l3 = (pkt[VNET_HDR] & 0x0F) * 4
-        proto = pkt[VNET_HDR + 9]
-    else:
-        l3 = 40
-        proto = pkt[VNET_HDR + 6]
+    l3, proto = _ip_header(pkt)
     l4 = (pkt[VNET_HDR + l3 + 12] >> 4) * 4 if proto == 6 else 8
     headers = l3 + l4
     payload = ip_len - headers
@@ -121,17 +123,6 @@ def wire_bytes(pkt: bytes) -> tuple[int, int]:
 def segments_first_frame(wire: int, segments: int) -> int:
     """Wire bytes of the first frame of a (super-)packet."""
     return -(-wire // segments)
-
-
-def _fold(total: int) -> int:
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total
-
-
-def _ipv4_header_checksum(header: bytes | bytearray) -> int:
-    words = struct.unpack(f"!{len(header) // 2}H", header)
-    return ~_fold(sum(words) - words[5]) & 0xFFFF  # words[5] is the checksum field itself
 
 
 def split_burst(pkt: bytes, max_segments: int) -> list[tuple[bytes, int, int]]:
@@ -148,12 +139,7 @@ def split_burst(pkt: bytes, max_segments: int) -> list[tuple[bytes, int, int]]:
     if segments <= max_segments:
         return [(pkt, wire, segments)]
     version = pkt[VNET_HDR] >> 4
-    if version == 4:
-        l3 = (pkt[VNET_HDR] & 0x0F) * 4
-        proto = pkt[VNET_HDR + 9]
-    else:
-        l3 = 40
-        proto = pkt[VNET_HDR + 6]
+    l3, proto = _ip_header(pkt)
     if proto != 6:
         return [(pkt, wire, segments)]
     tcp = VNET_HDR + l3
@@ -191,7 +177,7 @@ def split_burst(pkt: bytes, max_segments: int) -> list[tuple[bytes, int, int]]:
             struct.pack_into("!H", head, VNET_HDR + 2, ip_len)
             struct.pack_into("!H", head, VNET_HDR + 4, (ip_id0 + offset // gso_size) & 0xFFFF)
             struct.pack_into("!H", head, VNET_HDR + 10, 0)
-            struct.pack_into("!H", head, VNET_HDR + 10, _ipv4_header_checksum(head[VNET_HDR:tcp]))
+            struct.pack_into("!H", head, VNET_HDR + 10, ipv4_header_checksum(head[VNET_HDR:tcp]))
         else:
             struct.pack_into("!H", head, VNET_HDR + 4, ip_len - 40)
         struct.pack_into("!I", head, tcp + 4, (seq0 + offset) & 0xFFFFFFFF)
@@ -203,7 +189,7 @@ def split_burst(pkt: bytes, max_segments: int) -> list[tuple[bytes, int, int]]:
         head[tcp + 13] = flags
         # the check field holds the pseudo-header sum, which covers the TCP length: follow the shorter one
         l4_len = headers_end - tcp + len(body)
-        struct.pack_into("!H", head, tcp + 16, _fold(check0 + (~old_l4_len & 0xFFFF) + l4_len))
+        struct.pack_into("!H", head, tcp + 16, fold16(check0 + (~old_l4_len & 0xFFFF) + l4_len))
         piece = bytes(head) + body
         pieces.append((piece, len(body) + count * (headers_end - tcp + l3 + ETHERNET_OVERHEAD), count))
     return pieces
@@ -362,7 +348,7 @@ class Forwarder:
         self.cfg = cfg
         self.fds = (tun_client, tun_server)
         rng = self.rng = random.Random(cfg.seed)
-        up, down = cfg.rate_up_bps or cfg.rate_bps, cfg.rate_down_bps or cfg.rate_bps
+        up, down = cfg.rate_up_bits_per_s or cfg.rate_bps, cfg.rate_down_bits_per_s or cfg.rate_bps
         tail = (cfg.delay_s, cfg.queue_bytes, cfg.loss, rng, cfg.burst_segments)
         self.dirs = (Direction("client_to_server", up, *tail), Direction("server_to_client", down, *tail))
         self.clamp = None

@@ -86,9 +86,9 @@ def link_spec(req: LabRequest) -> Any:
     if req.rtt is not None:
         changes["rtt_ms"] = named("--rtt", parse_duration_ms, req.rtt)
     if req.rate_up is not None:
-        changes["rate_up_bps"] = named("--rate-up", parse_rate, req.rate_up)
+        changes["rate_up_bits_per_s"] = named("--rate-up", parse_rate, req.rate_up)
     if req.rate_down is not None:
-        changes["rate_down_bps"] = named("--rate-down", parse_rate, req.rate_down)
+        changes["rate_down_bits_per_s"] = named("--rate-down", parse_rate, req.rate_down)
     if req.client_window is not None:
         changes["client_window_bytes"] = named("--client-window", parse_size, req.client_window)
     if req.stall is not None:
@@ -124,7 +124,7 @@ def validate_request(req: LabRequest) -> Any:
     spec = link_spec(req)
     # The link rate is known before anything starts, so the copies' least duration is plain arithmetic.
     copies = len(inputs["entries"]) * len(inputs["directions"]) * (inputs["repeat"] + inputs["warmup"])
-    least_s = copies * files_bytes * 8 / spec.fastest_bps  # LinkSpec's rates are in bits per second
+    least_s = copies * files_bytes * 8 / spec.fastest_bits_per_s  # LinkSpec's rates are in bits per second
     check_copy_estimate(
         least_s,
         copies,
@@ -173,10 +173,10 @@ def link_document(described: dict[str, Any], preset: str) -> dict[str, Any]:
         "cc": described.get("cc"),
         "queue_bytes": described.get("queue_bytes"),
         "expected_goodput_bps": (described.get("expected_goodput_bps") or 0) / 8 or None,
-        "expected_goodput_up_bps": (described.get("expected_goodput_up_bps") or 0) / 8 or None,
-        "expected_goodput_down_bps": (described.get("expected_goodput_down_bps") or 0) / 8 or None,
-        "rate_up_bits_per_s": described.get("rate_up_bps"),
-        "rate_down_bits_per_s": described.get("rate_down_bps"),
+        "expected_goodput_up_bytes_per_s": (described.get("expected_goodput_up_bits_per_s") or 0) / 8 or None,
+        "expected_goodput_down_bytes_per_s": (described.get("expected_goodput_down_bits_per_s") or 0) / 8 or None,
+        "rate_up_bits_per_s": described.get("rate_up_bits_per_s"),
+        "rate_down_bits_per_s": described.get("rate_down_bits_per_s"),
         "client_window_bytes": described.get("client_window_bytes"),
         "client_window_ports": described.get("client_window_ports"),
         "stall": described.get("stall"),
@@ -391,5 +391,5 @@ def _sweep(plan: Any, spec: str, link: dict[str, Any], observer: RunObserver) ->
     windows = parse_sizes(spec)
     observer.status(f"window sweep: {', '.join(str(w // 1024) + ' KiB' for w in windows)}…")
     # the sweep downloads: the link's goodput that way (bytes/s in this dict; the measured goodput is upload's)
-    path_bytes_per_s = link.get("expected_goodput_down_bps") or link.get("expected_goodput_bps")
+    path_bytes_per_s = link.get("expected_goodput_down_bytes_per_s") or link.get("expected_goodput_bps")
     return tuple(sweep_windows(plan.target, windows, link.get("rtt_ms") or 1.0, 2.0, path_bytes_per_s))

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import struct
 
+from workbench.lab.checksum import fold16
+
 VNET_HDR = 10
 NEEDS_CSUM = 0x01  # virtio_net_hdr flag: the checksum is left to the receiver (it holds the pseudo-header sum)
 SYN, ACK = 0x02, 0x10
@@ -64,12 +66,6 @@ def window_shift(pkt: bytes, tcp: int) -> int | None:
             return min(pkt[i + 2], 14)
         i += pkt[i + 1]
     return None
-
-
-def _fold(total: int) -> int:
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total
 
 
 class WindowClamp:
@@ -143,6 +139,6 @@ class WindowClamp:
         if not pkt[0] & NEEDS_CSUM:
             # a full checksum covers the window field: update it in place (RFC 1624, eqn. 3)
             check = struct.unpack_from("!H", pkt, tcp + 16)[0]
-            struct.pack_into("!H", out, tcp + 16, ~_fold((~check & 0xFFFF) + (~old & 0xFFFF) + limit) & 0xFFFF)
+            struct.pack_into("!H", out, tcp + 16, ~fold16((~check & 0xFFFF) + (~old & 0xFFFF) + limit) & 0xFFFF)
         self.clamped += 1
         return out
