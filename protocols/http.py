@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import os
 import re
 import ssl
@@ -346,7 +347,39 @@ class AiohttpClient(Client):
         self._run(get())
 
     def upload(self, local: Path, remote: str, progress: Progress) -> None:
-        size = os.path.getsize(local)
+        async def put() -> None:
+            status, answer = await self._put_file(local, self._url(remote), progress)
+            if status != 200:
+                raise self._status_error(status, remote)
+            stored = json.loads(answer).get("bytes")
+            size = os.path.getsize(local)
+            if stored != size:
+                raise NetworkError(f"server stored {stored} of {size} bytes of {remote}", "retry the copy")
+
+        async def put_stock() -> None:
+            assert self._auth is not None
+            for attempt in (1, 2):
+                # 201 (made) or 204/200 (replaced), with no body worth reading
+                status, _ = await self._put_file(local, self._url(remote), progress, allow_redirects=False)
+                if status == 401 and attempt == 1 and self._auth.scheme == "digest":
+                    continue  # a stale nonce (see WebDavAuth): the file once more, with the new one
+                if status not in PUT_OK:
+                    raise self._status_error(status, remote)
+                return
+
+        self._run(put_stock() if self.stock else put())
+
+    async def _put_file(self, local: Path, url: URL | str, progress: Progress, **kwargs: Any) -> tuple[int, bytes]:
+        """PUT local's bytes, streamed; return the answer's status and body.
+
+        A server may close a kept-alive connection at any moment, also just as the client sends its next
+        request on it (HTTP allows it, and says to send an idempotent request such as PUT once more when
+        the connection broke before any answer came). aiohttp does so only for a body it can rewind, which
+        a stream is not: here the file is sent once more, from its start, on a new connection. The bytes of
+        the broken try stay counted: they did cross the wire, and the copy's time includes them.
+        """
+        assert self._session is not None
+        headers = {"Content-Length": str(os.path.getsize(local)), "Content-Type": "application/octet-stream"}
         block = self.options.block_size
 
         async def body():  # type: ignore[no-untyped-def]
@@ -355,32 +388,18 @@ class AiohttpClient(Client):
                     yield chunk
                     self._moved(len(chunk), progress)
 
-        async def put() -> None:
-            assert self._session is not None
-            headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
-            async with self._session.put(self._url(remote), data=body(), headers=headers) as resp:
-                if resp.status != 200:
-                    raise self._status_error(resp.status, remote)
-                stored = (await resp.json()).get("bytes")
-                if stored != size:
-                    raise NetworkError(f"server stored {stored} of {size} bytes of {remote}", "retry the copy")
-
-        async def put_stock() -> None:
-            assert self._session is not None and self._auth is not None
-            headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
-            for attempt in (1, 2):
-                async with self._session.put(
-                    self._url(remote), data=body(), headers=headers, allow_redirects=False
-                ) as resp:
-                    await resp.read()  # 201 (made) or 204/200 (replaced), with no body worth reading
-                    status = resp.status
-                if status == 401 and attempt == 1 and self._auth.scheme == "digest":
-                    continue  # a stale nonce (see WebDavAuth): the file once more, with the new one
-                if status not in PUT_OK:
-                    raise self._status_error(status, remote)
-                return
-
-        self._run(put_stock() if self.stock else put())
+        for last_try in (False, True):
+            try:
+                resp = await self._session.put(url, data=body(), headers=headers, **kwargs)
+            except aiohttp.ClientConnectorError:
+                raise  # no connection at all: nothing to send again
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                if last_try:
+                    raise
+                continue
+            async with resp:
+                return resp.status, await resp.read()
+        raise AssertionError("unreachable")
 
     def mkdir(self, remote_dir: str) -> None:
         if self.stock:

@@ -192,9 +192,30 @@ def test_a_login_refused_after_connect_fails_the_upload_at_once(cls: type[Client
     try:
         client.connect()
         dav.restart_with_password("changed-" + dav.ctx.credentials.password)
-        write_random(tmp_path / "up.bin", 1 << 20)
+        write_random(tmp_path / "up.bin", 32 << 20)
         with pytest.raises(AuthError):
             client.upload(tmp_path / "up.bin", "up.bin", Counter())
+    finally:
+        client.close()
+        dav.stop()
+
+
+@pytest.mark.parametrize("cls", CLIENTS)
+def test_a_connection_the_server_closed_between_copies_does_not_fail_the_next(
+    cls: type[Client], tmp_path: Path
+) -> None:
+    """A server closes idle keep-alive connections (its timeout, a restart) while the client waits between
+    copies: the next upload must go out on a new connection, not stream into the closed one."""
+    dav = StockDav(tmp_path / "dav", "digest", tls=False)
+    dav.ensure()
+    data = write_random(tmp_path / "up.bin", 4 << 20)
+    client = cls(dav.target(), ClientOptions(timeout=30.0))
+    try:
+        client.connect()
+        for n in range(3):
+            dav.restart_with_password(dav.ctx.credentials.password)  # same login: closes every connection
+            client.upload(tmp_path / "up.bin", f"up{n}.bin", Counter())
+            assert (dav.served_root / f"up{n}.bin").read_bytes() == data
     finally:
         client.close()
         dav.stop()
