@@ -251,20 +251,28 @@ def test_server_killed_mid_copy_fails_the_copy_at_once(far: Far, tmp_path: Path,
     client = _client(label, far.target)
     killed: list[int] = []
     began: list[float] = []
+    lock = threading.Lock()
 
     def kill_once(n: int) -> None:
-        if not killed:  # only the process serving this connection (serve serves all in one: it dies whole)
+        with lock:
+            if killed:
+                return
+            # only the process serving this connection (serve serves all in one: it dies whole)
             began.append(time.monotonic())
             killed.extend(far.connection_pids(name) or [far.pid(name)])
             for pid in killed:
                 os.kill(pid, signal.SIGKILL)
 
+    # as in the stall test: curl may report progress only once 64 MiB have moved, so a timer kills 10 ms in
+    early = threading.Timer(0.01, kill_once, args=(0,))
     client.connect()
     try:
         with pytest.raises(WorkbenchError) as caught:
+            early.start()
             _copy(client, far, "download", "", tmp_path / "big.bin", kill_once)
         elapsed = time.monotonic() - began[0]
     finally:
+        early.cancel()
         client.close()
         far.restart_serve_if_dead()
     line = _one_line(caught.value)
