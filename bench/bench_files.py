@@ -40,7 +40,7 @@ def main() -> None:
         for attempt, seed in enumerate((1, 2, 3)):
             report = generate.make(work, sizes=[size], seed=seed)  # a new seed rewrites the file
             label = "first pass (fresh pages)" if attempt == 0 else f"pass {attempt + 1}"
-            print(f"files make {args.size} into the page cache, {label}: {report.write_bps / 1e9:.2f} GB/s")
+            print(f"files make {args.size} into the page cache, {label}: {report.write_bytes_per_s / 1e9:.2f} GB/s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.lab import PRESETS, Lab, expected_goodput_bps
+from workbench.lab import PRESETS, Lab, expected_goodput_bits_per_s
 from workbench.shared.errors import WorkbenchError
 
 
@@ -26,7 +26,7 @@ def bench(name: str, seconds: float, mtu: int | None) -> None:
         got = lab.measure_goodput(seconds=seconds, warmup=warmup)
         after = lab.forwarder_stats()
         info = lab.describe()
-    expected = expected_goodput_bps(spec.rate_bps, spec.mtu)
+    expected = expected_goodput_bits_per_s(spec.rate_bits_per_s, spec.mtu)
     cpu = (after["cpu_seconds"] - before["cpu_seconds"]) / (after["wall_seconds"] - before["wall_seconds"])
     print(
         f"{name:8} mtu {spec.mtu:5}  RTT asked {spec.rtt_ms:6.2f} ms  measured {' '.join(f'{r:.3f}' for r in rtts)}"

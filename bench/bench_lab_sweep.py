@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.lab import PRESETS, Lab, LinkSpec, expected_goodput_bps
+from workbench.lab import PRESETS, Lab, LinkSpec, expected_goodput_bits_per_s
 from workbench.probe.client import measure
 from workbench.server.daemons import supervisor
 from workbench.shared import credentials, target
@@ -66,13 +66,13 @@ def upload_with_emulator_cpu(lab: Lab, host: str, port: int, secret: str, second
     got = measure(host, port, secret, "upload", seconds)
     last = lab.forwarder_stats()
     share = (last["cpu_seconds"] - first["cpu_seconds"]) / max(1e-9, last["wall_seconds"] - first["wall_seconds"])
-    return got.bps, share
+    return got.bytes_per_s, share
 
 
 def sweep(before: bool, seconds: float) -> None:
     for preset, kib in SWEEPS.items():
         spec = PRESETS[preset]
-        goodput_bytes_per_s = expected_goodput_bps(spec.rate_bps, spec.mtu) / 8
+        goodput_bytes_per_s = expected_goodput_bits_per_s(spec.rate_bits_per_s, spec.mtu) / 8
         with lab_with_probe(spec, before) as (lab, host, port, secret):
             rtt_s = lab.idle_rtt_ms / 1000
             print(f"{preset}: idle RTT {lab.idle_rtt_ms:.3f} ms, goodput {goodput_bytes_per_s * 8e-6:.1f} Mbit/s")
@@ -81,15 +81,15 @@ def sweep(before: bool, seconds: float) -> None:
                 predicted = min(window / rtt_s, goodput_bytes_per_s)
                 got = measure(host, port, secret, "download", seconds, window=window)
                 print(
-                    f"  {k:5} KiB  measured {got.bps * 8e-6:7.1f} Mbit/s  predicted {predicted * 8e-6:7.1f}  "
-                    f"ratio {got.bps / predicted:.3f}",
+                    f"  {k:5} KiB  measured {got.bytes_per_s * 8e-6:7.1f} Mbit/s  predicted {predicted * 8e-6:7.1f}  "
+                    f"ratio {got.bytes_per_s / predicted:.3f}",
                     flush=True,
                 )
 
 
 def cpu(before: bool, seconds: float) -> None:
     for rate in (533_000_000, 1_000_000_000):
-        spec = LinkSpec(rate_bps=rate, rtt_ms=2.8 if rate < 1e9 else 0.2)
+        spec = LinkSpec(rate_bits_per_s=rate, rtt_ms=2.8 if rate < 1e9 else 0.2)
         with lab_with_probe(spec, before) as (lab, host, port, secret):
             carried, share = upload_with_emulator_cpu(lab, host, port, secret, seconds)
             print(
@@ -115,7 +115,8 @@ def ten_gig(seconds: float) -> None:
             busy1, total1 = _machine_busy()
             cores = (busy1 - busy0) / (total1 - total0) * (os.cpu_count() or 1)
             print(
-                f"10ge ({kind}) {direction:8} {got.bps * 8e-9:.2f} Gbit/s raw TCP over {time.monotonic() - started:.1f}"
+                f"10ge ({kind}) {direction:8} {got.bytes_per_s * 8e-9:.2f} Gbit/s raw TCP"
+                f" over {time.monotonic() - started:.1f}"
                 f" s; the machine's CPU meanwhile: {cores:.2f} cores busy",
                 flush=True,
             )

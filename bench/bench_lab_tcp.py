@@ -47,10 +47,11 @@ def main() -> int:
                             got = measure(target.host, target.port("tcp"), creds.password, direction, args.seconds)
                             ref = run_iperf3(target.host, target.port("iperf3"), direction, args.seconds, auth=auth)
                             assert ref is not None, "iperf3 is not installed"
-                            ratios[direction].append(got.bps / ref.bps)
+                            ratios[direction].append(got.bytes_per_s / ref.bytes_per_s)
                             print(
-                                f"round {rnd + 1} {direction:8} probe {got.bps * 8 / 1e6:6.1f} Mbit/s  "
-                                f"iperf3 {ref.bps * 8 / 1e6:6.1f} Mbit/s  ratio {got.bps / ref.bps:.3f}",
+                                f"round {rnd + 1} {direction:8} probe {got.bytes_per_s * 8 / 1e6:6.1f} Mbit/s  "
+                                f"iperf3 {ref.bytes_per_s * 8 / 1e6:6.1f} Mbit/s  "
+                                f"ratio {got.bytes_per_s / ref.bytes_per_s:.3f}",
                                 flush=True,
                             )
             finally:

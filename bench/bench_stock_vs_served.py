@@ -130,8 +130,8 @@ def raw(mode: str, runs: list[Run]) -> list[str]:
     lines = []
     for run in runs:
         base = run.baseline
-        up = f"{base.up_bps / 1e6:.1f}" if base.up_bps else "-"
-        down = f"{base.down_bps / 1e6:.1f}" if base.down_bps else "-"
+        up = f"{base.up_bytes_per_s / 1e6:.1f}" if base.up_bytes_per_s else "-"
+        down = f"{base.down_bytes_per_s / 1e6:.1f}" if base.down_bytes_per_s else "-"
         lines.append(
             f"{mode} run {run.id} ({run.meta.get('server', {}).get('url') or run.meta['target']['host']}): "
             f"raw TCP up {up} down {down} MB/s{'; ' + base.error if base.error else ''}"

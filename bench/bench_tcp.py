@@ -85,11 +85,11 @@ def main() -> int:
                     got = measure(HOST, probe_port, secret, direction, duration=args.seconds)
                     ref = run_iperf3(HOST, iperf_port, direction, args.seconds, auth=auth)
                     assert ref is not None
-                    results.setdefault(("probe", direction), []).append(got.bps)
-                    results.setdefault(("iperf3", direction), []).append(ref.bps)
+                    results.setdefault(("probe", direction), []).append(got.bytes_per_s)
+                    results.setdefault(("iperf3", direction), []).append(ref.bytes_per_s)
                     print(
-                        f"round {rnd + 1} {direction:8s} probe {got.bps / 1e6:7.0f} MB/s"
-                        f"  iperf3 {ref.bps / 1e6:7.0f} MB/s  ratio {got.bps / ref.bps:.2f}",
+                        f"round {rnd + 1} {direction:8s} probe {got.bytes_per_s / 1e6:7.0f} MB/s"
+                        f"  iperf3 {ref.bytes_per_s / 1e6:7.0f} MB/s  ratio {got.bytes_per_s / ref.bytes_per_s:.2f}",
                         flush=True,
                     )
     except WorkbenchError as exc:

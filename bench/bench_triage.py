@@ -57,9 +57,13 @@ def lab_rates(enabled: bool, work: Path) -> dict[str, tuple[float, float, float]
     subprocess.run([sys.executable, "-m", "workbench", "lab", *args], env=env, check=True, capture_output=True)
     rows = json.loads(doc.read_text())["results"]
     return {
-        f"{r['protocol']}/{r['client']} {r['direction']} {r['file_set']}": (r["median_bps"], r["min_bps"], r["max_bps"])
+        f"{r['protocol']}/{r['client']} {r['direction']} {r['file_set']}": (
+            r["median_bytes_per_s"],
+            r["min_bytes_per_s"],
+            r["max_bytes_per_s"],
+        )
         for r in rows
-        if r["median_bps"]
+        if r["median_bytes_per_s"]
     }
 
 

@@ -134,7 +134,7 @@ class FakeFarHost:
         return None
 
     def baseline(self, plan: Plan) -> Baseline:
-        return Baseline(up_bps=1e9, down_bps=1e9, rtt_ms=0.1)
+        return Baseline(up_bytes_per_s=1e9, down_bytes_per_s=1e9, rtt_ms=0.1)
 
     def tcp_watch_start(self, role: str) -> str | None:
         return None

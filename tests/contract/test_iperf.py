@@ -36,9 +36,9 @@ def test_run_against_a_real_server(iperf3_server: tuple[int, IperfAuth], directi
     result = run_iperf3(HOST, port, direction, 1, auth=auth)
     assert result is not None
     assert result.direction == direction
-    assert result.bps > 1e6 and result.bytes > 1e6
+    assert result.bytes_per_s > 1e6 and result.bytes > 1e6
     assert 0.5 < result.seconds < 2
-    assert result.bps == pytest.approx(result.bytes / result.seconds, rel=0.05)
+    assert result.bytes_per_s == pytest.approx(result.bytes / result.seconds, rel=0.05)
 
 
 @needs_iperf3

@@ -56,7 +56,7 @@ def test_both_directions_count_bytes_on_both_sides(server: ProbeServer, secret: 
     assert result.sender.bytes == result.receiver.bytes == result.bytes
     assert 0.5 < result.seconds <= min(1.5, wall_s)
     assert 0.5 < result.sender.seconds <= min(1.5, wall_s)
-    assert result.bps == pytest.approx(result.receiver.timed_bytes / result.seconds)
+    assert result.bytes_per_s == pytest.approx(result.receiver.timed_bytes / result.seconds)
     assert result.sender.tcp_info is not None and result.receiver.tcp_info is not None
     assert result.sender.tcp_info.bytes_sent is None or result.sender.tcp_info.bytes_sent >= result.bytes
     # The sender's smoothed RTT, in seconds: not the receiver's rcv_rtt, not min_rtt, not microseconds. On loopback
@@ -104,7 +104,7 @@ def test_window_sweep_reports_requested_effective_and_predicted(server: ProbeSer
     wall_s = time.monotonic() - start
     assert [p.window_bytes for p in points] == windows
     for point in points:
-        assert point.predicted_bps == pytest.approx(point.window_bytes / 0.002)
+        assert point.predicted_bytes_per_s == pytest.approx(point.window_bytes / 0.002)
         assert point.effective_window_bytes is not None
         assert point.window_bytes * 0.9 <= point.effective_window_bytes <= point.window_bytes * 1.1
         # What flowed with this window, in bytes/s timed at the receiver: both ends agree on the bytes, the
@@ -113,8 +113,8 @@ def test_window_sweep_reports_requested_effective_and_predicted(server: ProbeSer
         assert result is not None and result.window_requested == point.window_bytes
         assert result.sender.bytes == result.receiver.bytes == result.bytes > 1_000_000
         assert 0.15 < result.receiver.seconds <= min(0.3 + 0.5, wall_s)
-        assert point.measured_bps == result.bps
-        assert point.measured_bps == pytest.approx(result.receiver.timed_bytes / result.receiver.seconds)
+        assert point.measured_bytes_per_s == result.bytes_per_s
+        assert point.measured_bytes_per_s == pytest.approx(result.receiver.timed_bytes / result.receiver.seconds)
 
 
 def test_rtt_returns_sane_values(server: ProbeServer, secret: str) -> None:

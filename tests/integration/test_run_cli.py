@@ -81,14 +81,14 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
     # exit 8 (ROWS_FAILED): nothing serves SMB here, so pysmb's rows fail (checked below) while the rest ran
     assert proc.returncode == ExitCode.ROWS_FAILED, proc.stderr
     doc = json.loads(doc_path.read_text())
-    assert doc["schema"] == 1
+    assert doc["schema"] == 2
     baseline = doc["baseline"]
-    assert_probe_figures(baseline["details"]["probe"]["upload"], baseline["up_bps"], duration_s=1)
-    assert_probe_figures(baseline["details"]["probe"]["download"], baseline["down_bps"], duration_s=1)
+    assert_probe_figures(baseline["details"]["probe"]["upload"], baseline["up_bytes_per_s"], duration_s=1)
+    assert_probe_figures(baseline["details"]["probe"]["download"], baseline["down_bytes_per_s"], duration_s=1)
     assert 0 < baseline["details"]["rtt_min_ms"] <= baseline["rtt_ms"] < LOOPBACK_RTT_MAX_MS
     if shutil.which("iperf3"):  # serve's iperf3 is authenticated; the run fetched its key and logged in
-        assert_same_magnitude(baseline["iperf3_up_bps"], baseline["up_bps"])
-        assert_same_magnitude(baseline["iperf3_down_bps"], baseline["down_bps"])
+        assert_same_magnitude(baseline["iperf3_up_bytes_per_s"], baseline["up_bytes_per_s"])
+        assert_same_magnitude(baseline["iperf3_down_bytes_per_s"], baseline["down_bytes_per_s"])
     assert doc["run"]["client"]["tcp"]["tcp_rmem"] and doc["run"]["started_utc"].endswith("Z")
     rows = {(r["client"], r["direction"], r["file_set"]): r for r in doc["results"]}
     set_bytes = {"1M": (1 << 20, 1), "4M": (4 << 20, 1), "20x4K": (20 * 4096, 20)}
@@ -102,9 +102,9 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
                     assert (sample["bytes"], sample["files"], sample["verified"]) == (size, files, True)
                     assert 0 < sample["seconds"] < wall_s
                 median = sorted(s["bytes"] / s["seconds"] for s in row["samples"])
-                assert row["median_bps"] == pytest.approx(sum(median) / 2)
-                tcp_bytes_per_s = baseline["up_bps"] if direction == "upload" else baseline["down_bps"]
-                assert row["pct_of_tcp"] == pytest.approx(100 * row["median_bps"] / tcp_bytes_per_s)
+                assert row["median_bytes_per_s"] == pytest.approx(sum(median) / 2)
+                tcp_bytes_per_s = baseline["up_bytes_per_s"] if direction == "upload" else baseline["down_bytes_per_s"]
+                assert row["pct_of_tcp"] == pytest.approx(100 * row["median_bytes_per_s"] / tcp_bytes_per_s)
     # nothing serves SMB here: that client's rows fail with the reason, and the run went on
     smb = [r for r in doc["results"] if r["client"] == "pysmb"]
     assert smb and all(r["error"] and ("refused" in r["error"] or "unavailable" in r["error"]) for r in smb)
@@ -125,7 +125,7 @@ def _stored_run(
 ) -> int:
     """A finished run in `store` whose rows ((label, direction) -> sample rates in B/s) copied 16M each."""
     run_id = store.begin_run({"started_utc": "2026-11-23T00:00:00Z"})
-    store.save_baseline(run_id, Baseline(up_bps=up_bytes_per_s, down_bps=down_bytes_per_s, rtt_ms=1.0))
+    store.save_baseline(run_id, Baseline(up_bytes_per_s=up_bytes_per_s, down_bytes_per_s=down_bytes_per_s, rtt_ms=1.0))
     for i, ((label, direction), rates) in enumerate(rows.items()):
         protocol, client = label.split("/")
         size = 16_000_000
@@ -194,10 +194,10 @@ def test_compare_shows_a_row_only_the_earlier_run_has(tmp_path: Path) -> None:
 LOOPBACK_RTT_MAX_MS = 20  # a loopback round trip is tens of microseconds; 20 ms allows for a busy 2-core VM
 
 
-def assert_probe_figures(probe: dict, bps: float, duration_s: float) -> None:
+def assert_probe_figures(probe: dict, bytes_per_s: float, duration_s: float) -> None:
     """A raw-TCP figure is its own bytes over its own seconds, timed over about the asked duration."""
     receiver = probe["receiver"]
-    assert bps == pytest.approx(receiver["timed_bytes"] / receiver["seconds"])
+    assert bytes_per_s == pytest.approx(receiver["timed_bytes"] / receiver["seconds"])
     assert probe["bytes"] == receiver["bytes"] == probe["sender"]["bytes"]  # every byte sent arrived
     assert 0 < receiver["timed_bytes"] <= receiver["bytes"]
     assert 0.5 * duration_s <= probe["seconds"] <= duration_s + 2
@@ -302,12 +302,12 @@ def test_tcp_command_reports_both_directions_and_a_window_sweep(served: ServeRun
     assert 0 < doc["rtt_min_ms"] <= doc["rtt_ms"] < LOOPBACK_RTT_MAX_MS
     for direction in ("upload", "download"):
         figures = doc["directions"][direction]
-        # probe_bps counts the bytes timed after the first one arrived: never more than all bytes / seconds
+        # probe_bytes_per_s counts the bytes timed after the first one arrived: never more than all bytes / seconds
         all_bytes_per_s = figures["bytes"] / figures["seconds"]
-        assert 0.5 * all_bytes_per_s < figures["probe_bps"] <= all_bytes_per_s
+        assert 0.5 * all_bytes_per_s < figures["probe_bytes_per_s"] <= all_bytes_per_s
         assert 0.5 <= figures["seconds"] <= 1 + 2
         if shutil.which("iperf3"):
-            assert_same_magnitude(figures["iperf3_bps"], figures["probe_bps"])
+            assert_same_magnitude(figures["iperf3_bytes_per_s"], figures["probe_bytes_per_s"])
     assert [p["window_bytes"] for p in doc["window_sweep"]] == [256 << 10, 1 << 20]
     assert all(p["effective_window_bytes"] for p in doc["window_sweep"])
 

@@ -78,7 +78,7 @@ def test_run_url_copies_verifies_and_removes_its_scratch(
     server = doc["run"]["server"]
     assert server["kind"] == "stock" and server["url"] == site.url(kind).rstrip("/")
     assert doc["run"]["scratch_removed"] is True
-    assert doc["baseline"]["up_bps"] is None and doc["baseline"]["rtt_ms"] is not None
+    assert doc["baseline"]["up_bytes_per_s"] is None and doc["baseline"]["rtt_ms"] is not None
     _check_rows(doc, families)
     if kind == "rsync":
         assert {r["details"].get("verified_by") for r in doc["results"] if r["direction"] == "upload"} == {
@@ -139,7 +139,7 @@ def test_several_urls_one_run_each_and_an_iperf3_baseline(site: StockSite, tmp_p
     for index, (kind, label) in enumerate((("ftp", "ftp/ftplib"), ("webdav", "http/aiohttp")), start=1):
         doc = _document(tmp_path / f"run-{index}.json")
         assert [f"{r['protocol']}/{r['client']}" for r in doc["results"]] == [label] * 4
-        assert doc["baseline"]["up_bps"] and doc["baseline"]["down_bps"], doc["baseline"]
+        assert doc["baseline"]["up_bytes_per_s"] and doc["baseline"]["down_bytes_per_s"], doc["baseline"]
         assert doc["baseline"]["details"]["raw_tcp"] == "iperf3"
         assert all(r["pct_of_tcp"] is not None for r in doc["results"])
         assert _scratch_dirs(site.root(kind)) == []

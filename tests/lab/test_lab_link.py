@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import assert_lab_rtt_honest, lab_unavailable
-from workbench.lab import PRESETS, Lab, LinkSpec, check_available, cleanup_stale, expected_goodput_bps, netns
+from workbench.lab import PRESETS, Lab, LinkSpec, check_available, cleanup_stale, expected_goodput_bits_per_s, netns
 from workbench.lab import lifecycle as lab_lifecycle
 from workbench.lab import link as lab_link
 from workbench.lab.linkemu import VNET_HDR, wire_bytes
@@ -53,8 +53,8 @@ def _assert_gone(client_ns: str, server_ns: str, owner: int) -> None:
 
 
 def test_expected_goodput_formula() -> None:
-    assert expected_goodput_bps(1_000_000_000, 1500) == pytest.approx(1e9 * 1448 / 1538)
-    assert expected_goodput_bps(100_000_000, 9000) == pytest.approx(1e8 * 8948 / 9038)
+    assert expected_goodput_bits_per_s(1_000_000_000, 1500) == pytest.approx(1e9 * 1448 / 1538)
+    assert expected_goodput_bits_per_s(100_000_000, 9000) == pytest.approx(1e8 * 8948 / 9038)
 
 
 def _vnet_tcp4(payload: int, gso_size: int) -> bytes:
@@ -76,19 +76,19 @@ def test_burst_pieces_follow_the_rtt_and_the_cpu_budget() -> None:
     # wifi-ac: a piece serialises in at most 1/32 of 2.8 ms, but the emulator cuts no more than it can afford
     for spec in PRESETS.values():
         segments = spec.burst_segments()
-        frame_s = 1538 * 8 / spec.rate_bps
+        frame_s = 1538 * 8 / spec.rate_bits_per_s
         assert segments >= 1
         assert segments * frame_s <= spec.rtt_ms / 1000 / 32 or segments == math.ceil(1 / (frame_s * 12_000))
         assert 1 / (segments * frame_s) <= 12_000 * 1.01
-    assert LinkSpec(rate_bps=100_000_000, rtt_ms=40).burst_segments() == 10
+    assert LinkSpec(rate_bits_per_s=100_000_000, rtt_ms=40).burst_segments() == 10
 
 
 def test_spec_validation_and_queue() -> None:
     for bad in (
-        LinkSpec(rate_bps=0, rtt_ms=1),
-        LinkSpec(rate_bps=10**9, rtt_ms=-1),
-        LinkSpec(rate_bps=10**9, rtt_ms=1, mtu=100),
-        LinkSpec(rate_bps=10**9, rtt_ms=1, loss=1.5),
+        LinkSpec(rate_bits_per_s=0, rtt_ms=1),
+        LinkSpec(rate_bits_per_s=10**9, rtt_ms=-1),
+        LinkSpec(rate_bits_per_s=10**9, rtt_ms=1, mtu=100),
+        LinkSpec(rate_bits_per_s=10**9, rtt_ms=1, loss=1.5),
     ):
         with pytest.raises(UsageError):
             Lab(bad)
@@ -161,8 +161,8 @@ def test_idle_rtt_within_0_3_ms_of_target(preset: str) -> None:
 @needs_lab
 @pytest.mark.parametrize("rate", [100_000_000, 533_000_000])
 def test_goodput_within_5_percent(rate: int) -> None:
-    expected = expected_goodput_bps(rate, 1500)
-    spec = LinkSpec(rate_bps=rate, rtt_ms=2.8)
+    expected = expected_goodput_bits_per_s(rate, 1500)
+    spec = LinkSpec(rate_bits_per_s=rate, rtt_ms=2.8)
     start = time.monotonic()
     with Lab(spec) as lab:
         got = [lab.measure_goodput(seconds=2.5, warmup=1.0)]
@@ -196,7 +196,7 @@ def test_goodput_within_5_percent(rate: int) -> None:
 @pytest.mark.lab
 @needs_lab
 def test_loss_and_cc_choice() -> None:
-    spec = LinkSpec(rate_bps=100_000_000, rtt_ms=1.0, loss=0.05, cc="reno")
+    spec = LinkSpec(rate_bits_per_s=100_000_000, rtt_ms=1.0, loss=0.05, cc="reno")
     with Lab(spec) as lab:
         assert lab.describe()["cc"] == "reno"
         lab.measure_goodput(seconds=0.5, warmup=0.0)
@@ -212,7 +212,7 @@ def test_cubic_is_used_on_the_lab_link_even_when_not_allowed_as_a_default() -> N
     available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
     if "cubic" not in available:
         pytest.skip("cubic is not available in this kernel")
-    with Lab(LinkSpec(rate_bps=100_000_000, rtt_ms=1.0, cc="cubic")) as lab:
+    with Lab(LinkSpec(rate_bits_per_s=100_000_000, rtt_ms=1.0, cc="cubic")) as lab:
         assert "cubic" in lab.describe()["cc"]
         with lab.in_server():
             listener = socket.socket()
@@ -305,17 +305,17 @@ def test_window_limited_flows_reach_window_over_rtt_within_10_percent(preset: st
 
     spec = PRESETS[preset]
     kib, seconds = SWEEPS[preset]
-    goodput_bytes_per_s = expected_goodput_bps(spec.rate_bps, spec.mtu) / 8
+    goodput_bytes_per_s = expected_goodput_bits_per_s(spec.rate_bits_per_s, spec.mtu) / 8
     with Lab(spec) as lab, _probe_in(lab, tmp_path) as (host, port, secret), lab.in_client():
         points = window_sweep(
             host, port, secret, [k * 1024 for k in kib], lab.idle_rtt_ms, seconds, "download", goodput_bytes_per_s
         )
-    shown = [(p.window_bytes // 1024, round(p.measured_bps / p.predicted_bps, 3)) for p in points]
+    shown = [(p.window_bytes // 1024, round(p.measured_bytes_per_s / p.predicted_bytes_per_s, 3)) for p in points]
     for point in points:
         # the prediction is min(window / idle RTT, the link's goodput), and the flow lands within ±10 % of it
         by_window = point.window_bytes / (lab.idle_rtt_ms / 1000)
-        assert point.predicted_bps == pytest.approx(min(by_window, goodput_bytes_per_s))
-        assert 0.9 <= point.measured_bps / point.predicted_bps <= 1.1, shown
+        assert point.predicted_bytes_per_s == pytest.approx(min(by_window, goodput_bytes_per_s))
+        assert 0.9 <= point.measured_bytes_per_s / point.predicted_bytes_per_s <= 1.1, shown
     assert points[0].predicted_by == "window" and points[-1].predicted_by == "path"
 
 
@@ -367,12 +367,14 @@ def test_client_window_caps_native_and_python_downloads_at_window_over_rtt(tmp_p
             python_up = measure(host, port, secret, "upload", 2.0)
         native_down = _curl_download_bytes_per_s(lab, tmp_path, 48 << 20)
         clamped = lab.forwarder_stats()["windows_clamped"]
-    shown = f"probe {python_down.bps * 8e-6:.0f}, curl {native_down * 8e-6:.0f} Mbit/s for {expected * 8e-6:.0f}"
-    assert abs(python_down.bps / expected - 1) <= 0.15, shown
+    shown = (
+        f"probe {python_down.bytes_per_s * 8e-6:.0f}, curl {native_down * 8e-6:.0f} Mbit/s for {expected * 8e-6:.0f}"
+    )
+    assert abs(python_down.bytes_per_s / expected - 1) <= 0.15, shown
     assert abs(native_down / expected - 1) <= 0.15, shown
     assert clamped > 1000
     # the clamp is the client host's receive window: what it sends is bounded by the server's, not by it
-    assert python_up.bps > 2 * expected, f"upload {python_up.bps * 8e-6:.0f} Mbit/s"
+    assert python_up.bytes_per_s > 2 * expected, f"upload {python_up.bytes_per_s * 8e-6:.0f} Mbit/s"
 
 
 @pytest.mark.lab
@@ -410,9 +412,9 @@ def test_10ge_is_a_kernel_link_and_its_raw_tcp_figure_is_recorded(tmp_path: Path
     assert spec.kernel_link()
     with Lab(spec) as lab, _probe_in(lab, tmp_path) as (host, port, secret), lab.in_client():
         assert lab.describe()["kernel_link"] and not _forwarders_of(os.getpid())  # no process in the path
-        figures = {way: measure(host, port, secret, way, 2.0).bps * 8 for way in ("upload", "download")}
+        figures = {way: measure(host, port, secret, way, 2.0).bytes_per_s * 8 for way in ("upload", "download")}
         stats = lab.forwarder_stats()
-    goodput = expected_goodput_bps(spec.rate_bps, spec.mtu)
+    goodput = expected_goodput_bits_per_s(spec.rate_bits_per_s, spec.mtu)
     print(f"10ge raw TCP: {', '.join(f'{w} {b / 1e9:.2f} Gbit/s' for w, b in figures.items())}")
     (tmp_path.parent / "10ge-raw-tcp.json").write_text(json.dumps({"bits_per_s": figures, "goodput": goodput}))
     # the limiter holds the rate: nothing beyond the link's goodput (2 % for the probe's timing), and the
@@ -426,7 +428,7 @@ def test_10ge_is_a_kernel_link_and_its_raw_tcp_figure_is_recorded(tmp_path: Path
 @needs_lab
 def test_a_kernel_link_stalls_only_the_direction_asked() -> None:
     stall = lab_link.Stall(every_s=0.8, duration_s=0.3, direction="up")
-    spec = LinkSpec(rate_bps=5_300_000_000, rate_down_bits_per_s=2_000_000_000, rtt_ms=0.0, stall=stall)
+    spec = LinkSpec(rate_bits_per_s=5_300_000_000, rate_down_bits_per_s=2_000_000_000, rtt_ms=0.0, stall=stall)
     assert spec.kernel_link()
     with Lab(spec) as lab:
         got = lab.measure_goodput(seconds=2.5, warmup=0.5)  # client to server: the stalled direction
@@ -435,4 +437,4 @@ def test_a_kernel_link_stalls_only_the_direction_asked() -> None:
     # 3.0 s of uploading at one stall per 1.1 s: two or three stalls of 0.3 s, which cost their share of the rate
     assert 2 <= up["stalls"] <= 4 and up["stalled_s"] == pytest.approx(0.3 * up["stalls"], rel=0.2), up
     assert stats["server_to_client"]["stalls"] == 0
-    assert got < 0.9 * expected_goodput_bps(5_300_000_000, 1500), got
+    assert got < 0.9 * expected_goodput_bits_per_s(5_300_000_000, 1500), got

@@ -14,12 +14,13 @@ import pytest
 
 from tests.helpers import assert_lab_rtt_honest
 from workbench.core.ceiling import LABELS, UNEXPLAINED
-from workbench.lab import expected_goodput_bps
+from workbench.lab import expected_goodput_bits_per_s
 from workbench.protocols import registry
 
-# Every figure the lab's JSON calls *_bps is bytes/s. A bits/bytes slip is a factor of 8, so "not above the link
-# rate (+2 %)" and "at least a quarter of what the link or window allows" catch it either way while leaving a busy
-# 2-core machine (which only ever lowers rates) a wide margin; how close they come is bench/'s question.
+# Every rate of the lab's JSON says its unit (*_bytes_per_s, *_bits_per_s). A bits/bytes slip is a factor of 8,
+# so "not above the link rate (+2 %)" and "at least a quarter of what the link or window allows" catch it either
+# way while leaving a busy 2-core machine (which only ever lowers rates) a wide margin; how close they come is
+# bench/'s question.
 LAB_RATE_BITS_PER_S = 533e6  # the wifi-ac preset
 LAB_RTT_MS = 2.8
 SLOWEST_FRACTION = 0.25
@@ -86,11 +87,11 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
     assert link["mtu"] == 1500
     assert_lab_rtt_honest(link["rtt_ms"], LAB_RTT_MS, link["notes"])
     rate = LAB_RATE_BITS_PER_S / 8  # bytes/s
-    assert link["rate_bits_per_s"] == LAB_RATE_BITS_PER_S and link["rate_bps"] == pytest.approx(rate)
-    expected = link["expected_goodput_bps"]
-    assert expected == pytest.approx(expected_goodput_bps(int(LAB_RATE_BITS_PER_S), 1500) / 8)
-    assert link["goodput_bps"] is not None
-    assert SLOWEST_FRACTION * expected <= link["goodput_bps"] <= 1.02 * rate, link["goodput_bps"]
+    assert link["rate_bits_per_s"] == LAB_RATE_BITS_PER_S and "rate_bytes_per_s" not in link
+    expected = link["expected_goodput_bytes_per_s"]
+    assert expected == pytest.approx(expected_goodput_bits_per_s(int(LAB_RATE_BITS_PER_S), 1500) / 8)
+    assert link["goodput_bytes_per_s"] is not None
+    assert SLOWEST_FRACTION * expected <= link["goodput_bytes_per_s"] <= 1.02 * rate, link["goodput_bytes_per_s"]
 
     # The emulator is one thread: at most one core over its part of the run, which lies inside this test's wall
     # clock; the copies and probes pushed well over 100 MB through it, which costs CPU.
@@ -103,9 +104,9 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
     # own counts (both ends agree) over its ~1 s, and neither direction beats the link.
     base = doc["baseline"]
     assert LAB_RTT_MS - 0.3 <= base["rtt_ms"] <= 10 * LAB_RTT_MS, base["rtt_ms"]
-    assert 0.5 < base["down_bps"] / expected < 1.05
-    assert SLOWEST_FRACTION < base["up_bps"] / expected < 1.05
-    for direction, key in (("upload", "up_bps"), ("download", "down_bps")):
+    assert 0.5 < base["down_bytes_per_s"] / expected < 1.05
+    assert SLOWEST_FRACTION < base["up_bytes_per_s"] / expected < 1.05
+    for direction, key in (("upload", "up_bytes_per_s"), ("download", "down_bytes_per_s")):
         probe = base["details"]["probe"][direction]
         receiver = probe["receiver"]
         assert probe["sender"]["bytes"] == receiver["bytes"] == probe["bytes"]
@@ -117,9 +118,9 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
     assert [p["window_bytes"] for p in doc["window_sweep"]] == [65536, 262144]
     for point in doc["window_sweep"]:
         by_window = point["window_bytes"] / (link["rtt_ms"] / 1e3)
-        assert point["predicted_bps"] == pytest.approx(min(by_window, expected))
+        assert point["predicted_bytes_per_s"] == pytest.approx(min(by_window, expected))
         assert point["predicted_by"] == ("window" if by_window < expected else "path")
-        assert SLOWEST_FRACTION * point["predicted_bps"] <= point["measured_bps"] <= 1.02 * rate, point
+        assert SLOWEST_FRACTION * point["predicted_bytes_per_s"] <= point["measured_bytes_per_s"] <= 1.02 * rate, point
 
     available = [e.label for e in registry.KNOWN_CLIENTS if not isinstance(registry.load(e), str)]
     measured = {f"{r['protocol']}/{r['client']}" for r in doc["results"] if r["error"] is None and r["verified"]}
@@ -131,27 +132,32 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
             assert row["bound"] in (*LABELS, UNEXPLAINED)
             # every byte of a copy crossed the link: no copy is faster than it (a bits figure would be 8x)
             shown = f"{row['protocol']}/{row['client']} {row['direction']} {row['file_set']}"
-            assert row["max_bps"] <= 1.02 * rate, f"{shown}: {row['max_bps']} bytes/s"
-            tcp = base["up_bps"] if row["direction"] == "upload" else base["down_bps"]
-            assert row["pct_of_tcp"] == pytest.approx(100 * row["median_bps"] / tcp)
+            assert row["max_bytes_per_s"] <= 1.02 * rate, f"{shown}: {row['max_bytes_per_s']} bytes/s"
+            tcp = base["up_bytes_per_s"] if row["direction"] == "upload" else base["down_bytes_per_s"]
+            assert row["pct_of_tcp"] == pytest.approx(100 * row["median_bytes_per_s"] / tcp)
             # the ceiling is the bound it names, recomputed from the link and the triage where it can be
             found = row["details"]["bounds"]
-            by_label = {b["label"]: b["bps"] for b in found}
+            by_label = {b["label"]: b["bytes_per_s"] for b in found}
             assert by_label["link"] == pytest.approx(expected)
             triage = row["tcp"]
             if "window" in by_label:  # the window the sender was offered, over the RTT it saw
                 assert by_label["window"] == pytest.approx(triage["max_window_bytes"] / (triage["rtt_ms"] / 1e3))
-            lowest = min(b["bps"] for b in found if b["label"] != "cpu")
+            lowest = min(b["bytes_per_s"] for b in found if b["label"] != "cpu")
             if row["bound"] == UNEXPLAINED:  # the lowest ceiling is kept, and it is more than 25 % off the rate
-                assert abs(row["ceiling_bps"] - row["median_bps"]) > 0.25 * row["median_bps"] or any(
-                    b["label"] == "cpu" for b in found
-                )
+                assert abs(row["ceiling_bytes_per_s"] - row["median_bytes_per_s"]) > 0.25 * row[
+                    "median_bytes_per_s"
+                ] or any(b["label"] == "cpu" for b in found)
             else:
-                named = [b["bps"] for b in found if b["label"] == row["bound"]]
-                assert any(row["ceiling_bps"] == pytest.approx(bps) for bps in named), (row["ceiling_bps"], found)
-                assert abs(row["ceiling_bps"] - row["median_bps"]) <= 0.25 * row["median_bps"] * (1 + 1e-9)
+                named = [b["bytes_per_s"] for b in found if b["label"] == row["bound"]]
+                assert any(row["ceiling_bytes_per_s"] == pytest.approx(bytes_per_s) for bytes_per_s in named), (
+                    row["ceiling_bytes_per_s"],
+                    found,
+                )
+                assert abs(row["ceiling_bytes_per_s"] - row["median_bytes_per_s"]) <= 0.25 * row[
+                    "median_bytes_per_s"
+                ] * (1 + 1e-9)
                 if row["bound"] != "cpu":  # an unsaturated CPU never binds: the lowest of the others does
-                    assert row["ceiling_bps"] == pytest.approx(lowest)
+                    assert row["ceiling_bytes_per_s"] == pytest.approx(lowest)
     assert 3 <= len(doc["verdict"]) <= 6 and doc["verdict"][0].startswith("Raw TCP reached")
 
     leftovers = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -112,7 +112,7 @@ def test_stock_lab_measures_every_client_against_stock_daemons_only(tmp_path: Pa
             # The raw-TCP baseline is the plain iperf3 on the server host, both ways, and no faster than the link.
             base = doc["baseline"]
             assert base["error"] is None and base["details"]["raw_tcp"] == "iperf3", base
-            for key in ("up_bps", "down_bps"):
+            for key in ("up_bytes_per_s", "down_bytes_per_s"):
                 assert 0 < base[key] <= 1.02 * LINK_RATE_BYTES_PER_S, base
                 assert base[key] == base[f"iperf3_{key}"]
             # iperf3's own connections, seen from the client's side: it sends uploads and receives downloads
@@ -135,7 +135,7 @@ def test_stock_lab_measures_every_client_against_stock_daemons_only(tmp_path: Pa
                         assert len(got) == 1, f"{entry.label} {direction} {file_set}: {got}"
                         row = got[0]
                         assert row["error"] is None and row["verified"], row
-                        assert 0 < row["median_bps"] <= 1.02 * LINK_RATE_BYTES_PER_S, row
+                        assert 0 < row["median_bytes_per_s"] <= 1.02 * LINK_RATE_BYTES_PER_S, row
                         # no workbench on a stock server: each copy is watched on this side, which says which
                         side = "sender" if direction == "upload" else "receiver"
                         assert row["tcp"]["side"] == side and row["tcp"]["host"] == "client", row["tcp"]

@@ -76,7 +76,9 @@ def test_pysmb_is_application_limited_and_its_request_ceiling_explains_it(lab_do
         row = _row(lab_doc, "smb/pysmb", direction, "16M")
         assert row["tcp"]["limit"] == "application", row["tcp"]
         assert row["bound"] == "requests"
-        assert abs(row["ceiling_bps"] - row["median_bps"]) <= 0.15 * row["median_bps"], row["bound_explanation"]
+        assert abs(row["ceiling_bytes_per_s"] - row["median_bytes_per_s"]) <= 0.15 * row["median_bytes_per_s"], row[
+            "bound_explanation"
+        ]
 
 
 def test_aiohttp_downloads_are_network_limited(lab_doc: dict) -> None:
@@ -91,7 +93,7 @@ def test_small_file_rows_are_explained_within_25_percent_or_say_they_are_not(lab
     for row in small:
         assert row["details"]["per_file_s"] >= 0
         if row["bound"] != UNEXPLAINED:
-            assert abs(row["ceiling_bps"] - row["median_bps"]) <= 0.25 * row["median_bps"], row
+            assert abs(row["ceiling_bytes_per_s"] - row["median_bytes_per_s"]) <= 0.25 * row["median_bytes_per_s"], row
         else:
             assert "no ceiling within 25 %" in row["bound_explanation"]
 

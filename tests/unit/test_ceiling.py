@@ -32,29 +32,29 @@ def test_no_inputs_no_bounds() -> None:
 def test_window_bound_is_window_over_rtt() -> None:
     (bound,) = bounds(rtt_s=0.0028, window_bytes=128 * 1024)
     assert bound.label == "window"
-    assert bound.bps == pytest.approx(131072 / 0.0028)
+    assert bound.bytes_per_s == pytest.approx(131072 / 0.0028)
     assert bound.explanation == "window 128 KiB / 2.8 ms"
 
 
 def test_requests_bound_multiplies_requests_in_flight() -> None:
     one = by_label(bounds(rtt_s=0.0004, request_bytes=65536, requests_in_flight=1))["requests"]
-    assert one.bps == pytest.approx(65536 / 0.0004)
+    assert one.bytes_per_s == pytest.approx(65536 / 0.0004)
     assert one.explanation == "64 KiB × 1 request / 0.40 ms"
     eight = by_label(bounds(rtt_s=0.0004, request_bytes=1 << 20, requests_in_flight=8))["requests"]
-    assert eight.bps == pytest.approx(8 * (1 << 20) / 0.0004)
+    assert eight.bytes_per_s == pytest.approx(8 * (1 << 20) / 0.0004)
     assert eight.explanation == "1 MiB × 8 requests / 0.40 ms"
 
 
 def test_requests_in_flight_defaults_to_one() -> None:
     bound = by_label(bounds(rtt_s=0.001, request_bytes=32768))["requests"]
-    assert bound.bps == pytest.approx(32768 / 0.001)
+    assert bound.bytes_per_s == pytest.approx(32768 / 0.001)
 
 
 def test_ssh_window_and_link() -> None:
-    found = by_label(bounds(link_bps=125e6, rtt_s=0.002, ssh_window_bytes=2 << 20))
-    assert found["link"].bps == 125e6
+    found = by_label(bounds(link_bytes_per_s=125e6, rtt_s=0.002, ssh_window_bytes=2 << 20))
+    assert found["link"].bytes_per_s == 125e6
     assert found["link"].explanation == "link 1 Gbit/s"
-    assert found["ssh-window"].bps == pytest.approx((2 << 20) / 0.002)
+    assert found["ssh-window"].bytes_per_s == pytest.approx((2 << 20) / 0.002)
     assert found["ssh-window"].explanation == "SSH window 2 MiB / 2.0 ms"
 
 
@@ -65,21 +65,21 @@ def test_bounds_need_an_rtt_for_window_like_limits() -> None:
 
 def test_labels_and_order() -> None:
     found = bounds(
-        link_bps=1e9,
+        link_bytes_per_s=1e9,
         rtt_s=0.001,
         window_bytes=1 << 20,
         request_bytes=65536,
         ssh_window_bytes=1 << 21,
         client_cpu=0.5,
-        measured_bps=1e8,
+        measured_bytes_per_s=1e8,
     )
     assert [b.label for b in found] == ["link", "window", "requests", "ssh-window", "cpu"]
 
 
 def test_cpu_bound_scales_measured_rate_to_one_core() -> None:
-    (bound,) = bounds(client_cpu=0.25, server_cpu=0.5, measured_bps=100e6)
+    (bound,) = bounds(client_cpu=0.25, server_cpu=0.5, measured_bytes_per_s=100e6)
     assert bound.label == "cpu"
-    assert bound.bps == pytest.approx(200e6)
+    assert bound.bytes_per_s == pytest.approx(200e6)
     assert bound.explanation == "server CPU 50 % of a core"
     assert not bound.saturated
 
@@ -89,34 +89,41 @@ def test_cpu_bound_needs_a_measured_rate() -> None:
 
 
 def test_multithreaded_process_past_one_core_is_bound_at_the_measured_rate() -> None:
-    (bound,) = bounds(client_cpu=1.6, measured_bps=300e6)
-    assert bound.bps == pytest.approx(300e6)
+    (bound,) = bounds(client_cpu=1.6, measured_bytes_per_s=300e6)
+    assert bound.bytes_per_s == pytest.approx(300e6)
     assert bound.saturated
 
 
 def test_binding_bound_is_the_lowest_ceiling() -> None:
-    found = bounds(link_bps=125e6, rtt_s=0.0004, request_bytes=65536, client_cpu=0.5, measured_bps=100e6)
+    found = bounds(
+        link_bytes_per_s=125e6, rtt_s=0.0004, request_bytes=65536, client_cpu=0.5, measured_bytes_per_s=100e6
+    )
     # requests: 64 KiB / (0.4 ms + 64 KiB at 125 MB/s = 0.52 ms) = 70.9 MB/s; link 125 MB/s; cpu 200 MB/s
     assert binding_bound(found).label == "requests"
-    assert binding_bound(found).bps == pytest.approx(65536 / (0.0004 + 65536 / 125e6))
+    assert binding_bound(found).bytes_per_s == pytest.approx(65536 / (0.0004 + 65536 / 125e6))
     # four 1 MiB requests in flight: 4 MiB / (0.4 ms + 21 ms to send one) = 196 MB/s, above a 50 MB/s link
     found = bounds(
-        link_bps=50e6, rtt_s=0.0004, request_bytes=1 << 20, requests_in_flight=4, client_cpu=0.5, measured_bps=40e6
+        link_bytes_per_s=50e6,
+        rtt_s=0.0004,
+        request_bytes=1 << 20,
+        requests_in_flight=4,
+        client_cpu=0.5,
+        measured_bytes_per_s=40e6,
     )
     assert binding_bound(found).label == "link"
 
 
 def test_a_cpu_well_below_a_core_never_binds() -> None:
-    found = bounds(link_bps=125e6, client_cpu=0.4, measured_bps=40e6)
+    found = bounds(link_bytes_per_s=125e6, client_cpu=0.4, measured_bytes_per_s=40e6)
     # extrapolated cpu ceiling 100 MB/s is below the link, but a 40 % busy core is not what held it back
-    assert by_label(found)["cpu"].bps < by_label(found)["link"].bps
+    assert by_label(found)["cpu"].bytes_per_s < by_label(found)["link"].bytes_per_s
     assert binding_bound(found).label == "link"
-    assert binding_bound(bounds(client_cpu=0.4, measured_bps=40e6)) is None
+    assert binding_bound(bounds(client_cpu=0.4, measured_bytes_per_s=40e6)) is None
 
 
 def test_saturated_cpu_wins_over_a_lower_ceiling() -> None:
-    found = bounds(link_bps=50e6, client_cpu=0.93, measured_bps=48e6)
-    assert by_label(found)["cpu"].bps > by_label(found)["link"].bps
+    found = bounds(link_bytes_per_s=50e6, client_cpu=0.93, measured_bytes_per_s=48e6)
+    assert by_label(found)["cpu"].bytes_per_s > by_label(found)["link"].bytes_per_s
     assert binding_bound(found).label == "cpu"
 
 
@@ -124,11 +131,11 @@ def test_bounds_from_client_details() -> None:
     details = ClientDetails(request_bytes=65536, requests_in_flight=1, cipher="x")
     found = by_label(bounds_from_details(details, rtt_s=0.0004))
     assert set(found) == {"requests"}
-    assert found["requests"].bps == pytest.approx(65536 / 0.0004)
+    assert found["requests"].bytes_per_s == pytest.approx(65536 / 0.0004)
     # a document's junk value is set aside when it is read, never fed to the maths
     assert bounds_from_details(ClientDetails.from_json({"request_bytes": "junk"}), rtt_s=0.001) == []
     ssh = by_label(bounds_from_details(ClientDetails(ssh_window_bytes=2 << 20), rtt_s=0.002))
-    assert set(ssh) == {"ssh-window"} and ssh["ssh-window"].bps == pytest.approx((2 << 20) / 0.002)
+    assert set(ssh) == {"ssh-window"} and ssh["ssh-window"].bytes_per_s == pytest.approx((2 << 20) / 0.002)
 
 
 def test_formatting() -> None:
@@ -150,30 +157,32 @@ def test_a_request_waits_its_round_trip_its_own_serialisation_and_the_server() -
     # pysmb on the wifi-ac lab: 64 KiB per request at 62.5 MB/s is 1.05 ms, a third of the 2.8 ms RTT
     found = by_label(bounds(rtt_s=0.0028, request_bytes=65536, raw_tcp_bytes_per_s=62.5e6, server_turnaround_s=0.0002))
     wait = 0.0028 + 65536 / 62.5e6 + 0.0002
-    assert found["requests"].bps == pytest.approx(65536 / wait)
+    assert found["requests"].bytes_per_s == pytest.approx(65536 / wait)
     assert found["requests"].explanation == "64 KiB × 1 request / (2.8 ms + 1.0 ms to send + 0.20 ms server)"
-    assert found["raw-tcp"].bps == 62.5e6
+    assert found["raw-tcp"].bytes_per_s == 62.5e6
 
 
 def test_the_window_bound_uses_the_rtt_it_was_seen_under() -> None:
     found = by_label(bounds(rtt_s=0.0028, window_bytes=1 << 20, window_rtt_s=0.006))
-    assert found["window"].bps == pytest.approx((1 << 20) / 0.006)
+    assert found["window"].bytes_per_s == pytest.approx((1 << 20) / 0.006)
 
 
 def test_per_file_bound_counts_round_trips_bytes_and_cpu_in_files_per_second() -> None:
     bound = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.001, client_per_file_s=0.0005)
     file_s = 4 * 0.0028 + 65536 / 62.5e6 + 0.0015
-    assert bound.label == "per-file" and bound.bps == pytest.approx(65536 / file_s)
+    assert bound.label == "per-file" and bound.bytes_per_s == pytest.approx(65536 / file_s)
     assert bound.explanation.startswith(f"≤ {1 / file_s:,.0f} files/s: 4 RTT + 64 KiB + 1.0 ms server + 0.50 ms client")
     parallel = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, files_in_flight=4)
-    assert parallel.bps == pytest.approx(4 * 65536 / (4 * 0.0028 + 65536 / 62.5e6))
+    assert parallel.bytes_per_s == pytest.approx(4 * 65536 / (4 * 0.0028 + 65536 / 62.5e6))
     assert "4 at a time" in parallel.explanation
 
 
 def test_a_fixed_cost_per_copy_lowers_every_ceiling_but_a_cpu_one() -> None:
     link = Bound("link", 62.5e6, "link 500 Mbit/s")
     fixed = with_fixed_cost(link, 0.12, 16 << 20)
-    assert fixed.bps == pytest.approx((16 << 20) / (0.12 + (16 << 20) / 62.5e6))  # smbclient: ≈43 MB/s, not 62.5
+    assert fixed.bytes_per_s == pytest.approx(
+        (16 << 20) / (0.12 + (16 << 20) / 62.5e6)
+    )  # smbclient: ≈43 MB/s, not 62.5
     assert fixed.label == "link" and fixed.explanation.endswith("+ 120 ms per copy")
     cpu = Bound("cpu", 40e6, "client CPU 95 % of a core", saturated=True)
     assert with_fixed_cost(cpu, 0.12, 16 << 20) == cpu
@@ -190,9 +199,13 @@ def test_a_ceiling_explains_a_rate_only_within_25_percent() -> None:
 
 def test_ceilings_that_agree_name_the_more_specific_cause() -> None:
     # a raw-TCP probe held by the same 64 KiB window: 22.6 MB/s both ways of reading it, 3 % apart
-    found = bounds(raw_tcp_bytes_per_s=22.0e6, window_bytes=65536, window_rtt_s=0.0029, rtt_s=0.0028, link_bps=62.6e6)
-    assert by_label(found)["window"].bps == pytest.approx(22.6e6, rel=0.01)
+    found = bounds(
+        raw_tcp_bytes_per_s=22.0e6, window_bytes=65536, window_rtt_s=0.0029, rtt_s=0.0028, link_bytes_per_s=62.6e6
+    )
+    assert by_label(found)["window"].bytes_per_s == pytest.approx(22.6e6, rel=0.01)
     assert binding_bound(found).label == "window"
     # 10 % apart is two limits: the lower binds, whatever its name
-    found = bounds(raw_tcp_bytes_per_s=20.0e6, window_bytes=65536, window_rtt_s=0.0029, rtt_s=0.0028, link_bps=62.6e6)
+    found = bounds(
+        raw_tcp_bytes_per_s=20.0e6, window_bytes=65536, window_rtt_s=0.0029, rtt_s=0.0028, link_bytes_per_s=62.6e6
+    )
     assert binding_bound(found).label == "raw-tcp"

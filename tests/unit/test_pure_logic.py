@@ -84,20 +84,30 @@ def _row() -> Result:
 
 def test_result_recomputes_from_raw_samples() -> None:
     row = _row()
-    assert row.median_bps == pytest.approx(50e6)
+    assert row.median_bytes_per_s == pytest.approx(50e6)
     doc = row.to_json()
-    assert doc["median_bps"] == pytest.approx(50e6)
+    assert doc["median_bytes_per_s"] == pytest.approx(50e6)
     assert [s["bytes"] / s["seconds"] for s in doc["samples"]] == [50e6, 100e6, 25e6]
     assert doc["verified"] is True and doc["error"] is None and doc["stalls"] == 1
     again = Result.from_json(json.loads(json.dumps(doc)))
-    assert again.median_bps == row.median_bps and again.samples[0].intervals == (5, 50, 50, 0, 0, 0, 50, 50, 5)
+    assert again.median_bytes_per_s == row.median_bytes_per_s and again.samples[0].intervals == (
+        5,
+        50,
+        50,
+        0,
+        0,
+        0,
+        50,
+        50,
+        5,
+    )
 
 
 def test_a_failed_sample_is_kept_but_not_counted() -> None:
     """The runner marking a row when a real copy fails: tests/test_run_faults_rows.py."""
     row = dataclasses.replace(_row(), samples=(*_row().samples, Sample(bytes=10, seconds=0.1, error="connection lost")))
     # counted, the 100 B/s sample would move the median of four to 37.5e6
-    assert row.median_bps == pytest.approx(50e6) and row.summary is not None and row.summary.n == 3
+    assert row.median_bytes_per_s == pytest.approx(50e6) and row.summary is not None and row.summary.n == 3
     doc = row.to_json()
     assert len(doc["samples"]) == 4 and doc["samples"][-1]["error"] == "connection lost"
     assert doc["verified"] is True  # the three good copies verified; the failed one is not a mismatch
@@ -107,13 +117,13 @@ def test_run_document_has_the_versioned_shape() -> None:
     run = Run(
         id=7,
         meta={"started_utc": "2026-11-21T00:00:00Z"},
-        baseline=Baseline(up_bps=1e8, down_bps=2e8, rtt_ms=2.8),
+        baseline=Baseline(up_bytes_per_s=1e8, down_bytes_per_s=2e8, rtt_ms=2.8),
         results=(_row(),),
     )
     doc = json.loads(json.dumps(run.to_json()))
     assert isinstance(doc["schema"], int)
     assert doc["run"]["id"] == 7
-    assert {"up_bps", "down_bps", "rtt_ms"} <= set(doc["baseline"])
+    assert {"up_bytes_per_s", "down_bytes_per_s", "rtt_ms"} <= set(doc["baseline"])
     first = doc["results"][0]
     for key in (
         "protocol",
@@ -122,15 +132,15 @@ def test_run_document_has_the_versioned_shape() -> None:
         "file_set",
         "bytes",
         "samples",
-        "median_bps",
+        "median_bytes_per_s",
         "pct_of_tcp",
         "verified",
         "error",
-        "ceiling_bps",
+        "ceiling_bytes_per_s",
         "bound",
     ):
         assert key in first
-    assert Run.from_json(doc).results[0].median_bps == pytest.approx(50e6)
+    assert Run.from_json(doc).results[0].median_bytes_per_s == pytest.approx(50e6)
 
 
 def test_table_model_shows_failed_and_unavailable_rows() -> None:
@@ -147,7 +157,7 @@ def test_table_model_shows_failed_and_unavailable_rows() -> None:
     run = Run(
         id=1,
         meta={},
-        baseline=Baseline(up_bps=1e8, down_bps=1e8),
+        baseline=Baseline(up_bytes_per_s=1e8, down_bytes_per_s=1e8),
         results=(good, bad, gone),
         explanation=Explanation(rows=(why, RowExplanation(), RowExplanation())),
     )
@@ -269,9 +279,9 @@ def test_explain_fills_share_of_tcp_and_the_binding_ceiling() -> None:
     run = Run(
         id=1,
         meta={},
-        baseline=Baseline(up_bps=62e6, down_bps=62e6, rtt_ms=2.9, window_bytes=6 << 20),
+        baseline=Baseline(up_bytes_per_s=62e6, down_bytes_per_s=62e6, rtt_ms=2.9, window_bytes=6 << 20),
         results=(pysmb, fast, small, streamed, busy),
-        link={"rate_bps": 533e6 / 8, "expected_goodput_bps": 62.7e6},
+        link={"rate_bits_per_s": 533e6, "expected_goodput_bytes_per_s": 62.7e6},
     )
     before = run.to_json()
     explanation = explain(run, "10.77.0.2")
@@ -370,11 +380,13 @@ def test_a_run_whose_copies_would_take_hours_is_refused_before_the_first_copy() 
     gigabyte = Manifest(1, "random", [FileSet("1G", (FileEntry("f1G.bin", 10**9, "random", "0" * 32),))])
     console = Console(record=True, width=200)
     observer = RichObserver(console)
-    slow = Baseline(up_bps=125_000.0, down_bps=125_000.0)  # 1 Mbit/s: 8 copies of 1 GB take 17.8 h at least
+    slow = Baseline(
+        up_bytes_per_s=125_000.0, down_bytes_per_s=125_000.0
+    )  # 1 Mbit/s: 8 copies of 1 GB take 17.8 h at least
     with pytest.raises(UsageError) as info:
         _check_copy_estimate(plan, gigabyte, slow, observer)  # type: ignore[arg-type]
     assert "17.8 h" in info.value.message and "8 copies" in info.value.message
-    fast = Baseline(up_bps=1e8, down_bps=1e8)  # 800 Mbit/s: 80 s
+    fast = Baseline(up_bytes_per_s=1e8, down_bytes_per_s=1e8)  # 800 Mbit/s: 80 s
     _check_copy_estimate(plan, gigabyte, fast, observer)  # type: ignore[arg-type]
     assert "at least 1 min" in console.export_text()
 

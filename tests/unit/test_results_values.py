@@ -1,5 +1,5 @@
 """Results are values: frozen rows and runs, typed client details, the explanation as its own value, and the
-schema-1 JSON document that reads and writes all of them the way it always has."""
+JSON document that reads and writes all of them: schema 2, and schema 1 read as it always was."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from rich.console import Console
 from workbench.cli.report import render_run
 from workbench.core.explain import explain
 from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run, Sample
+from workbench.core.schema import SCHEMA, upgrade_document
 from workbench.core.store import Store
 from workbench.protocols import registry
 from workbench.protocols.details import ClientDetails
@@ -317,9 +318,16 @@ def test_an_old_document_reads_back_and_renders_the_same_table() -> None:
     assert why.fixed_cost_s == 0.462 and why.streaming_bytes_per_s == 88694874 and why.bound == "requests"
     assert why.bounds is not None and [b.label for b in why.bounds] == ["window", "requests"]
     assert run.explanation_of(4) == RowExplanation()  # the failed row: nothing to explain
-    # written again, the document says exactly what it said (key for key, value for value), plus only the
-    # keys this version adds, empty: an old run had no TCP triage and no verdict
-    assert _without_empty_new_keys(run.to_json()) == doc
+    # written again, the document says exactly what it said (key for key, value for value) in schema 2's names,
+    # plus only the keys this version adds, empty: an old run had no TCP triage and no verdict
+    again = run.to_json()
+    assert again["schema"] == SCHEMA == 2
+    assert _without_empty_new_keys(again) == upgrade_document(doc)
+    assert not _keys_named_bps(again), _keys_named_bps(again)
+    first = again["results"][0]
+    assert first["median_bytes_per_s"] == doc["results"][0]["median_bps"]  # bytes/s then, bytes/s now
+    assert first["stall_s"] == doc["results"][0]["stall_seconds"]
+    assert first["details"]["bounds"][0]["bytes_per_s"] == doc["results"][0]["details"]["bounds"][0]["bps"]
 
 
 def test_a_database_written_by_the_old_code_reports_the_same(tmp_path: Path) -> None:
@@ -327,7 +335,8 @@ def test_a_database_written_by_the_old_code_reports_the_same(tmp_path: Path) -> 
     doc = old_document()
     with Store(tmp_path / "old.db") as store:
         run_id = store.begin_run({k: v for k, v in doc["run"].items() if k != "id"})
-        store.save_baseline(run_id, Baseline.from_json(doc["baseline"]))
+        # the run's rows, baseline and schema as the old code stored them
+        store.db.execute("UPDATE runs SET schema = 1, baseline = ? WHERE id = ?", (json.dumps(doc["baseline"]), run_id))
         for idx, row in enumerate(doc["results"]):  # the doc column as the old code stored it
             store.db.execute(
                 "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -339,7 +348,17 @@ def test_a_database_written_by_the_old_code_reports_the_same(tmp_path: Path) -> 
         loaded = store.load(run_id)
     cells, _ = _table(loaded)
     assert cells == EXPECTED_CELLS
-    assert _without_empty_new_keys(loaded.to_json()) == {**doc, "run": {**doc["run"], "id": run_id}}
+    assert loaded.baseline.up_bytes_per_s == doc["baseline"]["up_bps"]
+    expected = upgrade_document({**doc, "run": {**doc["run"], "id": run_id}})
+    assert _without_empty_new_keys(loaded.to_json()) == expected
+
+
+def _keys_named_bps(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [k for k in value if "bps" in k] + [b for v in value.values() for b in _keys_named_bps(v)]
+    if isinstance(value, list):
+        return [b for v in value for b in _keys_named_bps(v)]
+    return []
 
 
 def _without_empty_new_keys(doc: dict) -> dict:
@@ -394,7 +413,9 @@ def _new_run() -> Run:
     run = Run(
         id=None,
         meta={"started_utc": "2026-11-21T00:00:00Z", "finished_utc": "2026-11-21T00:01:00Z"},
-        baseline=Baseline(up_bps=3e9, down_bps=3.5e9, rtt_ms=0.03, window_bytes=4 << 20, details={"rtt_min_ms": 0.02}),
+        baseline=Baseline(
+            up_bytes_per_s=3e9, down_bytes_per_s=3.5e9, rtt_ms=0.03, window_bytes=4 << 20, details={"rtt_min_ms": 0.02}
+        ),
         results=rows,
     )
     return run.explained(explain(run, "127.0.0.1"))

@@ -159,7 +159,7 @@ class _Watch:
 def test_a_lab_context_adds_the_link_the_sweep_and_the_emulator_figures(tmp_path: Path, script: Script) -> None:
     watch = _Watch()
     lab = LabContext(
-        link={"rate_bps": 1e8, "rtt_ms": 1.0},
+        link={"rate_bits_per_s": 8e8, "rtt_ms": 1.0},
         window_sweep=({"window_bytes": 65536},),
         emulator=watch,
         after_baseline=lambda: script.events.append(("after_baseline",)),
@@ -174,7 +174,11 @@ def test_a_lab_context_adds_the_link_the_sweep_and_the_emulator_figures(tmp_path
     # the lab's stalls start once the baseline is in (the hook runs after it) and before the first copy
     names = [e[0] for e in script.events]
     assert names.count("after_baseline") == 1 and names.index("after_baseline") < names.index("row")
-    assert run.link == {"rate_bps": 1e8, "rtt_ms": 1.0, "emulator": {"cpu_fraction": 0.9, "drops": 3, "seconds": 1.5}}
+    assert run.link == {
+        "rate_bits_per_s": 8e8,
+        "rtt_ms": 1.0,
+        "emulator": {"cpu_fraction": 0.9, "drops": 3, "seconds": 1.5},
+    }
     assert run.window_sweep == ({"window_bytes": 65536},)
     assert "the link emulator was busy" in run.warnings
-    assert lab.link == {"rate_bps": 1e8, "rtt_ms": 1.0}  # the context itself is left as it was
+    assert lab.link == {"rate_bits_per_s": 8e8, "rtt_ms": 1.0}  # the context itself is left as it was

@@ -18,7 +18,7 @@ def test_every_scenario_has_a_valid_link_and_plan_in_both_forms() -> None:
             assert [v.name for v, _ in planned] == [v.name for v in story.variants]
             for _, request in planned:
                 spec = link_spec(request)  # every link option parses and validates
-                assert spec.rate_bps > 0
+                assert spec.rate_bits_per_s > 0
                 if quick:
                     assert request.settings["repeat"] <= 2 and request.settings["warmup"] == 0
 
@@ -40,7 +40,7 @@ def test_the_stories_links_are_what_they_say() -> None:
     assert {(r.settings["profile"], r.settings["compress"]) for r in wg} == {
         (p, c) for p in ("text", "random") for c in (False, True)
     }
-    assert link_spec(wg[0]).rate_bps * 1448 / 1538 == pytest.approx(12.5e6, rel=0.02)
+    assert link_spec(wg[0]).rate_bits_per_s * 1448 / 1538 == pytest.approx(12.5e6, rel=0.02)
 
 
 def test_typed_settings_win_over_the_story_but_link_options_are_refused() -> None:
@@ -69,7 +69,7 @@ def test_the_lab_figures_are_read_from_the_runs() -> None:
     run = Run(
         id=1,
         meta={},
-        baseline=Baseline(up_bps=60e6, down_bps=62e6),
+        baseline=Baseline(up_bytes_per_s=60e6, down_bytes_per_s=62e6),
         results=(
             _row("smb", "smbclient", "download", 64 << 20, 22e6),
             _row("smb", "pysmb", "download", 64 << 20, 16e6),
@@ -77,7 +77,7 @@ def test_the_lab_figures_are_read_from_the_runs() -> None:
             _row("http", "curl", "download", 64 << 20, 55e6),
             _row("http", "aiohttp", "download", 64 << 20, 45e6),
         ),
-        window_sweep=({"window_bytes": 65536, "measured_bps": 22.1e6},),
+        window_sweep=({"window_bytes": 65536, "measured_bytes_per_s": 22.1e6},),
     )
     runs = {"as published": run}
     assert scenarios.raw_tcp("as published", "download")(runs) == pytest.approx(62e6 * 8)

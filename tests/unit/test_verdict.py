@@ -52,7 +52,9 @@ def _run(server_rmem: str) -> Run:
         "client": {"hostname": "laptop", "tcp": {"tcp_rmem": "4096 131072 6291456", "tcp_wmem": "4096 16384 4194304"}},
         "server": {"hostname": "nas", "tcp": {"tcp_rmem": server_rmem, "tcp_wmem": "4096 16384 4194304"}},
     }
-    return Run(id=1, meta=meta, baseline=Baseline(up_bps=62.5e6, down_bps=62.5e6, rtt_ms=2.8), results=rows)
+    return Run(
+        id=1, meta=meta, baseline=Baseline(up_bytes_per_s=62.5e6, down_bytes_per_s=62.5e6, rtt_ms=2.8), results=rows
+    )
 
 
 def test_the_verdict_says_the_limit_who_reaches_it_and_why_the_rest_fall_short() -> None:

@@ -90,7 +90,7 @@ def test_stall_parsing_and_bounds() -> None:
 
 
 def test_rates_by_direction_and_the_client_window_are_validated() -> None:
-    spec = LinkSpec(rate_bps=100_000_000, rtt_ms=4, rate_down_bits_per_s=400_000_000)
+    spec = LinkSpec(rate_bits_per_s=100_000_000, rtt_ms=4, rate_down_bits_per_s=400_000_000)
     assert (spec.up_bits_per_s, spec.down_bits_per_s, spec.fastest_bits_per_s) == (
         100_000_000,
         400_000_000,
@@ -98,9 +98,9 @@ def test_rates_by_direction_and_the_client_window_are_validated() -> None:
     )
     assert spec.queue() == max(256 * 1024, int(400_000_000 / 8 * 0.004))
     for bad in (
-        LinkSpec(rate_bps=1_000_000, rtt_ms=1, rate_up_bits_per_s=0),
-        LinkSpec(rate_bps=1_000_000, rtt_ms=1, client_window_bytes=100),
-        LinkSpec(rate_bps=1_000_000, rtt_ms=1, burst=0),
+        LinkSpec(rate_bits_per_s=1_000_000, rtt_ms=1, rate_up_bits_per_s=0),
+        LinkSpec(rate_bits_per_s=1_000_000, rtt_ms=1, client_window_bytes=100),
+        LinkSpec(rate_bits_per_s=1_000_000, rtt_ms=1, burst=0),
     ):
         with pytest.raises(UsageError):
             bad.validate()

@@ -89,7 +89,7 @@ def files_make(
     sets = [named("--small", parse_small_set, s) for s in small or []]
     check_free_space(directory, check_budget(size_list, sets), "DIRECTORY")
     report = make(directory, size_list, sets, profile, seed, on_file=None)
-    rate = f", {report.write_bps / 1e6:.0f} MB/s" if report.written_bytes else ""
+    rate = f", {report.write_bytes_per_s / 1e6:.0f} MB/s" if report.written_bytes else ""
     out.print(
         f"{directory}: wrote {report.written_bytes / 1e6:.1f} MB{rate}, kept {report.kept_bytes / 1e6:.1f} MB "
         f"valid; manifest: {directory / 'manifest.json'}"

@@ -20,12 +20,12 @@ from workbench.shared.triage import TcpTriage
 _SHORT = {"upload": "up", "download": "down"}
 
 
-def _mb(bps: float | None) -> str:
-    return "—" if bps is None else f"{bps / 1e6:,.1f}"
+def _mb(bytes_per_s: float | None) -> str:
+    return "—" if bytes_per_s is None else f"{bytes_per_s / 1e6:,.1f}"
 
 
-def _mbit(bps: float | None) -> str:
-    return "—" if bps is None else f"{bps * 8 / 1e6:,.0f}"
+def _mbit(bytes_per_s: float | None) -> str:
+    return "—" if bytes_per_s is None else f"{bytes_per_s * 8 / 1e6:,.0f}"
 
 
 def _spread(row: Result) -> str:
@@ -139,8 +139,8 @@ def results_table(run: Run) -> Table:
             row.label,
             _SHORT.get(row.direction, row.direction),
             row.file_set,
-            _mb(row.median_bps),
-            _mbit(row.median_bps),
+            _mb(row.median_bytes_per_s),
+            _mbit(row.median_bytes_per_s),
             _spread(row),
             pct,
             _ceiling(why),
@@ -155,7 +155,7 @@ def results_table(run: Run) -> Table:
 
 def _tcp_note(run: Run, direction: str) -> str:
     base = run.baseline
-    iperf = base.iperf3_up_bps if direction == "upload" else base.iperf3_down_bps
+    iperf = base.iperf3_up_bytes_per_s if direction == "upload" else base.iperf3_down_bytes_per_s
     parts = []
     if iperf:
         parts.append(f"iperf3 {_mb(iperf)} MB/s")
@@ -192,7 +192,7 @@ def _no_baseline_line(run: Run) -> str | None:
     """A run without raw-TCP figures (a stock server and no iperf3) says so first: its shares of raw TCP are
     '—' and its ceilings come from the RTT and the clients' windows and requests alone."""
     base = run.baseline
-    if base.up_bps or base.down_bps or not base.details.get("no_baseline"):
+    if base.up_bytes_per_s or base.down_bytes_per_s or not base.details.get("no_baseline"):
         return None
     why = "" if base.error else f" ({escape(str(base.details['no_baseline']))})"  # an error is shown above
     text = f"[yellow]no raw-TCP baseline[/]{why}: figures are absolute, '% TCP' is '—'"
@@ -202,7 +202,7 @@ def _no_baseline_line(run: Run) -> str | None:
 
 
 def _link_line(link: Mapping[str, Any]) -> str:
-    bits = link.get("rate_bits_per_s") or (link.get("rate_bps") or 0) * 8
+    bits = link.get("rate_bits_per_s") or 0
     up, down = link.get("rate_up_bits_per_s") or bits, link.get("rate_down_bits_per_s") or bits
     rates = f"{up / 1e6:,.0f} Mbit/s" if up == down else f"{up / 1e6:,.0f} Mbit/s up, {down / 1e6:,.0f} down"
     text = f"lab link ({link.get('preset', 'custom')}): {rates}"
@@ -215,9 +215,11 @@ def _link_line(link: Mapping[str, Any]) -> str:
         text += f" (server ports {', '.join(map(str, ports))})" if ports else ""
     if link.get("stall"):
         text += f"; {link['stall']}"
-    if link.get("goodput_bps"):
-        text += f"; TCP goodput measured {link['goodput_bps'] * 8 / 1e6:,.0f} Mbit/s"
-        expected = link.get("expected_goodput_up_bytes_per_s") or link.get("expected_goodput_bps")  # it is measured up
+    if link.get("goodput_bytes_per_s"):
+        text += f"; TCP goodput measured {link['goodput_bytes_per_s'] * 8 / 1e6:,.0f} Mbit/s"
+        expected = link.get("expected_goodput_up_bytes_per_s") or link.get(
+            "expected_goodput_bytes_per_s"
+        )  # it is measured up
         if expected:
             text += f" (expected {expected * 8 / 1e6:,.0f})"
     emulator = link.get("emulator") or {}
@@ -234,13 +236,13 @@ def render_sweep(console: Console, points: Sequence[Mapping[str, Any]]) -> None:
     for name in ("window", "in use", "measured MB/s", "predicted MB/s", "by", "measured/predicted"):
         table.add_column(name, justify="right")
     for p in points:
-        predicted = p.get("predicted_bps") or 0
-        ratio = f"{p['measured_bps'] / predicted:.2f}" if predicted else "—"
+        predicted = p.get("predicted_bytes_per_s") or 0
+        ratio = f"{p['measured_bytes_per_s'] / predicted:.2f}" if predicted else "—"
         used = p.get("effective_window_bytes")
         table.add_row(
             f"{p['window_bytes'] // 1024} KiB",
             f"{used // 1024} KiB" if used else "—",
-            _mb(p.get("measured_bps")),
+            _mb(p.get("measured_bytes_per_s")),
             _mb(predicted),
             p.get("predicted_by", "window"),
             ratio,
@@ -257,13 +259,13 @@ def render_tcp(console: Console, doc: dict[str, Any]) -> None:
     for name in ("direction", "probe MB/s", "probe Mbit/s", "iperf3 MB/s", "probe/iperf3", "window in use"):
         table.add_column(name, justify="right")
     for direction, d in doc["directions"].items():
-        iperf = d.get("iperf3_bps")
+        iperf = d.get("iperf3_bytes_per_s")
         table.add_row(
             direction,
-            _mb(d["probe_bps"]),
-            _mbit(d["probe_bps"]),
+            _mb(d["probe_bytes_per_s"]),
+            _mbit(d["probe_bytes_per_s"]),
             _mb(iperf) if iperf else "not run",
-            f"{d['probe_bps'] / iperf:.2f}" if iperf else "—",
+            f"{d['probe_bytes_per_s'] / iperf:.2f}" if iperf else "—",
             f"{d['window_bytes'] // 1024} KiB" if d.get("window_bytes") else "—",
         )
     console.print(table)
@@ -298,8 +300,8 @@ def render_compare(console: Console, before: Run, after: Run) -> None:
     pairs: list[tuple[Result, Result | None, Result | None]] = [(r, old.get(key(r)), r) for r in after.results]
     pairs += [(r, r, None) for r in before.results if key(r) not in new]
     for shown, prev, row in pairs:
-        a = prev.median_bps if prev else None
-        b = row.median_bps if row else None
+        a = prev.median_bytes_per_s if prev else None
+        b = row.median_bytes_per_s if row else None
         ratio = f"{b / a:.2f}" if a and b else "—"
         table.add_row(shown.label, _SHORT.get(shown.direction, shown.direction), shown.file_set, _mb(a), _mb(b), ratio)
     console.print(table)

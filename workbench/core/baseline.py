@@ -33,7 +33,7 @@ def _iperf3(
         return None
     with contextlib.suppress(WorkbenchError, OSError):
         result = iperf.run_iperf3(host, port, direction, duration, window, auth)
-        return result.bps if result else None
+        return result.bytes_per_s if result else None
     return None
 
 
@@ -77,8 +77,8 @@ def measure_baseline(plan: Plan, watcher: CopyWatcher) -> Baseline:
         return dataclasses.replace(base, error=exc.one_line())
     base = dataclasses.replace(
         base,
-        up_bps=up.bps,
-        down_bps=down.bps,
+        up_bytes_per_s=up.bytes_per_s,
+        down_bytes_per_s=down.bytes_per_s,
         tcp=triage or None,
         window_bytes=max(w for w in (up.window_bytes, down.window_bytes, 0) if w is not None) or None,
         details={"probe": {"upload": up.to_json(), "download": down.to_json()}, "rtt_min_ms": rtt.ping_min * 1e3},
@@ -88,8 +88,8 @@ def measure_baseline(plan: Plan, watcher: CopyWatcher) -> Baseline:
             port3 = plan.target.port("iperf3")
             base = dataclasses.replace(
                 base,
-                iperf3_up_bps=_iperf3(host, port3, "upload", plan.tcp_duration, auth=auth),
-                iperf3_down_bps=_iperf3(host, port3, "download", plan.tcp_duration, auth=auth),
+                iperf3_up_bytes_per_s=_iperf3(host, port3, "upload", plan.tcp_duration, auth=auth),
+                iperf3_down_bytes_per_s=_iperf3(host, port3, "download", plan.tcp_duration, auth=auth),
             )
     return base
 
@@ -115,16 +115,16 @@ def measure_tcp(
         for direction in directions:
             probe = probe_client.measure(host, port, secret, direction, duration, window=window)
             doc["directions"][direction] = {
-                "probe_bps": probe.bps,
+                "probe_bytes_per_s": probe.bytes_per_s,
                 "bytes": probe.bytes,
                 "seconds": probe.seconds,
                 "window_requested": window,
                 "window_bytes": probe.window_bytes,
-                "iperf3_bps": _iperf3(host, target.port("iperf3"), direction, duration, window, auth),
+                "iperf3_bytes_per_s": _iperf3(host, target.port("iperf3"), direction, duration, window, auth),
             }
     if sweep:
         # the path's best is what the probe just carried downloading (the sweep's direction), when it ran
-        down = doc["directions"].get("download", {}).get("probe_bps")
+        down = doc["directions"].get("download", {}).get("probe_bytes_per_s")
         doc["window_sweep"] = sweep_windows(target, sweep, rtt.ping_median * 1e3, min(duration, 3.0), down)
     return doc
 
@@ -147,8 +147,8 @@ def sweep_windows(
         {
             "window_bytes": p.window_bytes,
             "effective_window_bytes": p.effective_window_bytes,
-            "measured_bps": p.measured_bps,
-            "predicted_bps": p.predicted_bps,
+            "measured_bytes_per_s": p.measured_bytes_per_s,
+            "predicted_bytes_per_s": p.predicted_bytes_per_s,
             "predicted_by": p.predicted_by,
         }
         for p in points

@@ -27,17 +27,17 @@ UNEXPLAINED = "unexplained"
 
 @dataclass(frozen=True)
 class Bound:
-    """One ceiling: at most `bps` bytes/s because of `label`, explained in one line."""
+    """One ceiling: at most `bytes_per_s` bytes/s because of `label`, explained in one line."""
 
     label: str
-    bps: float
+    bytes_per_s: float
     explanation: str
     saturated: bool = False  # a resource measured as fully used (cpu >= CPU_SATURATED)
 
 
 def bounds(
     *,
-    link_bps: float | None = None,
+    link_bytes_per_s: float | None = None,
     rtt_s: float | None = None,
     window_bytes: int | None = None,
     request_bytes: int | None = None,
@@ -45,7 +45,7 @@ def bounds(
     ssh_window_bytes: int | None = None,
     client_cpu: float | None = None,
     server_cpu: float | None = None,
-    measured_bps: float | None = None,
+    measured_bytes_per_s: float | None = None,
     raw_tcp_bytes_per_s: float | None = None,
     window_rtt_s: float | None = None,
     server_turnaround_s: float | None = None,
@@ -53,18 +53,18 @@ def bounds(
     """Every ceiling the inputs allow, in LABELS order; absent inputs drop their bound.
 
     client_cpu/server_cpu are process CPU seconds / wall seconds (1.0 = one full core); the cpu bound
-    scales the measured rate to one full core of the busier process, so it needs `measured_bps`.
+    scales the measured rate to one full core of the busier process, so it needs `measured_bytes_per_s`.
     `raw_tcp_bytes_per_s` is the raw TCP rate measured the same way; the lower of it and the link is the rate B a
     request serialises at. `window_rtt_s` is the RTT the window was seen under (under load), `rtt_s` the
     idle one; `server_turnaround_s` the server's time per request, where it was measured.
     """
     found: list[Bound] = []
-    if link_bps and link_bps > 0:
-        found.append(Bound("link", float(link_bps), f"link {format_bits(link_bps)}"))
+    if link_bytes_per_s and link_bytes_per_s > 0:
+        found.append(Bound("link", float(link_bytes_per_s), f"link {format_bits(link_bytes_per_s)}"))
     if raw_tcp_bytes_per_s and raw_tcp_bytes_per_s > 0:
         measured = f"raw TCP {raw_tcp_bytes_per_s / 1e6:,.1f} MB/s measured"
         found.append(Bound("raw-tcp", float(raw_tcp_bytes_per_s), measured))
-    path = path_rate(link_bps, raw_tcp_bytes_per_s)
+    path = path_rate(link_bytes_per_s, raw_tcp_bytes_per_s)
     rtt_ok = rtt_s is not None and rtt_s > 0
     w_rtt = window_rtt_s if window_rtt_s and window_rtt_s > 0 else rtt_s
     if rtt_ok and window_bytes and window_bytes > 0 and w_rtt:
@@ -79,7 +79,7 @@ def bounds(
                 f"SSH window {format_bytes(ssh_window_bytes)} / {format_ms(rtt_s)}",
             )
         )
-    cpu = _cpu_bound(client_cpu, server_cpu, measured_bps)
+    cpu = _cpu_bound(client_cpu, server_cpu, measured_bytes_per_s)
     if cpu is not None:
         found.append(cpu)
     return found
@@ -93,13 +93,18 @@ def link_goodput(link: Mapping[str, Any] | None, direction: str) -> float | None
     if not link:
         return None
     way = "up" if direction == "upload" else "down"
-    return link.get(f"expected_goodput_{way}_bytes_per_s") or link.get("expected_goodput_bps") or link.get("rate_bps")
+    return (
+        link.get(f"expected_goodput_{way}_bytes_per_s")
+        or link.get("expected_goodput_bytes_per_s")
+        or (link.get("rate_bits_per_s") or 0) / 8
+        or None
+    )
 
 
-def path_rate(link_bps: float | None, raw_tcp_bytes_per_s: float | None) -> float | None:
+def path_rate(link_bytes_per_s: float | None, raw_tcp_bytes_per_s: float | None) -> float | None:
     """Bytes/s the path carries, the rate a request or a file's bytes serialise at: the lower of the link's
     goodput and the raw TCP measured; None when neither is known."""
-    return min((b for b in (link_bps, raw_tcp_bytes_per_s) if b and b > 0), default=None)
+    return min((b for b in (link_bytes_per_s, raw_tcp_bytes_per_s) if b and b > 0), default=None)
 
 
 def _requests_bound(
@@ -151,29 +156,29 @@ def per_file_bound(
 
 def with_fixed_cost(bound: Bound, fixed_s: float, nbytes: int) -> Bound:
     """`bound` for a copy of `nbytes` that also pays `fixed_s` whatever its size: bytes / (fixed + bytes / C)."""
-    if fixed_s <= 0 or nbytes <= 0 or bound.bps <= 0 or bound.label == "cpu":
+    if fixed_s <= 0 or nbytes <= 0 or bound.bytes_per_s <= 0 or bound.label == "cpu":
         return bound  # a CPU bound is scaled from the measured rate, which already paid the fixed cost
-    rate = nbytes / (fixed_s + nbytes / bound.bps)
+    rate = nbytes / (fixed_s + nbytes / bound.bytes_per_s)
     return Bound(bound.label, rate, f"{bound.explanation}, + {format_ms(fixed_s)} per copy", bound.saturated)
 
 
-def explaining_bound(found: Sequence[Bound], measured_bps: float) -> tuple[Bound | None, bool]:
-    """The binding bound (binding_bound) and whether it explains `measured_bps`: within EXPLAINS of it."""
+def explaining_bound(found: Sequence[Bound], measured_bytes_per_s: float) -> tuple[Bound | None, bool]:
+    """The binding bound (binding_bound) and whether it explains `measured_bytes_per_s`: within EXPLAINS of it."""
     bound = binding_bound(found)
-    if bound is None or measured_bps <= 0:
+    if bound is None or measured_bytes_per_s <= 0:
         return bound, False
-    return bound, abs(bound.bps - measured_bps) <= EXPLAINS * measured_bps
+    return bound, abs(bound.bytes_per_s - measured_bytes_per_s) <= EXPLAINS * measured_bytes_per_s
 
 
 def bounds_from_details(
     details: ClientDetails,
     *,
-    link_bps: float | None = None,
+    link_bytes_per_s: float | None = None,
     rtt_s: float | None = None,
     window_bytes: int | None = None,
     client_cpu: float | None = None,
     server_cpu: float | None = None,
-    measured_bps: float | None = None,
+    measured_bytes_per_s: float | None = None,
     raw_tcp_bytes_per_s: float | None = None,
     window_rtt_s: float | None = None,
     server_turnaround_s: float | None = None,
@@ -183,7 +188,7 @@ def bounds_from_details(
         raw_tcp_bytes_per_s=raw_tcp_bytes_per_s,
         window_rtt_s=window_rtt_s,
         server_turnaround_s=server_turnaround_s,
-        link_bps=link_bps,
+        link_bytes_per_s=link_bytes_per_s,
         rtt_s=rtt_s,
         window_bytes=window_bytes,
         request_bytes=details.request_bytes,
@@ -191,20 +196,20 @@ def bounds_from_details(
         ssh_window_bytes=details.ssh_window_bytes,
         client_cpu=client_cpu,
         server_cpu=server_cpu,
-        measured_bps=measured_bps,
+        measured_bytes_per_s=measured_bytes_per_s,
     )
 
 
-def _cpu_bound(client_cpu: float | None, server_cpu: float | None, measured_bps: float | None) -> Bound | None:
+def _cpu_bound(client_cpu: float | None, server_cpu: float | None, measured_bytes_per_s: float | None) -> Bound | None:
     sides = [(name, f) for name, f in (("client", client_cpu), ("server", server_cpu)) if f is not None and f > 0]
-    if not sides or not measured_bps or measured_bps <= 0:
+    if not sides or not measured_bytes_per_s or measured_bytes_per_s <= 0:
         return None
     name, fraction = max(sides, key=lambda side: side[1])
     # A process already at (or past, if multi-threaded) a full core cannot go faster: the bound is the rate seen.
     scale = min(fraction, 1.0)
     return Bound(
         "cpu",
-        measured_bps / scale,
+        measured_bytes_per_s / scale,
         f"{name} CPU {fraction * 100:.0f} % of a core",
         saturated=fraction >= CPU_SATURATED,
     )
@@ -218,25 +223,25 @@ def binding_bound(found: Sequence[Bound]) -> Bound | None:
     """
     saturated = [b for b in found if b.saturated]
     if saturated:
-        return min(saturated, key=lambda b: b.bps)
+        return min(saturated, key=lambda b: b.bytes_per_s)
     others = [b for b in found if b.label != "cpu"]
     if not others:
         return None
-    lowest = min(others, key=lambda b: b.bps)
+    lowest = min(others, key=lambda b: b.bytes_per_s)
     # A window ceiling that agrees with the lowest within TIE is the same limit seen twice, and the cause: a
     # raw-TCP probe held by the same 64 KiB window as the copy gives a raw-tcp ceiling equal to the window's,
     # and "window" says why the path's TCP could do no better, where "raw-tcp" only says that it could not.
     # (The window is read from the copy's own connections; the requests and per-file ceilings are built on
     # the raw-TCP rate, so their agreeing with it tells nothing, and they get no such preference.)
     window = next((b for b in others if b.label == "window"), None)
-    if window is not None and window.bps <= lowest.bps * (1 + TIE):
+    if window is not None and window.bytes_per_s <= lowest.bytes_per_s * (1 + TIE):
         return window
     return lowest
 
 
 def format_bound(bound: Bound) -> str:
     """'window ≤ 46.8 MB/s (window 128 KiB / 2.8 ms)'."""
-    return f"{bound.label} ≤ {bound.bps / 1e6:.1f} MB/s ({bound.explanation})"
+    return f"{bound.label} ≤ {bound.bytes_per_s / 1e6:.1f} MB/s ({bound.explanation})"
 
 
 def format_bytes(n: int) -> str:
@@ -258,9 +263,9 @@ def format_ms(seconds: float) -> str:
     return f"{ms:.0f} ms"
 
 
-def format_bits(bps: float) -> str:
+def format_bits(bytes_per_s: float) -> str:
     """A link rate given in bytes/s, shown the way links are named: '1 Gbit/s', '100 Mbit/s'."""
-    bits = bps * 8
+    bits = bytes_per_s * 8
     for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
         if bits >= scale:
             value = bits / scale

@@ -29,7 +29,7 @@ class EmulatorWatch(Protocol):
 
 @dataclass(frozen=True)
 class LabContext:
-    link: Mapping[str, Any]  # the lab's measured link (rate_bps, rtt_ms, mtu, ...): the JSON `link` object
+    link: Mapping[str, Any]  # the lab's measured link (rate_bits_per_s, rtt_ms, mtu, ...): the JSON `link` object
     window_sweep: tuple[Mapping[str, Any], ...] | None = None
     emulator: EmulatorWatch | None = None
     # called once the raw-TCP baseline is measured, before the first copy (the lab starts its stalls there)

@@ -105,8 +105,8 @@ def explain(run: Run, host: str) -> Explanation:
     costs, notes_on_costs = _fixed_costs(run.results)
     rows: list[RowExplanation] = []
     for index, row in enumerate(run.results):
-        link_bps = link_goodput(run.link, row.direction)
-        rows.append(_explain_row(row, run.baseline, link_bps, rtt_s, costs.get(index)))
+        link_bytes_per_s = link_goodput(run.link, row.direction)
+        rows.append(_explain_row(row, run.baseline, link_bytes_per_s, rtt_s, costs.get(index)))
     notes: list[str] = []
     cpu_rows = sum(why.bound == "cpu" for why in rows)
     loopback = _is_loopback(host)
@@ -127,9 +127,9 @@ def explain(run: Run, host: str) -> Explanation:
 
 
 def _explain_row(
-    row: Result, base: Baseline, link_bps: float | None, rtt_s: float | None, cost: fixedcost.FixedCost | None
+    row: Result, base: Baseline, link_bytes_per_s: float | None, rtt_s: float | None, cost: fixedcost.FixedCost | None
 ) -> RowExplanation:
-    median = row.median_bps
+    median = row.median_bytes_per_s
     if not median:
         return RowExplanation()
     tcp = base.for_direction(row.direction)
@@ -140,7 +140,7 @@ def _explain_row(
         window_bytes, window_rtt_s = triage.max_window_bytes, triage.rtt_ms / 1e3
     found = bounds_from_details(
         row.details,
-        link_bps=link_bps,
+        link_bytes_per_s=link_bytes_per_s,
         rtt_s=rtt_s,
         window_bytes=window_bytes,
         window_rtt_s=window_rtt_s,
@@ -148,9 +148,9 @@ def _explain_row(
         server_turnaround_s=_server_turnaround_s(row),
         client_cpu=_cpu_fraction(row, "client_cpu_s"),
         server_cpu=_cpu_fraction(row, "server_cpu_s"),
-        measured_bps=median,
+        measured_bytes_per_s=median,
     )
-    path_bytes_per_s = path_rate(link_bps, tcp)
+    path_bytes_per_s = path_rate(link_bytes_per_s, tcp)
     per_file = _per_file(row, rtt_s, path_bytes_per_s)
     if per_file is not None:
         found.append(per_file)
@@ -163,11 +163,12 @@ def _explain_row(
         explanation = (
             format_bound(bound)
             if explains
-            else f"no ceiling within 25 %: the lowest, {format_bound(bound)}, is {bound.bps / median:.2g}× the rate"
+            else f"no ceiling within 25 %: the lowest, {format_bound(bound)}, "
+            f"is {bound.bytes_per_s / median:.2g}× the rate"
         )
     why = RowExplanation(
         pct_of_tcp=100.0 * median / tcp if tcp else None,
-        ceiling_bytes_per_s=bound.bps if bound is not None else None,
+        ceiling_bytes_per_s=bound.bytes_per_s if bound is not None else None,
         bound=label,
         bound_explanation=explanation,
         bounds=tuple(found),

@@ -3,7 +3,7 @@
 Every sample keeps its bytes and seconds so anyone can recompute the rates; summaries are derived.
 A row (`Result`) is what was measured; its `RowExplanation` (share of raw TCP, the ceiling that bounds
 it) is computed afterwards by workbench.core.explain and kept beside it in the run's `Explanation`.
-The JSON document (schema 1) writes both into one object per row, as it always has.
+The JSON document (schema 2, workbench.core.schema) writes both into one object per row.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from workbench.core.ceiling import Bound
+from workbench.core.schema import SCHEMA, upgrade_document
 from workbench.core.stats import Summary, find_stalls, summarize
 from workbench.protocols.details import ClientDetails
 from workbench.shared.triage import TcpTriage, merge
 
-SCHEMA = 1
 INTERVAL_S = 0.1  # per-interval throughput sampling period
 
 
@@ -37,7 +37,7 @@ class Sample:
     tcp: TcpTriage | None = None  # what the kernel's TCP counters said of the copy's connections
 
     @property
-    def bps(self) -> float:
+    def bytes_per_s(self) -> float:
         return self.bytes / self.seconds if self.seconds > 0 else 0.0
 
     @property
@@ -61,50 +61,52 @@ class RowExplanation:
     triage_note: str | None = None  # the TCP counters name another limit than the binding ceiling
 
     def row_json(self) -> dict[str, Any]:
-        """The row-level keys of schema 1."""
+        """The row-level keys of schema 2."""
         return {
             "pct_of_tcp": self.pct_of_tcp,
-            "ceiling_bps": self.ceiling_bytes_per_s,
+            "ceiling_bytes_per_s": self.ceiling_bytes_per_s,
             "bound": self.bound,
             "bound_explanation": self.bound_explanation,
             "triage_note": self.triage_note,
         }
 
     def details_json(self) -> dict[str, Any]:
-        """The keys schema 1 adds to the row's `details` (only those that were found)."""
+        """The keys schema 2 adds to the row's `details` (only those that were found)."""
         doc: dict[str, Any] = {}
         if self.bounds is not None:
-            doc["bounds"] = [{"label": b.label, "bps": b.bps, "explanation": b.explanation} for b in self.bounds]
+            doc["bounds"] = [
+                {"label": b.label, "bytes_per_s": b.bytes_per_s, "explanation": b.explanation} for b in self.bounds
+            ]
         if self.fixed_cost_s is not None:
             doc["fixed_cost_s"] = self.fixed_cost_s
         if self.streaming_bytes_per_s is not None:
-            doc["streaming_bps"] = self.streaming_bytes_per_s
+            doc["streaming_bytes_per_s"] = self.streaming_bytes_per_s
         if self.per_file_s is not None:
             doc["per_file_s"] = self.per_file_s
         return doc
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> RowExplanation:
-        """Read back from a row object of schema 1 (its own keys and the ones it put in `details`)."""
+        """Read back from a row object of schema 2 (its own keys and the ones it put in `details`)."""
         details = row.get("details") or {}
         raw_bounds = details.get("bounds")
         return cls(
             pct_of_tcp=row.get("pct_of_tcp"),
-            ceiling_bytes_per_s=row.get("ceiling_bps"),
+            ceiling_bytes_per_s=row.get("ceiling_bytes_per_s"),
             bound=row.get("bound"),
             bound_explanation=row.get("bound_explanation"),
-            bounds=tuple(Bound(b["label"], b["bps"], b["explanation"]) for b in raw_bounds)
+            bounds=tuple(Bound(b["label"], b["bytes_per_s"], b["explanation"]) for b in raw_bounds)
             if isinstance(raw_bounds, list)
             else None,
             fixed_cost_s=details.get("fixed_cost_s"),
-            streaming_bytes_per_s=details.get("streaming_bps"),
+            streaming_bytes_per_s=details.get("streaming_bytes_per_s"),
             per_file_s=details.get("per_file_s"),
             triage_note=row.get("triage_note"),
         )
 
 
 # The keys of a row's `details` that are the explanation's, not the client's.
-_EXPLANATION_DETAILS = ("bounds", "fixed_cost_s", "streaming_bps", "per_file_s")
+_EXPLANATION_DETAILS = ("bounds", "fixed_cost_s", "streaming_bytes_per_s", "per_file_s")
 _UNEXPLAINED = RowExplanation()
 
 
@@ -112,7 +114,7 @@ _UNEXPLAINED = RowExplanation()
 class Explanation:
     """The explanation of a whole run: one RowExplanation per row (in the run's row order) and run-level notes.
 
-    The notes are also among the run's warnings, where the JSON document keeps them (schema 1 has one list).
+    The notes are also among the run's warnings, where the JSON document keeps them (schema 2 has one list).
     """
 
     rows: tuple[RowExplanation, ...]
@@ -153,10 +155,10 @@ class Result:
 
     @property
     def summary(self) -> Summary | None:
-        return summarize([s.bps for s in self.good_samples])
+        return summarize([s.bytes_per_s for s in self.good_samples])
 
     @property
-    def median_bps(self) -> float | None:
+    def median_bytes_per_s(self) -> float | None:
         s = self.summary
         return s.median if s else None
 
@@ -187,7 +189,7 @@ class Result:
         return sum(length for s in self.good_samples for _, length in s.stalls) * INTERVAL_S
 
     def to_json(self, explanation: RowExplanation | None = None) -> dict[str, Any]:
-        """The row object of schema 1, with what `explanation` says about it (all null without one)."""
+        """The row object of schema 2, with what `explanation` says about it (all null without one)."""
         why = explanation or _UNEXPLAINED
         summary = self.summary
         return {
@@ -202,15 +204,15 @@ class Result:
                 {**asdict(s), "intervals": list(s.intervals), "stalls": [list(run) for run in s.stalls]}
                 for s in self.samples
             ],
-            "median_bps": summary.median if summary else None,
-            "mean_bps": summary.mean if summary else None,
-            "stdev_bps": summary.stdev if summary else None,
-            "min_bps": summary.minimum if summary else None,
-            "max_bps": summary.maximum if summary else None,
+            "median_bytes_per_s": summary.median if summary else None,
+            "mean_bytes_per_s": summary.mean if summary else None,
+            "stdev_bytes_per_s": summary.stdev if summary else None,
+            "min_bytes_per_s": summary.minimum if summary else None,
+            "max_bytes_per_s": summary.maximum if summary else None,
             "files_per_s": self.files_per_s,
             **why.row_json(),
             "stalls": self.stall_count,
-            "stall_seconds": round(self.stall_seconds, 3),
+            "stall_s": round(self.stall_seconds, 3),
             "verified": self.verified,
             "tcp": tcp.to_json() if (tcp := self.tcp) is not None else None,
             "error": self.error,
@@ -220,7 +222,7 @@ class Result:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Result:
-        """The measured row of a schema-1 row object (RowExplanation.from_json reads the rest)."""
+        """The measured row of a schema-2 row object (RowExplanation.from_json reads the rest)."""
         samples = []
         for raw in data.get("samples", []):
             known = {k: raw.get(k) for k in Sample.__dataclass_fields__ if k in raw}
@@ -246,19 +248,19 @@ class Result:
 class Baseline:
     """The raw TCP limit of the path, measured in the same run before the copies."""
 
-    up_bps: float | None = None
-    down_bps: float | None = None
+    up_bytes_per_s: float | None = None
+    down_bytes_per_s: float | None = None
     rtt_ms: float | None = None  # application-level ping median
     connect_rtt_ms: float | None = None  # TCP connect time median
     window_bytes: int | None = None  # window in use during the probe (from TCP_INFO)
-    iperf3_up_bps: float | None = None
-    iperf3_down_bps: float | None = None
+    iperf3_up_bytes_per_s: float | None = None
+    iperf3_down_bytes_per_s: float | None = None
     tcp: Mapping[str, Any] | None = None  # direction -> the probe's TCP triage (TcpTriage as JSON)
     details: Mapping[str, Any] = field(default_factory=dict)  # the probe's own figures, as JSON
     error: str | None = None
 
     def for_direction(self, direction: str) -> float | None:
-        return self.up_bps if direction == "upload" else self.down_bps
+        return self.up_bytes_per_s if direction == "upload" else self.down_bytes_per_s
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -324,6 +326,8 @@ class Run:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Run:
+        """Read a run document of schema 2, or of schema 1 (older runs), into the current values."""
+        doc = upgrade_document(doc)
         meta = dict(doc.get("run") or {})
         run_id = meta.pop("id", None)
         rows = doc.get("results", [])
@@ -340,7 +344,7 @@ class Run:
 
 
 def explanation_from_json(rows: Sequence[Mapping[str, Any]], verdict: Sequence[str] = ()) -> Explanation | None:
-    """The explanation held in schema-1 row objects and the document's verdict; None when no row carries one
+    """The explanation held in schema-2 row objects and the document's verdict; None when no row carries one
     (a run stopped before it).
 
     Its notes stay among the run's warnings: the document does not tell them apart.

@@ -371,7 +371,7 @@ def execute(
             recorder.baseline(run_id, baseline)
             if lab is not None and lab.after_baseline is not None:
                 lab.after_baseline()
-            if not (baseline.up_bps or baseline.down_bps) and baseline.details.get("no_baseline"):
+            if not (baseline.up_bytes_per_s or baseline.down_bytes_per_s) and baseline.details.get("no_baseline"):
                 observer.status(f"no raw-TCP baseline: {baseline.details['no_baseline']}")
             _check_copy_estimate(plan, manifest, baseline, observer)
             # Made by serve before any client: every server may then write beneath it (the rsync daemon, which

@@ -404,13 +404,13 @@ class StockFarHost:
         if up is None or down is None:
             why = iperf.iperf3_available() or "iperf3 gave no result"
             return dataclasses.replace(base, error=why, details={**base.details, "no_baseline": why})
-        figures = {d.direction: {"bytes_per_s": d.bps, "retransmits": d.retransmits} for d in (up, down)}
+        figures = {d.direction: {"bytes_per_s": d.bytes_per_s, "retransmits": d.retransmits} for d in (up, down)}
         return dataclasses.replace(
             base,
-            up_bps=up.bps,
-            down_bps=down.bps,
-            iperf3_up_bps=up.bps,
-            iperf3_down_bps=down.bps,
+            up_bytes_per_s=up.bytes_per_s,
+            down_bytes_per_s=down.bytes_per_s,
+            iperf3_up_bytes_per_s=up.bytes_per_s,
+            iperf3_down_bytes_per_s=down.bytes_per_s,
             tcp={d: t for d, t in (("upload", seen_up), ("download", seen_down)) if t is not None} or None,
             details={**base.details, "raw_tcp": "iperf3", "iperf3": {"host": host, "port": port, **figures}},
         )

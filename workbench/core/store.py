@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.core.results import SCHEMA, Baseline, Result, RowExplanation, Run, explanation_from_json
+from workbench.core.results import Baseline, Result, RowExplanation, Run, explanation_from_json
+from workbench.core.schema import SCHEMA, upgrade_link_v1, upgrade_v1
 from workbench.shared.errors import NotFoundError, UsageError, from_os_error
 from workbench.shared.validate import check_run_id
 
@@ -39,7 +40,7 @@ CREATE TABLE IF NOT EXISTS results (
     client TEXT NOT NULL,
     direction TEXT NOT NULL,
     file_set TEXT NOT NULL,
-    median_bps REAL,
+    median_bytes_per_s REAL,
     doc TEXT NOT NULL,
     PRIMARY KEY (run_id, idx)
 );
@@ -74,6 +75,12 @@ class Store:
         if "verdict" not in have:
             with self.db:
                 self.db.execute("ALTER TABLE runs ADD COLUMN verdict TEXT")
+        # Schema 1 named the column like its JSON, in bytes/s despite the "bps"; the rows' JSON keeps its own
+        # schema (each run's `schema` column), read by `load`.
+        results = {name for _, name, *_ in self.db.execute("PRAGMA table_info(results)")}
+        if "median_bps" in results:
+            with self.db:
+                self.db.execute("ALTER TABLE results RENAME COLUMN median_bps TO median_bytes_per_s")
 
     def close(self) -> None:
         self.db.close()
@@ -120,7 +127,7 @@ class Store:
                     result.client,
                     result.direction,
                     result.file_set,
-                    result.median_bps,
+                    result.median_bytes_per_s,
                     json.dumps(result.to_json(explanation)),
                 ),
             )
@@ -160,7 +167,7 @@ class Store:
         """A run by id, or the latest when run_id is None."""
         if run_id is not None:
             check_run_id(run_id)  # SQLite's integers stop at 2^63 - 1: a larger id overflows inside the driver
-        query = "SELECT id, meta, baseline, link, window_sweep, warnings, verdict FROM runs "
+        query = "SELECT id, schema, meta, baseline, link, window_sweep, warnings, verdict FROM runs "
         row = self.db.execute(
             query + ("WHERE id = ?" if run_id is not None else "ORDER BY id DESC LIMIT 1"),
             (run_id,) if run_id is not None else (),
@@ -168,18 +175,25 @@ class Store:
         if row is None:
             what = f"no run {run_id}" if run_id is not None else "no runs yet"
             raise NotFoundError(f"{what} in {self.path}", "list runs with 'workbench history'")
-        rid, meta, baseline, link, sweep, warnings, verdict = row
+        rid, schema, meta, baseline, link, sweep, warnings, verdict = row
+        if schema not in (1, SCHEMA):
+            raise UsageError(
+                f"run {rid} in {self.path} has schema {schema}, newer than this workbench reads", "upgrade workbench"
+            )
+        # A run written by an older version is read in its own schema, then renamed into the current one.
+        upgrade = upgrade_v1 if schema == 1 else (lambda value: value)
+        upgrade_link = upgrade_link_v1 if schema == 1 else (lambda value: value)
         docs = [
-            json.loads(doc)
+            upgrade(json.loads(doc))
             for (doc,) in self.db.execute("SELECT doc FROM results WHERE run_id = ? ORDER BY idx", (rid,))
         ]
         return Run(
             id=rid,
-            meta=json.loads(meta),
-            baseline=Baseline.from_json(json.loads(baseline) if baseline else None),
+            meta=upgrade(json.loads(meta)),
+            baseline=Baseline.from_json(upgrade(json.loads(baseline)) if baseline else None),
             results=tuple(Result.from_json(doc) for doc in docs),
-            link=json.loads(link) if link else None,
-            window_sweep=json.loads(sweep) if sweep else None,
+            link=upgrade_link(json.loads(link)) if link else None,
+            window_sweep=upgrade(json.loads(sweep)) if sweep else None,
             warnings=json.loads(warnings) if warnings else (),
             explanation=explanation_from_json(docs, json.loads(verdict) if verdict else ()),
         )

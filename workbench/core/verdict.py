@@ -56,10 +56,10 @@ def _triage_words(t: TcpTriage) -> str:
 
 def _raw_tcp(run: Run) -> str:
     base = run.baseline
-    if not (base.up_bps or base.down_bps):
+    if not (base.up_bytes_per_s or base.down_bytes_per_s):
         return "There is no raw-TCP baseline for this run, so rates are absolute, not shares of the path's limit."
     parts = []
-    for direction, rate in (("up", base.up_bps), ("down", base.down_bps)):
+    for direction, rate in (("up", base.up_bytes_per_s), ("down", base.down_bytes_per_s)):
         if rate:
             parts.append(f"{_mbit(rate)} {direction}")
     rtt = f" at {base.rtt_ms:.2f} ms RTT" if base.rtt_ms else ""
@@ -90,7 +90,7 @@ def _reach(measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
 def _binding(why: RowExplanation) -> str | None:
     """The binding ceiling's own explanation ('64 KiB × 1 request / (2.8 ms + 1.0 ms to send)')."""
     for bound in why.bounds or ():
-        if bound.bps == why.ceiling_bytes_per_s:
+        if bound.bytes_per_s == why.ceiling_bytes_per_s:
             return bound.explanation
     return None
 
@@ -237,7 +237,7 @@ def _stalls(run: Run) -> str | None:
 
 def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False) -> list[str]:
     """Three to six sentences on `run`, whose row explanations are `rows` (in the run's row order)."""
-    measured = [(row, why) for row, why in zip(run.results, rows, strict=True) if row.median_bps]
+    measured = [(row, why) for row, why in zip(run.results, rows, strict=True) if row.median_bytes_per_s]
     if not measured:
         return ["No row was measured, so there is nothing to explain."]
     first = [_raw_tcp(run)]

@@ -6,6 +6,6 @@ drives the linkemu process, measure.py measures the link; run.py runs the copies
 
 from workbench.lab.lifecycle import check_available, cleanup_stale
 from workbench.lab.link import PRESETS, Lab, LinkSpec
-from workbench.lab.linkemu import expected_goodput_bps
+from workbench.lab.linkemu import expected_goodput_bits_per_s
 
-__all__ = ["PRESETS", "Lab", "LinkSpec", "check_available", "cleanup_stale", "expected_goodput_bps"]
+__all__ = ["PRESETS", "Lab", "LinkSpec", "check_available", "cleanup_stale", "expected_goodput_bits_per_s"]

@@ -69,7 +69,7 @@ class KernelLink:
         self._cfg = cfg
         netns.ip("link", "add", cfg.client_dev, "netns", cfg.client_ns, "type", "veth",
                  "peer", "name", cfg.server_dev, "netns", cfg.server_ns)  # fmt: skip
-        up, down = cfg.rate_up_bits_per_s or cfg.rate_bps, cfg.rate_down_bits_per_s or cfg.rate_bps
+        up, down = cfg.rate_up_bits_per_s or cfg.rate_bits_per_s, cfg.rate_down_bits_per_s or cfg.rate_bits_per_s
         # tbf counts a frame as veth hands it over (IP packet + 14-byte Ethernet header); a wire also carries
         # the FCS, preamble and inter-frame gap (24 more): scale the rate so full frames take the wire's time
         up, down = (int(rate * (cfg.mtu + 14) / (cfg.mtu + ETHERNET_OVERHEAD)) for rate in (up, down))

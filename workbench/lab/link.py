@@ -25,7 +25,7 @@ from workbench.lab import measure, netns
 from workbench.lab.emulator import Emulator
 from workbench.lab.kernellink import KernelLink
 from workbench.lab.lifecycle import Hosts, Lifecycle, check_available, cleanup_stale
-from workbench.lab.linkemu import ETHERNET_OVERHEAD, EmuConfig, expected_goodput_bps
+from workbench.lab.linkemu import ETHERNET_OVERHEAD, EmuConfig, expected_goodput_bits_per_s
 from workbench.shared.errors import UsageError
 
 MIN_QUEUE = 256 * 1024  # four 64 KiB GSO super-packets: below that one burst overflows a short link's queue
@@ -95,15 +95,15 @@ class LinkSpec:
     """An emulated link: rate (by direction if asked), round-trip time, loss, MTU, congestion control, queue
     size, stalls, and a cap on the receive window the client host advertises."""
 
-    rate_bps: int
+    rate_bits_per_s: int
     rtt_ms: float
     mtu: int = 1500
     loss: float = 0.0
     cc: str | None = None  # None keeps the host's default (BBR here)
     queue_bytes: int | None = None  # None: one bandwidth-delay product, at least MIN_QUEUE
     burst: int | None = None  # segments delivered at once; None: chosen from rate and RTT (burst_segments)
-    rate_up_bits_per_s: int | None = None  # client to server; None: rate_bps
-    rate_down_bits_per_s: int | None = None  # server to client; None: rate_bps
+    rate_up_bits_per_s: int | None = None  # client to server; None: rate_bits_per_s
+    rate_down_bits_per_s: int | None = None  # server to client; None: rate_bits_per_s
     client_window_bytes: int | None = None  # receive window cap on every connection of the client host
     client_window_ports: tuple[int, ...] | None = None  # ... only those to these server ports (None: all)
     stall: Stall | None = None
@@ -111,11 +111,11 @@ class LinkSpec:
 
     @property
     def up_bits_per_s(self) -> int:
-        return self.rate_up_bits_per_s or self.rate_bps
+        return self.rate_up_bits_per_s or self.rate_bits_per_s
 
     @property
     def down_bits_per_s(self) -> int:
-        return self.rate_down_bits_per_s or self.rate_bps
+        return self.rate_down_bits_per_s or self.rate_bits_per_s
 
     @property
     def fastest_bits_per_s(self) -> int:
@@ -141,7 +141,7 @@ class LinkSpec:
         return max(1, by_rtt, by_cpu)
 
     def validate(self) -> None:
-        for rate in (self.rate_bps, self.rate_up_bits_per_s, self.rate_down_bits_per_s):
+        for rate in (self.rate_bits_per_s, self.rate_up_bits_per_s, self.rate_down_bits_per_s):
             if rate is not None and rate <= 0:
                 raise UsageError(f"link rate must be positive, not {rate}", "e.g. 1000000000 for 1 Gbit/s")
         if self.client_window_bytes is not None and not 2048 <= self.client_window_bytes <= 1 << 30:
@@ -165,10 +165,10 @@ class LinkSpec:
 
 
 PRESETS: dict[str, LinkSpec] = {
-    "gige": LinkSpec(rate_bps=1_000_000_000, rtt_ms=0.2),
-    "wifi-ac": LinkSpec(rate_bps=533_000_000, rtt_ms=2.8),
-    "10ge": LinkSpec(rate_bps=10_000_000_000, rtt_ms=0.05),  # in the kernel: see LINE_OWN_RTT_MS
-    "wan": LinkSpec(rate_bps=100_000_000, rtt_ms=40.0),
+    "gige": LinkSpec(rate_bits_per_s=1_000_000_000, rtt_ms=0.2),
+    "wifi-ac": LinkSpec(rate_bits_per_s=533_000_000, rtt_ms=2.8),
+    "10ge": LinkSpec(rate_bits_per_s=10_000_000_000, rtt_ms=0.05),  # in the kernel: see LINE_OWN_RTT_MS
+    "wan": LinkSpec(rate_bits_per_s=100_000_000, rtt_ms=40.0),
 }
 
 
@@ -195,7 +195,7 @@ class Lab:
         self.client_addr = self.hosts.client_addr
         self.server_addr = self.hosts.server_addr
         self.idle_rtt_ms: float | None = None
-        self.goodput_bps: float | None = None
+        self.goodput_bits_per_s: float | None = None
         self.notes: list[str] = []
         self.emulator: Emulator | KernelLink = KernelLink() if spec.kernel_link() else Emulator()
         self._life = Lifecycle(self.hosts, spec.mtu, spec.cc, self.notes, spec.host_buffers == "raised")
@@ -246,7 +246,7 @@ class Lab:
             server_ns=self.hosts.server_ns,
             client_dev=self.hosts.client_dev,
             server_dev=self.hosts.server_dev,
-            rate_bps=self.spec.rate_bps,
+            rate_bits_per_s=self.spec.rate_bits_per_s,
             delay_s=0.0 if self.spec.kernel_link() else self.spec.rtt_ms / 2000,
             queue_bytes=self.spec.queue(),
             loss=self.spec.loss,
@@ -301,10 +301,10 @@ class Lab:
     def measure_goodput(self, seconds: float = 3.0, warmup: float = 1.0) -> float:
         """TCP goodput client→server in bit/s over `seconds` after a `warmup`, with one plain socket stream."""
         spec = self.spec
-        self.goodput_bps = measure.goodput_bits_per_s(
+        self.goodput_bits_per_s = measure.goodput_bits_per_s(
             self.hosts, self.emulator, spec.up_bits_per_s, spec.mtu, spec.cc, self.notes, seconds, warmup
         )
-        return self.goodput_bps
+        return self.goodput_bits_per_s
 
     def forwarder_stats(self) -> dict:
         """The emulator's counters: packets, bytes (on the wire), drops, max queue, CPU and wall seconds."""
@@ -313,7 +313,7 @@ class Lab:
     def describe(self) -> dict:
         """What this lab measured (idle RTT, goodput if measured) next to what was asked for, with notes."""
         return {
-            "rate_bps": self.spec.rate_bps,
+            "rate_bits_per_s": self.spec.rate_bits_per_s,
             "rate_up_bits_per_s": self.spec.up_bits_per_s,
             "rate_down_bits_per_s": self.spec.down_bits_per_s,
             "client_window_bytes": self.spec.client_window_bytes,
@@ -325,10 +325,10 @@ class Lab:
             "queue_bytes": self.spec.queue(),
             "cc": self.cc.get(self.client_ns),
             "cc_server": self.cc.get(self.server_ns),
-            "expected_goodput_bps": expected_goodput_bps(self.spec.rate_bps, self.spec.mtu),
-            "expected_goodput_up_bits_per_s": expected_goodput_bps(self.spec.up_bits_per_s, self.spec.mtu),
-            "expected_goodput_down_bits_per_s": expected_goodput_bps(self.spec.down_bits_per_s, self.spec.mtu),
-            "goodput_bps": self.goodput_bps,
+            "expected_goodput_bits_per_s": expected_goodput_bits_per_s(self.spec.rate_bits_per_s, self.spec.mtu),
+            "expected_goodput_up_bits_per_s": expected_goodput_bits_per_s(self.spec.up_bits_per_s, self.spec.mtu),
+            "expected_goodput_down_bits_per_s": expected_goodput_bits_per_s(self.spec.down_bits_per_s, self.spec.mtu),
+            "goodput_bits_per_s": self.goodput_bits_per_s,
             "requested": asdict(self.spec),
             "client": {"netns": self.client_ns, "addr": self.client_addr},
             "server": {"netns": self.server_ns, "addr": self.server_addr},

@@ -71,7 +71,7 @@ class EmuConfig:
     server_ns: str
     client_dev: str
     server_dev: str
-    rate_bps: int
+    rate_bits_per_s: int
     delay_s: float  # one way
     queue_bytes: int
     loss: float = 0.0
@@ -79,7 +79,7 @@ class EmuConfig:
     seed: int | None = None
     realtime: bool = True
     burst_segments: int = 1 << 16  # deliver super-packets in pieces of at most this many segments
-    rate_up_bits_per_s: int | None = None  # client to server, when it differs from rate_bps
+    rate_up_bits_per_s: int | None = None  # client to server, when it differs from rate_bits_per_s
     rate_down_bits_per_s: int | None = None  # server to client
     client_window_bytes: int | None = None  # cap on the receive window the client host advertises
     client_window_ports: tuple[int, ...] | None = None  # ... only on connections to these server ports
@@ -92,9 +92,9 @@ class EmuConfig:
     server_addr: str = ""
 
 
-def expected_goodput_bps(rate_bps: float, mtu: int) -> float:
+def expected_goodput_bits_per_s(rate_bits_per_s: float, mtu: int) -> float:
     """TCP goodput of a link: rate × MSS / (MTU + 38), with MSS = MTU − 52 (IPv4, TCP timestamps)."""
-    return rate_bps * (mtu - 52) / (mtu + ETHERNET_OVERHEAD)
+    return rate_bits_per_s * (mtu - 52) / (mtu + ETHERNET_OVERHEAD)
 
 
 def _ip_header(pkt: bytes) -> tuple[int, int]:
@@ -230,7 +230,7 @@ class Direction:
     def __init__(
         self,
         name: str,
-        rate_bps: int,
+        rate_bits_per_s: int,
         delay_s: float,
         queue_bytes: int,
         loss: float,
@@ -239,7 +239,7 @@ class Direction:
     ):
         self.name = name
         self.burst_segments = max(1, burst_segments)  # super-packets are delivered in pieces of at most this many
-        self.sec_per_byte = 8.0 / rate_bps
+        self.sec_per_byte = 8.0 / rate_bits_per_s
         self.delay_s = delay_s
         self.queue_bytes = queue_bytes
         self.loss = loss
@@ -348,7 +348,7 @@ class Forwarder:
         self.cfg = cfg
         self.fds = (tun_client, tun_server)
         rng = self.rng = random.Random(cfg.seed)
-        up, down = cfg.rate_up_bits_per_s or cfg.rate_bps, cfg.rate_down_bits_per_s or cfg.rate_bps
+        up, down = cfg.rate_up_bits_per_s or cfg.rate_bits_per_s, cfg.rate_down_bits_per_s or cfg.rate_bits_per_s
         tail = (cfg.delay_s, cfg.queue_bytes, cfg.loss, rng, cfg.burst_segments)
         self.dirs = (Direction("client_to_server", up, *tail), Direction("server_to_client", down, *tail))
         self.clamp = None

@@ -14,7 +14,7 @@ import time
 
 from workbench.lab.emulator import LinkDriver
 from workbench.lab.lifecycle import Hosts
-from workbench.lab.linkemu import expected_goodput_bps
+from workbench.lab.linkemu import expected_goodput_bits_per_s
 from workbench.shared.errors import WorkbenchError
 
 
@@ -153,7 +153,7 @@ def goodput_bits_per_s(
     after = emulator.stats()
     wall = max(1e-9, after["wall_seconds"] - before["wall_seconds"])
     busy = (after["cpu_seconds"] - before["cpu_seconds"]) / wall
-    expected = expected_goodput_bps(rate_bits_per_s, mtu)
+    expected = expected_goodput_bits_per_s(rate_bits_per_s, mtu)
     if measured_bits_per_s < 0.95 * expected:
         stalled_s = sum(
             after.get(way, {}).get("stalled_s", 0) - before.get(way, {}).get("stalled_s", 0)

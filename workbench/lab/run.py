@@ -82,7 +82,7 @@ def link_spec(req: LabRequest) -> Any:
     spec = PRESETS[req.preset]
     changes: dict[str, Any] = {"loss": req.loss, "mtu": req.mtu, "cc": req.cc}
     if req.rate is not None:
-        changes["rate_bps"] = named("--rate", parse_rate, req.rate)
+        changes["rate_bits_per_s"] = named("--rate", parse_rate, req.rate)
     if req.rtt is not None:
         changes["rtt_ms"] = named("--rtt", parse_duration_ms, req.rtt)
     if req.rate_up is not None:
@@ -129,7 +129,7 @@ def validate_request(req: LabRequest) -> Any:
         least_s,
         copies,
         files_bytes,
-        f"on the lab's {spec.rate_bps / 1e6:g} Mbit/s link",
+        f"on the lab's {spec.rate_bits_per_s / 1e6:g} Mbit/s link",
         "use smaller --sizes, fewer --protocols or --repeat, or a faster --rate",
     )
     return spec
@@ -161,31 +161,34 @@ def _available_cc() -> list[str]:
 
 
 def link_document(described: dict[str, Any], preset: str) -> dict[str, Any]:
-    """The JSON `link` object. Like every *_bps in the document it is bytes/s; *_bits_per_s are bits."""
-    rate_bits = described["rate_bps"]
-    doc = {
+    """The JSON `link` object: rates of the wire in bits/s (`*_bits_per_s`), goodputs in bytes/s like every
+    other rate of the document (`*_bytes_per_s`)."""
+
+    def bytes_per_s(key: str) -> float | None:
+        bits = described.get(key)
+        return bits / 8 if bits else None
+
+    return {
         "preset": preset,
-        "rate_bps": rate_bits / 8,
-        "rate_bits_per_s": rate_bits,
+        "rate_bits_per_s": described["rate_bits_per_s"],
+        "rate_up_bits_per_s": described.get("rate_up_bits_per_s"),
+        "rate_down_bits_per_s": described.get("rate_down_bits_per_s"),
         "rtt_ms": described.get("rtt_ms"),
         "mtu": described.get("mtu"),
         "loss": described.get("loss"),
         "cc": described.get("cc"),
         "queue_bytes": described.get("queue_bytes"),
-        "expected_goodput_bps": (described.get("expected_goodput_bps") or 0) / 8 or None,
-        "expected_goodput_up_bytes_per_s": (described.get("expected_goodput_up_bits_per_s") or 0) / 8 or None,
-        "expected_goodput_down_bytes_per_s": (described.get("expected_goodput_down_bits_per_s") or 0) / 8 or None,
-        "rate_up_bits_per_s": described.get("rate_up_bits_per_s"),
-        "rate_down_bits_per_s": described.get("rate_down_bits_per_s"),
+        "expected_goodput_bytes_per_s": bytes_per_s("expected_goodput_bits_per_s"),
+        "expected_goodput_up_bytes_per_s": bytes_per_s("expected_goodput_up_bits_per_s"),
+        "expected_goodput_down_bytes_per_s": bytes_per_s("expected_goodput_down_bits_per_s"),
         "client_window_bytes": described.get("client_window_bytes"),
         "client_window_ports": described.get("client_window_ports"),
         "stall": described.get("stall"),
-        "goodput_bps": (described.get("goodput_bps") or 0) / 8 or None,
+        "goodput_bytes_per_s": bytes_per_s("goodput_bits_per_s"),
         "requested": described.get("requested"),
         "cores_awake": described.get("cores_awake"),
         "notes": "; ".join(described.get("notes") or []),
     }
-    return doc
 
 
 def run_lab(req: LabRequest, recorder: Recorder, observer: RunObserver, label: str | None = None) -> Run:
@@ -212,7 +215,7 @@ def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Any, Pa
         observer.status(f"removed a stale lab left by a killed run: {removed}")
     work = Path(tempfile.mkdtemp(prefix=f"workbench-lab-{os.getpid()}-"))  # owner pid: see lab/leftovers.py
     try:
-        rate_text = f"{spec.rate_bps / 1e6:,.0f} Mbit/s"
+        rate_text = f"{spec.rate_bits_per_s / 1e6:,.0f} Mbit/s"
         observer.status(f"lab: {req.preset} link, {rate_text}, RTT {spec.rtt_ms} ms, MTU {spec.mtu}: building…")
         # a run's stalls start after its raw-TCP baseline: the baseline is the path's capacity, the copies
         # are what stalls (a stall inside the 1 s probe would make every copy's share of raw TCP meaningless)
@@ -391,5 +394,5 @@ def _sweep(plan: Any, spec: str, link: dict[str, Any], observer: RunObserver) ->
     windows = parse_sizes(spec)
     observer.status(f"window sweep: {', '.join(str(w // 1024) + ' KiB' for w in windows)}…")
     # the sweep downloads: the link's goodput that way (bytes/s in this dict; the measured goodput is upload's)
-    path_bytes_per_s = link.get("expected_goodput_down_bytes_per_s") or link.get("expected_goodput_bps")
+    path_bytes_per_s = link.get("expected_goodput_down_bytes_per_s") or link.get("expected_goodput_bytes_per_s")
     return tuple(sweep_windows(plan.target, windows, link.get("rtt_ms") or 1.0, 2.0, path_bytes_per_s))

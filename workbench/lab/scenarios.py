@@ -73,7 +73,9 @@ def copies(variant: str, family: str, direction: str, best: bool = False) -> Fig
             return None
         mine = [r for r in run.results if r.protocol == family and r.direction == direction and r.files == 1]
         largest = max((r.bytes for r in mine), default=None)
-        rates = [r.median_bps * 8 for r in mine if r.bytes == largest and r.error is None and r.median_bps]
+        rates = [
+            r.median_bytes_per_s * 8 for r in mine if r.bytes == largest and r.error is None and r.median_bytes_per_s
+        ]
         if not rates:
             return None
         return max(rates) if best else statistics.median(rates)
@@ -85,8 +87,8 @@ def swept(variant: str, window_bytes: int) -> Figure:
     def read(runs: Mapping[str, Run]) -> float | None:
         run = runs.get(variant)
         for point in (run.window_sweep or ()) if run else ():
-            if point.get("window_bytes") == window_bytes and point.get("measured_bps"):
-                return float(point["measured_bps"]) * 8
+            if point.get("window_bytes") == window_bytes and point.get("measured_bytes_per_s"):
+                return float(point["measured_bytes_per_s"]) * 8
         return None
 
     return read

@@ -53,7 +53,7 @@ class ProbeResult:
     direction: str
     bytes: int  # received by the receiving side
     seconds: float
-    bps: float
+    bytes_per_s: float
     sender: SideCount
     receiver: SideCount
     window_requested: int | None = None
@@ -74,7 +74,7 @@ class ProbeResult:
             "direction": self.direction,
             "bytes": self.bytes,
             "seconds": self.seconds,
-            "bps": self.bps,
+            "bytes_per_s": self.bytes_per_s,
             "window_requested": self.window_requested,
             "window_bytes": self.window_bytes,
             "sender": self.sender.to_json(),
@@ -247,7 +247,7 @@ def measure(
         direction=direction,
         bytes=receiver.bytes,
         seconds=receiver.seconds,
-        bps=receiver.bps,
+        bytes_per_s=receiver.bytes_per_s,
         sender=sender,
         receiver=receiver,
         window_requested=window,
@@ -308,8 +308,8 @@ class SweepPoint:
 
     window_bytes: int
     effective_window_bytes: int | None
-    measured_bps: float
-    predicted_bps: float  # bytes/s: window / RTT, or the path's ceiling when that is lower
+    measured_bytes_per_s: float
+    predicted_bytes_per_s: float  # bytes/s: window / RTT, or the path's ceiling when that is lower
     predicted_by: str = "window"  # "window" or "path": which of the two the prediction is
     result: ProbeResult | None = field(default=None, repr=False, compare=False)
 
@@ -344,8 +344,8 @@ def window_sweep(
             SweepPoint(
                 window_bytes=window,
                 effective_window_bytes=result.window_bytes,
-                measured_bps=result.bps,
-                predicted_bps=path_bytes_per_s if by_path else by_window,  # type: ignore[arg-type]
+                measured_bytes_per_s=result.bytes_per_s,
+                predicted_bytes_per_s=path_bytes_per_s if by_path else by_window,  # type: ignore[arg-type]
                 predicted_by="path" if by_path else "window",
                 result=result,
             )

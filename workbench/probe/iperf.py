@@ -24,8 +24,8 @@ class IperfResult:
     """One iperf3 run; rates in bytes/s as everywhere in workbench (iperf3 itself reports bits)."""
 
     direction: str
-    bps: float  # as counted by the receiving side (sum_received)
-    sender_bps: float
+    bytes_per_s: float  # as counted by the receiving side (sum_received)
+    sender_bytes_per_s: float
     bytes: int  # received
     seconds: float
     retransmits: int | None
@@ -113,8 +113,8 @@ def parse_iperf3_json(
     cpu = end.get("cpu_utilization_percent") or {}
     return IperfResult(
         direction=direction,
-        bps=float(received["bits_per_second"]) / 8,
-        sender_bps=float(sent["bits_per_second"]) / 8,
+        bytes_per_s=float(received["bits_per_second"]) / 8,
+        sender_bytes_per_s=float(sent["bits_per_second"]) / 8,
         bytes=int(received.get("bytes", 0)),
         seconds=float(received.get("seconds", 0.0)),
         retransmits=sent.get("retransmits"),

@@ -45,7 +45,7 @@ class SideCount:
     tcp_info: TcpInfo | None = None
 
     @property
-    def bps(self) -> float:
+    def bytes_per_s(self) -> float:
         return self.timed_bytes / self.seconds if self.seconds > 0 else 0.0
 
     def to_json(self) -> dict[str, Any]:

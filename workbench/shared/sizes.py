@@ -72,9 +72,9 @@ def format_size(n: int) -> str:
     return f"{n}B"
 
 
-def format_rate(bps: float) -> str:
+def format_rate(bytes_per_s: float) -> str:
     """Bytes per second as decimal MB/s (10^6), the unit every table uses."""
-    return f"{bps / 1e6:.1f} MB/s"
+    return f"{bytes_per_s / 1e6:.1f} MB/s"
 
 
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:bit|bps|b)?(?:/s)?\s*$", re.IGNORECASE)
