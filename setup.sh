@@ -17,6 +17,7 @@ DEBIAN_PACKAGES=(
   iperf3 curl                     # raw-TCP cross-check; HTTP/FTP reference client
   sshfs fuse3                     # mounted SFTP (the mount family)
   iproute2 procps                 # ip netns for the lab; ps/pgrep
+  chromium                        # headless browser: the HTML report's test renders it (tests/browser.py)
   python3-venv
 )
 
