@@ -42,6 +42,9 @@ for name in names:
 tops = sorted({n.split("/")[0] for n in names})
 if [t for t in tops if not t.endswith(".dist-info")] != ["workbench"] or len(tops) != 2:
     sys.exit(f"check_wheel: the wheel's top-level entries are {tops}, expected workbench and its dist-info")
+# package data, not a module: only [tool.setuptools.package-data] brings it along
+if "workbench/core/run_schema.json" not in names:
+    sys.exit("check_wheel: the wheel lacks workbench/core/run_schema.json (the run document's JSON Schema)")
 EOF
 
 echo "check_wheel: installing PyPI's fixtures, then the wheel, into a fresh venv"
@@ -89,6 +92,11 @@ for path in (site / "fixtures").rglob("*.py"):
         errors.append(f"{path} is not in PyPI fixtures' RECORD")
 if (site / "protocols").exists():
     errors.append("a top-level protocols/ is in site-packages")
+# the JSON Schema loads from the installed package, as a user's script would load it
+from workbench.core.schema import SCHEMA, json_schema
+
+if json_schema().get("properties", {}).get("schema", {}).get("const") != SCHEMA:
+    errors.append("workbench.core.schema.json_schema() does not describe the current schema")
 
 print("check_wheel: site-packages holds " + ", ".join(sorted(p.name for p in site.iterdir())))
 print(f"check_wheel: ours {sorted(tops)}; fixtures {md.version('fixtures')} from {fixtures.__file__}")

@@ -25,6 +25,7 @@ import pytest
 from tests.contract.suite import ClientContract, Counter
 from tests.far_host import FarHost, fuse_mounts, saved_rows, start_workbench, wait_for
 from tests.helpers import ensure_running, free_port, loopback_context, write_random
+from tests.schema_check import assert_valid_run_document
 from workbench.core.store import Store
 from workbench.protocols.base import ClientOptions
 from workbench.protocols.mount import CifsClient, CommandRunner, Outcome, SmbfsClient, SshfsClient
@@ -476,6 +477,7 @@ def test_signal_during_an_sshfs_copy_keeps_rows_and_leaves_nothing(
         run = store.load()
     assert [(r.label, r.file_set, r.error, r.verified) for r in run.results][:1] == [("sftp/sshfs", "1M", None, True)]
     doc = json.loads((tmp_path / "run.json").read_text())  # the JSON is written on the way out too
+    assert_valid_run_document(doc)
     assert [(r["file_set"], r["verified"]) for r in doc["results"]][:1] == [("1M", True)], doc["results"]
     assert not (far_host.root / doc["run"]["upload_dir"]).exists()  # the run's upload directory went with it
     # nothing left: the mount, sshfs and its ssh, the far host's sessions for them, the run's temporary files

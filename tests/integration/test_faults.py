@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import free_port, write_random
+from tests.schema_check import assert_valid_run_document
 from workbench.core.store import Store
 from workbench.protocols import registry
 from workbench.protocols.base import Client, ClientOptions
@@ -428,6 +429,7 @@ def test_run_exits_0_when_every_row_that_could_run_verified_and_8_when_one_faile
     )
     assert ok.returncode == 0, ok.stderr
     doc = json.loads((tmp_path / "run.json").read_text())
+    assert_valid_run_document(doc)
     assert any(r["error"] and r["error"].startswith("unavailable:") for r in doc["results"])
     # the upload directory carries a random token: two clients with their own databases never share one
     assert re.fullmatch(r"incoming/run-\d+-[0-9a-f]{16}", doc["run"]["upload_dir"]), doc["run"]["upload_dir"]
@@ -459,6 +461,7 @@ def test_run_exits_0_when_every_row_that_could_run_verified_and_8_when_one_faile
     lines = [ln for ln in failed.stderr.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and "smb/pysmb" in lines[0] and "rows failed or did not verify" in lines[0], lines
     doc = json.loads((tmp_path / "run.json").read_text())
+    assert_valid_run_document(doc)
     rows = {(r["client"], r["direction"]): r for r in doc["results"]}
     assert rows[("aiohttp", "upload")]["verified"] and rows[("aiohttp", "download")]["verified"]
     assert "refused" in rows[("pysmb", "upload")]["error"]

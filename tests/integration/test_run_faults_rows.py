@@ -21,6 +21,7 @@ from tests.far_host import (
     with_program,
 )
 from tests.helpers import free_port
+from tests.schema_check import assert_valid_run_document
 from tests.serve_fixtures import ServeRunner
 from workbench.core.store import Store
 from workbench.server.daemons import supervisor
@@ -77,6 +78,7 @@ def test_a_file_changed_on_the_far_host_after_the_manifest_is_not_verified(
     assert proc.returncode == ExitCode.ROWS_FAILED, seen + rest + err
     assert "Traceback" not in err
     doc = json.loads(doc_path.read_text())
+    assert_valid_run_document(doc)
     rows = {(r["client"], r["direction"]): r for r in doc["results"]}
     assert set(rows) == {(c, d) for c in ("aiohttp", "ftplib") for d in ("upload", "download")}
     for client in ("aiohttp", "ftplib"):
@@ -154,6 +156,7 @@ def test_a_connection_lost_mid_row_fails_that_row_and_the_run_goes_on(far_host: 
     assert proc.returncode == ExitCode.ROWS_FAILED, out + err
     assert "Traceback" not in err
     doc = json.loads(doc_path.read_text())
+    assert_valid_run_document(doc)
     results = doc["results"]
     order = [(r["client"], r["direction"], r["file_set"]) for r in results]
     expected = [(c, d, s) for c in ("paramiko", "aiohttp") for d in ("upload", "download") for s in ("16M", "10x4K")]

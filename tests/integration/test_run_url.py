@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import free_port
+from tests.schema_check import assert_valid_run_document
 from tests.stock_urls import StockSite, run_workbench, workbench_argv
 from workbench.core.store import Store
 from workbench.shared.errors import ExitCode
@@ -34,7 +35,9 @@ def _scratch_dirs(root: Path) -> list[str]:
 
 
 def _document(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    doc = json.loads(path.read_text())
+    assert_valid_run_document(doc)
+    return doc
 
 
 def _check_rows(doc: dict[str, Any], families: tuple[str, ...]) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import assert_lab_rtt_honest, lab_unavailable
+from tests.schema_check import assert_valid_run_document
 from workbench.lab import PRESETS, Lab, LinkSpec, check_available, cleanup_stale, expected_goodput_bits_per_s, netns
 from workbench.lab import lifecycle as lab_lifecycle
 from workbench.lab import link as lab_link
@@ -390,6 +391,7 @@ def test_injected_stalls_are_detected_as_stalls_of_their_duration(tmp_path: Path
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(doc_path.read_text())
+    assert_valid_run_document(doc)
     assert doc["link"]["stall"] == "500 ms stalls, every 1 s, down"
     (row,) = doc["results"]
     (sample,) = row["samples"]

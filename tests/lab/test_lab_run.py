@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import assert_lab_rtt_honest
+from tests.schema_check import assert_valid_run_document
 from workbench.core.ceiling import LABELS, UNEXPLAINED
 from workbench.lab import expected_goodput_bits_per_s
 from workbench.protocols import registry
@@ -83,6 +84,7 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
     wall_s = time.monotonic() - start
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(doc_path.read_text())
+    assert_valid_run_document(doc)
     link = doc["link"]
     assert link["mtu"] == 1500
     assert_lab_rtt_honest(link["rtt_ms"], LAB_RTT_MS, link["notes"])

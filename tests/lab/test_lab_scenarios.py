@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import lab_unavailable
+from tests.schema_check import assert_valid_run_document
 from workbench.lab import scenarios
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,6 +47,7 @@ def test_each_scenario_runs_to_its_end_in_its_reduced_form(name: str, tmp_path: 
         assert f"verdict ({variant.name})" in table
         slug = variant.name.replace(" ", "-").replace(",", "")
         doc = json.loads((tmp_path / f"story-{slug}.json").read_text())
+        assert_valid_run_document(doc)
         assert doc["results"] and all(r["error"] is None and r["verified"] for r in doc["results"]), variant.name
         assert doc["verdict"]
     # raw TCP always has a lab figure: each story's first published line (iperf, or the link)
@@ -66,6 +68,7 @@ def test_a_client_window_holds_every_streaming_download_at_window_over_rtt(tmp_p
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     doc = json.loads(doc_path.read_text())
+    assert_valid_run_document(doc)
     assert doc["link"]["client_window_bytes"] == 65536 and not doc["link"]["client_window_ports"]
     # bytes/s: 23.4 MB/s at 2.8 ms. 64 MiB copies: smbclient's timed copy includes its login (~80 ms), which
     # a 16 MiB copy lets cost it 11 % of the rate

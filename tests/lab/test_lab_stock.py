@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import lab_unavailable
+from tests.schema_check import assert_valid_run_document
 from workbench.core.stock import clients_for
 from workbench.lab.stock import STOCK_SERVICES
 from workbench.protocols import registry
@@ -104,6 +105,7 @@ def test_stock_lab_measures_every_client_against_stock_daemons_only(tmp_path: Pa
             path = tmp_path / f"lab-{SCHEMES[service]}.json"
             assert path.exists(), f"no run for the stock {service} server: {output[-3000:]}"
             doc = json.loads(path.read_text())
+            assert_valid_run_document(doc)
             server = doc["run"]["server"]
             assert server["kind"] == "stock" and parse(server["url"]).service == service, server
             # the lab's link and its emulator's figures, as in a served lab run

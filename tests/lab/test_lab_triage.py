@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.lab.test_lab_run import REPO, _lab_reason
+from tests.schema_check import assert_valid_run_document
 from workbench.core.ceiling import UNEXPLAINED
 
 FRACTIONS = ("app_limited", "rwnd_limited", "sndbuf_limited", "network_limited")
@@ -29,7 +30,9 @@ def lab_doc(tmp_path_factory: pytest.TempPathFactory) -> dict:
         [sys.executable, "-m", "workbench", "lab", *args], capture_output=True, text=True, env=env, timeout=600
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(doc_path.read_text())
+    doc = json.loads(doc_path.read_text())
+    assert_valid_run_document(doc)
+    return doc
 
 
 def _row(doc: dict, label: str, direction: str, file_set: str) -> dict:

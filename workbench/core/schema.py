@@ -9,8 +9,10 @@ lab's link object, which also held bit rates under other names.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from importlib import resources
 from typing import Any
 
 SCHEMA = 2
@@ -39,7 +41,7 @@ def upgrade_v1(value: Any) -> Any:
 
 def upgrade_link_v1(link: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A schema-1 `link` object in schema 2. It held the wire's rate twice (`rate_bps` in bytes/s, later
-    also `rate_bits_per_s`) and the link as asked for under `requested`, whose `rate_bps` was bits/s."""
+    also `rate_bits_per_s`) and the link as asked for under `requested`, whose `*_bps` were bits/s."""
     if link is None:
         return None
     requested = link.get("requested")
@@ -47,8 +49,8 @@ def upgrade_link_v1(link: Mapping[str, Any] | None) -> dict[str, Any] | None:
     rate_bytes_per_s = doc.pop("rate_bytes_per_s", None)
     if doc.get("rate_bits_per_s") is None and rate_bytes_per_s is not None:
         doc["rate_bits_per_s"] = rate_bytes_per_s * 8
-    if isinstance(requested, Mapping):
-        doc["requested"] = {("rate_bits_per_s" if k == "rate_bps" else k): v for k, v in requested.items()}
+    if isinstance(requested, Mapping):  # the link as asked for: every rate in it was bits/s
+        doc["requested"] = {_BPS.sub(r"\1_bits_per_s", k) if _BPS.match(k) else k: v for k, v in requested.items()}
     return doc
 
 
@@ -64,3 +66,8 @@ def upgrade_document(doc: Mapping[str, Any]) -> dict[str, Any]:
         new["link"] = upgrade_link_v1(doc["link"])
     new["schema"] = SCHEMA
     return new
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (Draft 2020-12) of the current run document, shipped in the package as run_schema.json."""
+    return json.loads(resources.files(__package__).joinpath("run_schema.json").read_text(encoding="utf-8"))
