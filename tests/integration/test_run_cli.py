@@ -4,6 +4,7 @@ report, the comparison, and every bad input as one line with a non-zero exit and
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import free_port
+from tests.schema_check import assert_valid_run_document
 from tests.serve_fixtures import ServeRunner
 from workbench.core.results import Baseline, Result, Sample
 from workbench.core.store import Store
@@ -81,6 +83,7 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
     # exit 8 (ROWS_FAILED): nothing serves SMB here, so pysmb's rows fail (checked below) while the rest ran
     assert proc.returncode == ExitCode.ROWS_FAILED, proc.stderr
     doc = json.loads(doc_path.read_text())
+    assert_valid_run_document(doc)
     assert doc["schema"] == 2
     baseline = doc["baseline"]
     assert_probe_figures(baseline["details"]["probe"]["upload"], baseline["up_bytes_per_s"], duration_s=1)
@@ -136,11 +139,12 @@ def _stored_run(
 
 
 def _compare_cells(stdout: str) -> dict[tuple[str, str], list[str]]:
-    """(client, dir) -> [set, before MB/s, after MB/s, after/before] read back from the printed table."""
+    """(client, dir) -> [set, before MB/s, after MB/s, change (interval), verdict, n, notes] read back from the
+    printed table."""
     cells: dict[tuple[str, str], list[str]] = {}
     for line in stdout.splitlines():
         parts = [p.strip() for p in line.strip().strip("│┃").split("│")]
-        if len(parts) == 6 and parts[1] in ("up", "down"):
+        if len(parts) == 9 and parts[1] in ("up", "down"):
             cells[(parts[0], parts[1])] = parts[2:]
     return cells
 
@@ -171,11 +175,24 @@ def test_compare_shows_each_rows_ratio_between_two_runs(tmp_path: Path) -> None:
     proc = workbench("compare", str(before), str(after), "--db", str(db), home=tmp_path)
     assert proc.returncode == 0, proc.stderr
     cells = _compare_cells(proc.stdout)
-    assert cells[("raw TCP", "up")] == ["mem", "100.0", "300.0", "3.00"], proc.stdout
-    assert cells[("raw TCP", "down")] == ["mem", "200.0", "100.0", "0.50"], proc.stdout
-    assert cells[("http/aiohttp", "down")] == ["16M", "100.0", "50.0", "0.50"], proc.stdout
-    assert cells[("ftp/ftplib", "up")] == ["16M", "40.0", "80.0", "2.00"], proc.stdout
-    assert cells[("sftp/paramiko", "down")] == ["16M", "—", "30.0", "—"], proc.stdout
+    # raw TCP is one probe a run: its ratio, never a verdict (and the change beyond 10 % is warned)
+    probe = "one probe per run: no noise estimate"
+    assert cells[("raw TCP", "up")] == ["mem", "100.0", "300.0", "+200.0 %", "too few samples", "1/1", probe]
+    assert cells[("raw TCP", "down")] == ["mem", "200.0", "100.0", "-50.0 %", "too few samples", "1/1", probe]
+    assert proc.stdout.count("the network changed, not the protocol") == 2, proc.stdout
+
+    # the change is the ratio of the geometric means, with the test's interval, beside the medians
+    def change(before: list[float], after: list[float]) -> str:
+        ratio = (math.prod(after) / math.prod(before)) ** (1 / 3)
+        return f"{(ratio - 1) * 100:+.1f} % ("
+
+    aiohttp, ftplib = cells[("http/aiohttp", "down")], cells[("ftp/ftplib", "up")]
+    assert aiohttp[:3] == ["16M", "100.0", "50.0"] and aiohttp[5] == "3/3", proc.stdout
+    assert aiohttp[3].startswith(change([90, 100, 120], [50, 45, 70])), proc.stdout
+    assert ftplib[:3] == ["16M", "40.0", "80.0"] and ftplib[3].startswith(change([40, 40, 50], [80, 79, 81]))
+    assert ftplib[4] == "faster", proc.stdout
+    new_row = ["16M", "—", "30.0", "—", "too few samples", "0/1", f"not in run {before}"]
+    assert cells[("sftp/paramiko", "down")] == new_row, proc.stdout
 
 
 def test_compare_shows_a_row_only_the_earlier_run_has(tmp_path: Path) -> None:
@@ -186,9 +203,9 @@ def test_compare_shows_a_row_only_the_earlier_run_has(tmp_path: Path) -> None:
     proc = workbench("compare", str(before), str(after), "--db", str(db), home=tmp_path)
     assert proc.returncode == 0, proc.stderr
     cells = _compare_cells(proc.stdout)
-    assert cells[("http/aiohttp", "up")] == ["16M", "9.0", "18.0", "2.00"], proc.stdout
+    assert cells[("http/aiohttp", "up")] == ["16M", "9.0", "18.0", "+100.0 %", "too few samples", "1/1", ""]
     # a client dropped from the later run (uninstalled, or it failed to connect) must not vanish silently
-    assert cells.get(("smb/pysmb", "up")) == ["16M", "20.0", "—", "—"], proc.stdout
+    assert cells.get(("smb/pysmb", "up")) == ["16M", "20.0", "—", "—", "too few samples", "1/0", f"not in run {after}"]
 
 
 LOOPBACK_RTT_MAX_MS = 20  # a loopback round trip is tens of microseconds; 20 ms allows for a busy 2-core VM

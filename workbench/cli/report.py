@@ -122,35 +122,6 @@ def render_history(console: Console, runs: list[RunSummary]) -> None:
     console.print(table)
 
 
-def render_compare(console: Console, before: Run, after: Run) -> None:
-    def key(r: Result) -> tuple[str, str, str]:
-        return (r.label, r.direction, r.file_set)
-
-    old = {key(r): r for r in before.results}
-    table = Table(title=f"run {before.id} → run {after.id}")
-    for name in ("client", "dir", "set", f"run {before.id} MB/s", f"run {after.id} MB/s", "after/before"):
-        table.add_column(name, justify="right" if "MB/s" in name or "/" in name else "left")
-    for direction in ("upload", "download"):
-        a, b = before.baseline.for_direction(direction), after.baseline.for_direction(direction)
-        if a or b:
-            table.add_row(
-                "raw TCP", SHORT_DIRECTION[direction], "mem", mb(a), mb(b), f"{b / a:.2f}" if a and b else "—"
-            )
-    new = {key(r) for r in after.results}
-    # Rows of the later run in its order, then rows only the earlier run had: a client that vanished
-    # from the later run (it failed to start, or was not asked for) is part of the comparison too.
-    pairs: list[tuple[Result, Result | None, Result | None]] = [(r, old.get(key(r)), r) for r in after.results]
-    pairs += [(r, r, None) for r in before.results if key(r) not in new]
-    for shown, prev, row in pairs:
-        a = prev.median_bytes_per_s if prev else None
-        b = row.median_bytes_per_s if row else None
-        ratio = f"{b / a:.2f}" if a and b else "—"
-        table.add_row(
-            shown.label, SHORT_DIRECTION.get(shown.direction, shown.direction), shown.file_set, mb(a), mb(b), ratio
-        )
-    console.print(table)
-
-
 def render_story(console: Console, story: Any, runs: Mapping[str, Any], quick: bool) -> None:
     """A scenario's published figures beside the lab's, its notes, and each variant's verdict."""
     from workbench.lab.scenarios import figures
