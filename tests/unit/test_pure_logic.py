@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.schema_check import assert_valid_run_document
 from workbench.core.config import load_toml
 from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run, Sample
 from workbench.core.stats import find_stalls, summarize
@@ -121,6 +122,7 @@ def test_run_document_has_the_versioned_shape() -> None:
         results=(_row(),),
     )
     doc = json.loads(json.dumps(run.to_json()))
+    assert_valid_run_document(doc)
     assert isinstance(doc["schema"], int)
     assert doc["run"]["id"] == 7
     assert {"up_bytes_per_s", "down_bytes_per_s", "rtt_ms"} <= set(doc["baseline"])
@@ -161,12 +163,14 @@ def test_table_model_shows_failed_and_unavailable_rows() -> None:
         results=(good, bad, gone),
         explanation=Explanation(rows=(why, RowExplanation(), RowExplanation())),
     )
-    out = StringIO()
-    render_run(Console(file=out, width=250), run)
-    text = out.getvalue()
-    assert "http/aiohttp" in text and "50.0" in text and "requests 23" in text
-    assert "connection refused" in text and "failed" in text
-    assert "unavailable: mount_afp is macOS only" in text
+    # the default shows Mbit/s (the ceiling too: 23.4 MB/s is 187 Mbit/s), --wide MB/s as well
+    for wide, rate, bound in ((False, "400", "requests 187"), (True, "50.0", "requests 23")):
+        out = StringIO()
+        render_run(Console(file=out, width=250), run, wide=wide)
+        text = out.getvalue()
+        assert "http/aiohttp" in text and f" {rate} " in text and bound in text
+        assert "connection refused" in text and "failed" in text
+        assert "unavailable: mount_afp is macOS only" in text
 
 
 def test_toml_config_errors_are_clean(tmp_path: Path) -> None:

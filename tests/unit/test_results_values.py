@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from tests.schema_check import assert_valid_run_document
 from workbench.cli.report import render_run
 from workbench.core.explain import explain
 from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run, Sample
@@ -288,9 +289,10 @@ EXPECTED_CELLS = {
 
 
 def _table(run: Run) -> tuple[dict[tuple[str, str, str], list[str]], str]:
-    """The rendered run: (client, dir, set) -> [MB/s, % TCP, bound MB/s, files/s, verified, notes], and the text."""
+    """The rendered run, every column inline (--wide): (client, dir, set) -> [MB/s, % TCP, bound MB/s, files/s,
+    verified, notes], and the text."""
     out = StringIO()
-    render_run(Console(file=out, width=400, color_system=None), run)
+    render_run(Console(file=out, width=400, color_system=None), run, wide=True)
     text = out.getvalue()
     cells: dict[tuple[str, str, str], list[str]] = {}
     for line in text.splitlines():
@@ -321,6 +323,7 @@ def test_an_old_document_reads_back_and_renders_the_same_table() -> None:
     # written again, the document says exactly what it said (key for key, value for value) in schema 2's names,
     # plus only the keys this version adds, empty: an old run had no TCP triage and no verdict
     again = run.to_json()
+    assert_valid_run_document(again)  # an old run, written again, is a valid schema-2 document
     assert again["schema"] == SCHEMA == 2
     assert _without_empty_new_keys(again) == upgrade_document(doc)
     assert not _keys_named_bps(again), _keys_named_bps(again)
@@ -350,6 +353,7 @@ def test_a_database_written_by_the_old_code_reports_the_same(tmp_path: Path) -> 
     assert cells == EXPECTED_CELLS
     assert loaded.baseline.up_bytes_per_s == doc["baseline"]["up_bps"]
     expected = upgrade_document({**doc, "run": {**doc["run"], "id": run_id}})
+    assert_valid_run_document(loaded.to_json())
     assert _without_empty_new_keys(loaded.to_json()) == expected
 
 
@@ -424,6 +428,7 @@ def _new_run() -> Run:
 def test_a_new_document_round_trips_key_for_key(tmp_path: Path) -> None:
     run = _new_run()
     doc = json.loads(json.dumps(run.to_json()))
+    assert_valid_run_document(doc)
     assert Run.from_json(doc).to_json() == doc
     rsync, small, large, failed = doc["results"]
     assert rsync["details"]["files_in_flight"] is None  # schema 1's "streams the set"

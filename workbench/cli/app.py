@@ -24,6 +24,7 @@ from workbench.shared.errors import ExitCode, NotFoundError, Terminated, UsageEr
 from workbench.shared.target import DEFAULT_PORTS
 
 if TYPE_CHECKING:
+    from workbench.cli.progress import Outputs
     from workbench.core.results import Run
 
 app = typer.Typer(
@@ -57,9 +58,21 @@ out = _console(stderr=False)
 _DEBUG = {"on": False}
 
 DbOpt = Annotated[Path | None, typer.Option("--db", help="Results database (default: the user's data dir).")]
+MarkdownOpt = Annotated[
+    Path | None,
+    typer.Option("--markdown", help="Write the summary table as Markdown here (to paste into an issue or a post)."),
+]
+CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the summary table as CSV here: one line per row.")]
 CredOpt = Annotated[
     Path | None,
     typer.Option("--credentials", help=BY_NAME["credentials"].help),
+]
+WideOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wide", help="Show every column of the summary table and its notes inline (default: 120 columns, the "
+        "notes numbered under the table)."
+    ),
 ]
 
 
@@ -219,23 +232,27 @@ def run(
     config: Annotated[Path | None, typer.Option(help="TOML config file (flags override it).")] = None,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
+    markdown_out: MarkdownOpt = None,
+    csv_out: CsvOpt = None,
     label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
     insecure_host_keys: Annotated[
         bool,
         typer.Option("--insecure-host-keys", help="Do not verify SSH host keys or TLS certificates (not recommended)."),
     ] = False,
+    wide: WideOpt = False,
 ) -> None:
     """Copy test files over each protocol, both ways, several times; compare with the raw TCP limit.
 
     The far host is `workbench serve` (--host/--target), or one or more servers given by URL.
     """
-    from workbench.cli.progress import present_run
+    from workbench.cli.progress import Outputs, present_run
     from workbench.core import runner
     from workbench.core.config import build_plan
-    from workbench.shared.validate import check_label, check_output_file
+    from workbench.shared.validate import check_label
 
     check_label(label)
-    check_output_file(json_out)
+    outputs = Outputs(json_out, markdown_out, csv_out)
+    outputs.check()
     explicit = _explicit_params(ctx)
     if urls:
         _check_url_flags(explicit)
@@ -247,15 +264,16 @@ def run(
         err.print("[yellow]warning:[/] SSH host keys and TLS certificates will not be verified (--insecure-host-keys)")
     values = {**settings, "verify_host_keys": not insecure_host_keys}
     if urls:
-        _run_urls(urls, values, config, explicit, db, json_out, label)
+        _run_urls(urls, values, config, explicit, db, outputs, label, wide)
         return
     plan = build_plan(values, config=config, explicit=explicit)
     runner.clean_leftovers()
     run = present_run(
         out,
         db or paths.default_db(),
-        json_out,
+        outputs,
         lambda recorder, observer: runner.execute(plan, recorder, observer, label=label),
+        wide,
     )
     _exit_for_rows(run)
 
@@ -272,26 +290,20 @@ def _check_url_flags(explicit: set[str]) -> None:
             )
 
 
-def _json_for(json_out: Path | None, index: int, count: int) -> Path | None:
-    """The JSON path of the index-th of `count` URL runs: run.json, or run-1.json, run-2.json, ... for several."""
-    if json_out is None or count == 1:
-        return json_out
-    return json_out.with_name(f"{json_out.stem}-{index}{json_out.suffix}")
-
-
 def _run_urls(
     texts: list[str],
     values: dict[str, Any],
     config: Path | None,
     explicit: set[str],
     db: Path | None,
-    json_out: Path | None,
+    outputs: Outputs,
     label: str | None,
+    wide: bool = False,
 ) -> None:
     """One run per URL, each recorded as usual. Every URL and the settings are checked before the first run; a
     run that fails (the host does not answer, the login is refused) is said in one line and the next URL runs.
     Exits with the first failure's code once all ran (ROWS_FAILED when rows failed)."""
-    from workbench.cli.progress import check_writable, present_run
+    from workbench.cli.progress import present_run
     from workbench.core import runner, stock
     from workbench.shared import urls as urls_mod
 
@@ -307,9 +319,7 @@ def _run_urls(
     if iperf3 is not None:
         urls_mod.parse_host_port(str(iperf3))
     for index in range(1, len(texts) + 1):
-        path = _json_for(json_out, index, len(texts))
-        if path is not None:
-            check_writable(path)
+        outputs.numbered(index, len(texts)).check_writable()  # run.json, or run-1.json, run-2.json, ...
     codes: list[int] = []
     for index, (text, url) in enumerate(zip(texts, parsed, strict=True), start=1):
         if len(texts) > 1:
@@ -320,10 +330,11 @@ def _run_urls(
             done = present_run(
                 out,
                 db or paths.default_db(),
-                _json_for(json_out, index, len(texts)),
+                outputs.numbered(index, len(texts)),
                 lambda recorder, observer, p=url_plan_, f=far: runner.execute(
                     p, recorder, observer, far=f, label=label
                 ),
+                wide,
             )
         except WorkbenchError as exc:
             if len(texts) == 1:
@@ -364,20 +375,38 @@ def report(
     run_id: Annotated[int | None, typer.Argument(help="Run id (default: the latest).")] = None,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the run's JSON document.")] = None,
+    markdown_out: MarkdownOpt = None,
+    csv_out: CsvOpt = None,
+    html_out: Annotated[
+        Path | None, typer.Option("--html", help="Also write one self-contained HTML page: table, plots, verdict.")
+    ] = None,
+    wide: WideOpt = False,
 ) -> None:
     """Re-render a past run's summary table from the results database."""
+    from workbench.cli.exports import write_exports
+    from workbench.cli.progress import Outputs
     from workbench.cli.report import render_run
     from workbench.core.store import Store
     from workbench.shared.validate import check_output_file, check_run_id
 
     if run_id is not None:
         check_run_id(run_id)
-    check_output_file(json_out)
+    Outputs(json_out, markdown_out, csv_out).check()
+    check_output_file(html_out, "--html")
     with Store(db or paths.default_db()) as store:
         past = store.load(run_id)
-    render_run(out, past)
+    render_run(out, past, wide)
     if json_out:
         json_out.write_text(json.dumps(past.to_json(), indent=1))
+    write_exports(past, markdown_out, csv_out)
+    for name, path in (("Markdown", markdown_out), ("CSV", csv_out)):
+        if path is not None:
+            out.print(f"{name}: {escape(str(path))}", soft_wrap=True)
+    if html_out:
+        from workbench.cli.html_report import render_html
+
+        html_out.write_text(render_html(past), encoding="utf-8")
+        out.print(f"HTML report: {escape(str(html_out))}", soft_wrap=True)
 
 
 @app.command()
@@ -533,30 +562,36 @@ def lab(
         str,
         typer.Option(
             help="The server host's servers: workbench (its own, default) or stock (plain daemons only, each "
-            "measured by URL as 'run URL' does, one run each; --json PATH writes PATH-SCHEME.json per run)."
+            "measured by URL as 'run URL' does, one run each; --json/--markdown/--csv PATH write "
+            "PATH-SCHEME.json/.md/.csv per run)."
         ),
     ] = "workbench",
     scenario: Annotated[
         str | None,
         typer.Option(
             help="Replay a published story (its link, options and figures beside the lab's): wifi-ac-64k, "
-            "gige-jumbo, wireless-g, thunderbolt; 'list' lists them. --json PATH writes PATH-VARIANT.json per run."
+            "gige-jumbo, wireless-g, thunderbolt; 'list' lists them. --json/--markdown/--csv PATH write "
+            "PATH-VARIANT.json/.md/.csv per run."
         ),
     ] = None,
     quick: Annotated[bool, typer.Option(help="With --scenario: a reduced form (small files, fewer copies).")] = False,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
+    markdown_out: MarkdownOpt = None,
+    csv_out: CsvOpt = None,
     label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
+    wide: WideOpt = False,
 ) -> None:
     """Two emulated hosts joined by a real link (rate, delay, MTU) with real servers; runs the comparison."""
-    from workbench.cli.progress import present_run
+    from workbench.cli.progress import Outputs, present_run
     from workbench.lab.run import LabRequest, lab_settings, run_lab
-    from workbench.shared.validate import check_label, check_output_file
+    from workbench.shared.validate import check_label
 
     check_label(label)
-    check_output_file(json_out)
+    outputs = Outputs(json_out, markdown_out, csv_out)
+    outputs.check()
     if scenario is not None:
-        _scenario_lab(scenario, quick, settings, _explicit_params(ctx), db, json_out, label)
+        _scenario_lab(scenario, quick, settings, _explicit_params(ctx), db, outputs, label, wide)
         return
     if quick:
         raise UsageError("--quick is the reduced form of a --scenario", "add --scenario NAME, or drop --quick")
@@ -576,13 +611,14 @@ def lab(
         stall=stall,
     )
     if servers == "stock":
-        _stock_lab(request, db, json_out, label)
+        _stock_lab(request, db, outputs, label, wide)
         return
     run = present_run(
         out,
         db or paths.default_db(),
-        json_out,
+        outputs,
         lambda recorder, observer: run_lab(request, recorder, observer, label),
+        wide,
     )
     _exit_for_rows(run)
 
@@ -593,15 +629,16 @@ def _scenario_lab(
     settings: dict[str, Any],
     explicit: set[str],
     db: Path | None,
-    json_out: Path | None,
+    outputs: Outputs,
     label: str | None,
+    wide: bool = False,
 ) -> None:
     """`lab --scenario NAME`: each variant run, shown and recorded as `lab` shows one, then the story's published
     figures beside the lab's; exits with the first failure's code once all ran (ROWS_FAILED when rows failed)."""
     from workbench.cli.progress import present_run
     from workbench.cli.report import render_story
     from workbench.lab import scenarios
-    from workbench.lab.run import per_server_path, run_lab, validate_request
+    from workbench.lab.run import run_lab, validate_request
 
     if name == "list":
         for story, line in scenarios.listing():
@@ -616,13 +653,14 @@ def _scenario_lab(
     for variant, request in planned:
         title = f"{label or 'scenario ' + story.name}: {variant.name}"
         out.rule(f"{story.name}: {variant.name}")
-        path = json_out and per_server_path(json_out, variant.name.replace(" ", "-").replace(",", ""))
+        path = outputs.suffixed(variant.name.replace(" ", "-").replace(",", ""))  # PATH-VARIANT.json, ...
         try:
             done = present_run(
                 out,
                 db or paths.default_db(),
                 path,
                 lambda recorder, observer, request=request, title=title: run_lab(request, recorder, observer, title),
+                wide,
             )
         except UsageError:
             raise
@@ -641,14 +679,14 @@ def _scenario_lab(
         raise typer.Exit(codes[0])
 
 
-def _stock_lab(request: Any, db: Path | None, json_out: Path | None, label: str | None) -> None:
+def _stock_lab(request: Any, db: Path | None, outputs: Outputs, label: str | None, wide: bool = False) -> None:
     """`lab --servers stock`: one run per stock server's URL, each shown and recorded as `run` shows one; exits
     with the first failure's code once all ran (ROWS_FAILED when rows failed)."""
     from workbench.cli.progress import RichObserver, present_run
-    from workbench.lab.run import per_server_path, run_stock_lab
+    from workbench.lab.run import run_stock_lab
 
     def present(name: str, start: Any) -> Run:
-        return present_run(out, db or paths.default_db(), json_out and per_server_path(json_out, name), start)
+        return present_run(out, db or paths.default_db(), outputs.suffixed(name), start, wide)
 
     with RichObserver(out) as observer:
         runs = run_stock_lab(request, present, observer, label)

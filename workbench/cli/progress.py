@@ -1,16 +1,32 @@
 """How `run` and `lab` show a run on the terminal: status lines and a progress bar per row (rich), then the
-summary table and the JSON document, which are written also when Ctrl-C, SIGTERM or a failure stops the run.
+summary table and the files asked for (the JSON document, Markdown, CSV), which are written also when Ctrl-C,
+SIGTERM or a failure stops the run.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Column
+from rich.text import Text
 
+from workbench.cli.eta import Pace, clock
 from workbench.core.observe import CopyProgress, Recorder
 from workbench.core.results import Run
 from workbench.core.store import StoreRecorder
@@ -18,36 +34,102 @@ from workbench.shared.errors import from_os_error
 
 
 class _RowBar:
-    def __init__(self, bar: Progress, task: TaskID, total_bytes: int) -> None:
-        self._bar, self._task, self._total = bar, task, total_bytes
+    def __init__(self, observer: RichObserver, bar: Progress, task: TaskID, total_bytes: int) -> None:
+        self._observer, self._bar, self._task, self._total = observer, bar, task, total_bytes
 
     def restart(self, description: str) -> None:
         self._bar.reset(self._task, total=self._total, description=description)
 
     def advance(self, done_bytes: int) -> None:
         self._bar.update(self._task, completed=done_bytes)  # rich's Progress takes a lock: safe from the meter
+        self._observer.moving(done_bytes)
 
     def close(self) -> None:
         self._bar.remove_task(self._task)
 
 
-class RichObserver:
-    """The runner's RunObserver on a rich console: plain status lines, one transient bar per row."""
+class _TailColumn(ProgressColumn):
+    """A row's copy rate; on the overall line, the time elapsed and the time left, computed at each refresh so
+    that they count on between copies."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, overall: Callable[[], str]) -> None:
+        super().__init__(table_column=Column(no_wrap=True))  # the bar gives way, the time left stays one line
+        self._overall = overall
+        self._speed = TransferSpeedColumn()
+
+    def render(self, task: Task) -> Text:
+        if task.fields.get("overall"):
+            return Text(self._overall(), style="progress.remaining")
+        return self._speed.render(task)
+
+
+class RichObserver:
+    """The runner's RunObserver (and RunPace) on a rich console: plain status lines; while the copies run, one
+    overall line (copies made of all, warm-ups included, bytes, time elapsed and time left) above a transient
+    bar for the copy under way, which shows its own rate."""
+
+    def __init__(self, console: Console, now: Callable[[], float] = time.monotonic) -> None:
         self.console = console
         self._bar: Progress | None = None
+        self._now = now
+        self._started_s = now()  # the run's start: the elapsed time counts making the files and the baseline
+        self._pace: Pace | None = None
+        self._overall: TaskID | None = None
+        self._lock = threading.Lock()  # the copy meter's thread moves the pace, the refresh thread reads it
 
     def status(self, line: str) -> None:
         self.console.print(line, markup=False)
 
-    def row_progress(self, description: str, total_bytes: int) -> CopyProgress:
-        if self._bar is None:  # started at the first row: the status lines before it print plainly
-            columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    def _progress(self) -> Progress:
+        if self._bar is None:  # started at the copies: the status lines before them print plainly
+            # on a narrow terminal the bar and then the description give way; figures never fold
+            columns = (
+                TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis")),
+                BarColumn(),
+                DownloadColumn(table_column=Column(no_wrap=True)),
+                _TailColumn(self.overall_text),
+            )
             self._bar = Progress(*columns, console=self.console, transient=True)
             self._bar.start()
-        task = self._bar.add_task(description, total=total_bytes)
-        return _RowBar(self._bar, task, total_bytes)
+        return self._bar
+
+    def plan(self, total_copies: int, total_bytes: int, least_s: float | None) -> None:
+        pace = Pace(total_copies, total_bytes, least_s, started_s=self._now())
+        with self._lock:
+            self._pace = pace
+        self._overall = self._progress().add_task(pace.copies_text(), total=total_bytes, overall=True)
+
+    def copy_done(self, set_bytes: int) -> None:
+        self._move(lambda pace: pace.copy_done(set_bytes))
+
+    def copies_dropped(self, copies: int, set_bytes: int) -> None:
+        self._move(lambda pace: pace.dropped(copies, set_bytes))
+
+    def moving(self, done_bytes: int) -> None:
+        """The copy under way has moved `done_bytes` (from the copy meter's thread)."""
+        self._move(lambda pace: pace.under_way(done_bytes))
+
+    def _move(self, change: Callable[[Pace], None]) -> None:
+        with self._lock:
+            if self._pace is None:
+                return
+            change(self._pace)
+            shown = (self._pace.copies_text(), self._pace.total_bytes, self._pace.moved_bytes)
+        if self._bar is not None and self._overall is not None:
+            self._bar.update(self._overall, description=shown[0], total=shown[1], completed=shown[2])
+
+    def overall_text(self) -> str:
+        """The overall line's tail: '2:31 elapsed, ≈ 4 min left'."""
+        now = self._now()
+        with self._lock:
+            left = self._pace.time_left(now) if self._pace is not None else None
+        text = f"{clock(now - self._started_s)} elapsed"
+        return f"{text}, {left.text()}" if left is not None else text
+
+    def row_progress(self, description: str, total_bytes: int) -> CopyProgress:
+        bar = self._progress()
+        task = bar.add_task(description, total=total_bytes)
+        return _RowBar(self, bar, task, total_bytes)
 
     def close(self) -> None:
         if self._bar is not None:
@@ -61,43 +143,113 @@ class RichObserver:
         self.close()
 
 
-def check_writable(path: Path) -> None:
-    """Refuse a JSON path this process cannot write before the run starts, not after it (and leave no file)."""
+def check_writable(path: Path, what: str = "the JSON document") -> None:
+    """Refuse a path this process cannot write before the run starts, not after it (and leave no file)."""
     existed = path.exists()
     try:
         with open(path, "a"):
             pass
     except OSError as exc:
-        raise from_os_error(exc, f"opening {path} for the JSON document") from exc
+        raise from_os_error(exc, f"opening {path} for {what}") from exc
     if not existed:
         path.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """The files a run is written to, each None when not asked for: the JSON document (--json), the summary table
+    as Markdown (--markdown) and as CSV (--csv)."""
+
+    json: Path | None = None
+    markdown: Path | None = None
+    csv: Path | None = None
+
+    def named(self) -> list[tuple[str, str, Path]]:
+        """(flag, what it holds, path) of each file asked for."""
+        files = (
+            ("--json", "the JSON document", self.json),
+            ("--markdown", "the Markdown table", self.markdown),
+            ("--csv", "the CSV table", self.csv),
+        )
+        return [(flag, what, path) for flag, what, path in files if path is not None]
+
+    def check(self) -> None:
+        """Refuse, before any work, a path whose directory does not exist, and two flags naming one file."""
+        from workbench.shared.errors import UsageError
+        from workbench.shared.validate import check_output_file
+
+        seen: dict[Path, str] = {}
+        for flag, _, path in self.named():
+            check_output_file(path, flag)
+            same = seen.setdefault(path.resolve(), flag)
+            if same != flag:
+                raise UsageError(f"{same} and {flag} name the same file {path}", "give each its own file")
+
+    def check_writable(self) -> None:
+        """Refuse, before the run, a file this process cannot write (see check_writable)."""
+        for _, what, path in self.named():
+            check_writable(path, what)
+
+    def numbered(self, index: int, count: int) -> Outputs:
+        """The files of the index-th of `count` runs (`run URL URL...`): these for one run; for several
+        PATH-1.json, PATH-1.md, PATH-2.json, ..."""
+        if count == 1:
+            return self
+        return self._renamed(lambda path, _: path.with_name(f"{path.stem}-{index}{path.suffix}"))
+
+    def suffixed(self, name: str) -> Outputs:
+        """The files of the run called `name` among several (a stock server's scheme, a scenario's variant):
+        PATH-NAME.json, PATH-NAME.md, PATH-NAME.csv (the extension given, else that one)."""
+        return self._renamed(lambda path, default: path.with_name(f"{path.stem}-{name}{path.suffix or default}"))
+
+    def _renamed(self, rename: Callable[[Path, str], Path]) -> Outputs:
+        return Outputs(
+            json=rename(self.json, ".json") if self.json else None,
+            markdown=rename(self.markdown, ".md") if self.markdown else None,
+            csv=rename(self.csv, ".csv") if self.csv else None,
+        )
+
+    def write(self, run: Run) -> None:
+        """Write every file asked for, the JSON document first."""
+        from workbench.cli.exports import write_exports
+
+        if self.json is not None:
+            self.json.write_text(json.dumps(run.to_json(), indent=1))
+        write_exports(run, self.markdown, self.csv)
+
+    def lines(self) -> list[str]:
+        """What the terminal says of the files written: 'JSON document: PATH', ..."""
+        names = {"--json": "JSON document", "--markdown": "Markdown", "--csv": "CSV"}
+        return [f"{names[flag]}: {path}" for flag, _, path in self.named()]
 
 
 def present_run(
     console: Console,
     db_path: Path,
-    json_out: Path | None,
+    outputs: Outputs | Path | None,
     start: Callable[[Recorder, RichObserver], Run],
+    wide: bool = False,
 ) -> Run:
-    """Call `start(recorder, observer)` (which executes a run), then show the table and write the JSON.
+    """Call `start(recorder, observer)` (which executes a run), then show the table and write the files asked
+    for (`outputs`; a bare path is the JSON document's).
 
-    The JSON document is written however the run ended: a run stopped by Ctrl-C, SIGTERM or a failure keeps
-    the rows it finished, in the database (saved as each finished) and in the JSON; the table is shown only
-    for a run that completed.
+    The files are written however the run ended: a run stopped by Ctrl-C, SIGTERM or a failure keeps the rows
+    it finished, in the database (saved as each finished) and in the files; the table is shown only
+    for a run that completed; `wide` shows every column and the notes inline (render_run).
     """
     from workbench.cli.report import render_run
 
-    if json_out is not None:
-        check_writable(json_out)
+    files = outputs if isinstance(outputs, Outputs) else Outputs(json=outputs)
+    files.check_writable()
     recorder = StoreRecorder(db_path)
     try:
         with recorder, RichObserver(console) as observer:
             run = start(recorder, observer)
     finally:
-        if json_out is not None and recorder.finished is not None:
-            json_out.write_text(json.dumps(recorder.finished.to_json(), indent=1))
-    render_run(console, run)
-    if json_out is not None:
-        console.print(f"JSON document: {json_out}")
+        if recorder.finished is not None:
+            files.write(recorder.finished)
+    render_run(console, run, wide)
+    for line in files.lines():
+        console.print(line, markup=False, highlight=False)
     return run
 

@@ -1,4 +1,4 @@
-"""Terminal rendering: the summary table of a run, the TCP limit, history and run comparison.
+"""Terminal rendering: the summary table of a run, the TCP limit and history (a comparison: cli.compare).
 
 MB/s is 10^6 bytes/s and Mbit/s 10^6 bits/s throughout, so figures compare directly with iperf.
 """
@@ -12,30 +12,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from workbench.cli.summary import COLUMNS, SHORT_DIRECTION, link_line, mb, mbit, summary_rows
-from workbench.core.results import Result, Run
+from workbench.cli.run_table import print_results, table_width
+from workbench.cli.summary import link_line, mb, mbit
+from workbench.core.results import Run
 from workbench.core.store import RunSummary
 
 
-def results_table(run: Run) -> Table:
-    title = f"run {run.id}" if run.id is not None else "run"
-    table = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
-    for name, justify in COLUMNS:
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for line in summary_rows(run):
-        cells = list(line.cells())
-        cells[0] = f"[bold]{cells[0]}[/]" if line.baseline else escape(cells[0])
-        cells[10] = _STATUS_MARKUP.get(line.status, line.status or "—")
-        cells[11] = escape(cells[11])
-        table.add_row(*cells, style="dim" if line.unavailable else None)
-    return table
-
-
-_STATUS_MARKUP = {"ok": "[green]ok[/]", "failed": "[red]failed[/]", "MISMATCH": "[red]MISMATCH[/]",
-                  "unchecked": "[yellow]unchecked[/]"}  # fmt: skip
-
-
-def render_run(console: Console, run: Run) -> None:
+def render_run(console: Console, run: Run, wide: bool = False) -> None:
+    """The run's setting (server, link, baseline), its verdict, the table and its footnotes, then the window
+    sweep and the notes. The table fits 120 columns, its notes numbered under it; `wide` shows every column
+    and the notes inline (workbench.cli.run_table)."""
     server = run.meta.get("server") or {}
     if server.get("kind") == "stock":
         scratch = f"; scratch directory {server['scratch_path']}" if server.get("scratch_path") else ""
@@ -48,11 +34,13 @@ def render_run(console: Console, run: Run) -> None:
     no_baseline = _no_baseline_line(run)
     if no_baseline:
         console.print(no_baseline)
-    console.print(results_table(run))
+    # the answer first: a reader of a long run sees it without scrolling back over the table
+    if run.explanation is not None and run.explanation.verdict:
+        verdict = "[bold]verdict:[/] " + escape(" ".join(run.explanation.verdict))
+        console.print(verdict, width=table_width(console, wide))
+    print_results(console, run, wide)
     if run.window_sweep:
         render_sweep(console, run.window_sweep)
-    if run.explanation is not None and run.explanation.verdict:
-        console.print("[bold]verdict:[/] " + escape(" ".join(run.explanation.verdict)))
     for warning in run.warnings:
         console.print(f"[yellow]note:[/] {warning}")
 

@@ -46,13 +46,15 @@ class SummaryRow:
     mbit_per_s: str
     spread: str
     pct_of_tcp: str
-    bound: str
+    bound: str  # the binding ceiling in MB/s: 'window 23'
     tcp_limit: str
     files_per_s: str
     status: str
     notes: tuple[str, ...]
     unavailable: bool = False  # a client this host cannot run: shown dimmed
     baseline: bool = False  # a raw-TCP line
+    sigma: str = ""  # the copies' relative standard deviation, '±4%' ('—' for one copy)
+    bound_mbit: str = ""  # the binding ceiling in Mbit/s: 'window 187'
 
     def cells(self) -> tuple[str, ...]:
         """The cells in COLUMNS order, the notes joined with '; '."""
@@ -90,12 +92,21 @@ def spread(row: Result) -> str:
     return text
 
 
-def ceiling(why: RowExplanation) -> str:
+def sigma(row: Result) -> str:
+    s = row.summary
+    if s is None:
+        return "—"
+    return f"±{s.relative_stdev * 100:.0f}%" if s.relative_stdev is not None else "—"
+
+
+def ceiling(why: RowExplanation, bits: bool = False) -> str:
+    """The binding ceiling and its rate, in MB/s (or Mbit/s with `bits`)."""
     if why.bound is None or why.ceiling_bytes_per_s is None:
         return "—"
+    rate = why.ceiling_bytes_per_s * 8 if bits else why.ceiling_bytes_per_s
     if why.bound == UNEXPLAINED:  # the lowest ceiling is shown, but as what it is: no explanation
-        return f"unexpl. ≤{why.ceiling_bytes_per_s / 1e6:,.0f}"
-    return f"{why.bound} {why.ceiling_bytes_per_s / 1e6:,.0f}"
+        return f"unexpl. ≤{rate / 1e6:,.0f}"
+    return f"{why.bound} {rate / 1e6:,.0f}"
 
 
 def triage(found: TcpTriage | None) -> str:
@@ -195,6 +206,8 @@ def summary_rows(run: Run) -> list[SummaryRow]:
                 spread=spread(row),
                 pct_of_tcp=f"{why.pct_of_tcp:.0f}" if why.pct_of_tcp is not None else "—",
                 bound=ceiling(why),
+                bound_mbit=ceiling(why, bits=True),
+                sigma=sigma(row),
                 tcp_limit=triage(row.tcp),
                 files_per_s=f"{row.files_per_s:,.0f}" if row.files_per_s else "",
                 status=status(row),

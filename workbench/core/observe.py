@@ -9,7 +9,7 @@ that tests can watch a run's orchestration with plain objects.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from workbench.core.results import Baseline, Result, Run
 
@@ -32,6 +32,42 @@ class RunObserver(Protocol):
         ...
 
     def row_progress(self, description: str, total_bytes: int) -> CopyProgress: ...
+
+
+@runtime_checkable
+class RunPace(Protocol):
+    """What an observer that shows the whole run's progress (copies done, time left) is told besides the
+    RunObserver calls. Optional: the runner tells only an observer that has these methods (`pace_of`), so an
+    observer written before them works as it did."""
+
+    def plan(self, total_copies: int, total_bytes: int, least_s: float | None) -> None:
+        """Before the first copy: every copy the run will make (warm-ups included), their bytes, and the least
+        time they take at the raw TCP rate just measured (None without a baseline)."""
+        ...
+
+    def copy_done(self, set_bytes: int) -> None:
+        """A copy ended, warm-up or timed, failed or not; `set_bytes` is its file set's size."""
+        ...
+
+    def copies_dropped(self, copies: int, set_bytes: int) -> None:
+        """Planned copies that will not be made: a row that failed stops, a client that cannot connect."""
+        ...
+
+
+class _NoPace:
+    def plan(self, total_copies: int, total_bytes: int, least_s: float | None) -> None:
+        pass
+
+    def copy_done(self, set_bytes: int) -> None:
+        pass
+
+    def copies_dropped(self, copies: int, set_bytes: int) -> None:
+        pass
+
+
+def pace_of(observer: RunObserver) -> RunPace:
+    """The observer itself if it follows the whole run's progress, else a RunPace that ignores it all."""
+    return observer if isinstance(observer, RunPace) else _NoPace()
 
 
 class Recorder(Protocol):

@@ -24,7 +24,7 @@ from typing import Any
 from workbench.core import settings
 from workbench.core.context import EmulatorReport, LabContext
 from workbench.core.farhost import FarHost, ServedFarHost, StockHost
-from workbench.core.observe import QuietObserver, Recorder, RunObserver
+from workbench.core.observe import QuietObserver, Recorder, RunObserver, pace_of
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline, Explanation, Result, Run, Sample
 from workbench.core.sampler import CopyMeter
@@ -110,7 +110,11 @@ class _Copier:
             server_cpu1 = self.control.cpu_seconds()
         # 0 if the helper died; the triage's sampling thread ran in this process but is not the client's work
         cpu = max(0.0, cpu1 - cpu0 - seen.sampling_cpu_s)
-        server_cpu = server_cpu1 - server_cpu0 if server_cpu0 is not None and server_cpu1 is not None else None
+        # A process of the server's tree that ended between the readings, unreaped inside the tree, takes its CPU
+        # with it: the difference is then an undercount, and never read as below zero.
+        server_cpu = (
+            max(0.0, server_cpu1 - server_cpu0) if server_cpu0 is not None and server_cpu1 is not None else None
+        )
         moved = file_set.total_bytes if error is None else meter.total
         verified: bool | None = None
         if error is None:
@@ -229,6 +233,11 @@ def _measure_rows(
                 text = f"{UNAVAILABLE} {exc.one_line()}" if isinstance(exc, UnavailableError) else exc.one_line()
                 for direction in plan.directions:
                     save(Result(protocol, name, direction, "-", 0, 0, error=text))
+                per_direction = plan.warmup + plan.repeat
+                pace_of(observer).copies_dropped(
+                    per_direction * len(manifest.sets) * len(plan.directions),
+                    per_direction * sum(s.total_bytes for s in manifest.sets) * len(plan.directions),
+                )
                 client.close()
                 continue
             copier = _Copier(client, control, plan, scratch, watcher)
@@ -253,13 +262,15 @@ def _measure_row(
     protocol, name = entry.label.split("/")
     row = functools.partial(Result, protocol, name, direction, file_set.name, file_set.total_bytes, len(file_set.files))
     upload_dir = f"{run_dir}/{_slug(entry.label)}-{_slug(file_set.name)}"
+    total = plan.warmup + plan.repeat
+    pace = pace_of(observer)
     try:
         if direction == "upload":
             copier.client.mkdir(upload_dir)
     except WorkbenchError as exc:
         copier.client = _reconnect(copier.client)  # a session that broke between rows must not fail the rest
+        pace.copies_dropped(total, total * file_set.total_bytes)
         return row(error=exc.one_line())
-    total = plan.warmup + plan.repeat
     samples: list[Sample] = []
     warmup = 0
     error: str | None = None
@@ -270,6 +281,7 @@ def _measure_row(
             label = "warm-up" if warm else f"{attempt - plan.warmup + 1}/{plan.repeat}"
             progress.restart(f"{entry.label} {direction} {file_set.name} {label}")
             sample = copier.copy_once(file_set, direction, upload_dir, progress.advance)
+            pace.copy_done(file_set.total_bytes)
             if warm:
                 warmup += 1
                 if sample.error is None:
@@ -279,6 +291,8 @@ def _measure_row(
             if sample.error is not None:
                 error = sample.error
                 copier.client = _reconnect(copier.client)
+                skipped = total - attempt - 1
+                pace.copies_dropped(skipped, skipped * file_set.total_bytes)
                 break
     finally:
         progress.close()
@@ -373,7 +387,8 @@ def execute(
                 lab.after_baseline()
             if not (baseline.up_bytes_per_s or baseline.down_bytes_per_s) and baseline.details.get("no_baseline"):
                 observer.status(f"no raw-TCP baseline: {baseline.details['no_baseline']}")
-            _check_copy_estimate(plan, manifest, baseline, observer)
+            least_s = _check_copy_estimate(plan, manifest, baseline, observer)
+            pace_of(observer).plan(*_planned_copies(plan, manifest), least_s)
             # Made by serve before any client: every server may then write beneath it (the rsync daemon, which
             # transfers as its own uid, through the write grant it inherits from incoming/'s default ACL).
             control.mkdir(run_dir)
@@ -480,8 +495,9 @@ def _remove_uploads_of_killed_runs(recorder: Recorder, control: FarHost, target:
         recorder.update_meta(run_id, meta)
 
 
-def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, observer: RunObserver) -> None:
-    """Say how long the copies take at least, at the raw TCP rate just measured; refuse hours of them.
+def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, observer: RunObserver) -> float | None:
+    """Say how long the copies take at least, at the raw TCP rate just measured; refuse hours of them. Returns
+    that least time (None without a raw TCP rate either way).
 
     The raw TCP rate bounds every client, so this is a floor: a plan of 1 GB files over a 1 Mbit/s path
     is refused here, before its first copy, not found out after a night.
@@ -495,7 +511,7 @@ def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, obs
     for direction in plan.directions:
         rate_bytes_per_s = baseline.for_direction(direction)
         if not rate_bytes_per_s:
-            return  # no baseline this way: nothing to estimate from
+            return None  # no baseline this way: nothing to estimate from
         least_s += copies_per_direction * set_bytes / rate_bytes_per_s
     observer.status(f"the copies take at least {format_duration(least_s)} at the raw TCP rate")
     check_copy_estimate(
@@ -505,3 +521,12 @@ def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, obs
         "at the measured raw TCP rate",
         "use smaller --sizes, fewer --protocols or --repeat",
     )
+    return least_s
+
+
+def _planned_copies(plan: Plan, manifest: Manifest) -> tuple[int, int]:
+    """Every copy the rows will make, warm-ups included, and their bytes (clients this host cannot load copy
+    nothing): the totals of the run's progress."""
+    runnable = [e for e in plan.entries if not isinstance(registry.load(e), str)]
+    per_set = len(runnable) * len(plan.directions) * (plan.warmup + plan.repeat)
+    return per_set * len(manifest.sets), per_set * sum(s.total_bytes for s in manifest.sets)

@@ -348,11 +348,6 @@ def _stock_run(
     return runner.execute(url_run_plan, recorder, observer, far=far, lab=context, label=label)
 
 
-def per_server_path(path: Path, name: str) -> Path:
-    """Where a stock lab writes the JSON document of `name`'s run when --json PATH was given: PATH-NAME.json."""
-    return path.with_name(f"{path.stem}-{name}{path.suffix or '.json'}")
-
-
 EMULATOR_BUSY = 0.8  # of one core: above this the link emulator may have shaped results, not just the link
 
 
