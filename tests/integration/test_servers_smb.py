@@ -66,6 +66,26 @@ def test_smbd_starts_and_stops_leaving_no_process(own_smbd: Smbd) -> None:
         socket.create_connection((HOST, own_smbd.ctx.ports["smb"]), timeout=1).close()
 
 
+def test_smbd_in_a_deep_state_directory_starts_and_serves(tmp_path: Path) -> None:
+    """A unix socket's path holds 107 bytes: under a deep state directory smbd's sockets go to a short private
+    folder (else smbd exits at start: "File name too long"), removed again when it stops."""
+    if reason := Smbd.unavailable_reason():
+        pytest.skip(reason)
+    runner = SmbdRunner(tmp_path / ("d" * 80))
+    assert len(str(runner.server.dir)) > 107 - 40
+    try:
+        server = runner.ensure()
+        sockets = server.short_socket_dir()
+        assert (sockets / "lock" / "msg.sock").is_dir() and sockets.stat().st_mode & 0o777 == 0o700
+        (runner.ctx.root / "deep.bin").write_bytes(b"x" * 1000)
+        with PysmbClient(runner.target()) as client:
+            client.download("deep.bin", tmp_path / "deep.bin", Counter())
+        assert (tmp_path / "deep.bin").read_bytes() == b"x" * 1000
+    finally:
+        runner.stop()
+    assert not sockets.exists()
+
+
 def test_smbd_keeps_the_password_off_argv_and_config(own_smbd: Smbd) -> None:
     pid = own_smbd.start()
     password = own_smbd.ctx.credentials.password

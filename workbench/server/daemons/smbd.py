@@ -12,14 +12,26 @@ show the transport, not AES.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import shutil
+import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 from workbench.server.daemons.base import ManagedServer
-from workbench.shared.errors import AuthError, NotFoundError
+from workbench.shared.errors import AuthError, NotFoundError, UsageError
 
 MIN_PROTOCOL = "SMB2_02"
 MAX_PROTOCOL = "SMB3_11"
+
+# A unix socket's path holds at most 107 bytes. smbd makes its messaging sockets as
+# '<lock directory>/msg.sock/<pid>' and its RPC ones under the ncalrpc dir: this much room is kept for
+# what it appends to either.
+SOCKET_SUFFIX_ROOM = 40
+SOCKET_PATH_MAX = 107
 
 
 def _conf_value(text: str) -> str:
@@ -40,21 +52,45 @@ class Smbd(ManagedServer):
         return self.dir / "smb.conf"
 
     def private_folders(self) -> dict[str, Path]:
-        """Every folder smbd keeps state in, made private under this server's directory (smb.conf keys)."""
+        """Every folder smbd keeps state in, made private under this server's directory (smb.conf keys).
+
+        The two that hold sockets move to a short private folder of their own when this server's directory
+        is too deep for a socket's path (smbd would exit at start with "File name too long").
+        """
         state = self.dir
+        sockets = state if len(str(state)) + SOCKET_SUFFIX_ROOM <= SOCKET_PATH_MAX else self.short_socket_dir()
         folders = {
             "private dir": state / "private",
-            "lock directory": state / "lock",
+            "lock directory": sockets / "lock",
             "state directory": state / "state",
             "cache directory": state / "cache",
             "pid directory": state / "pid",
-            "ncalrpc dir": state / "ncalrpc",
+            "ncalrpc dir": sockets / "ncalrpc",
             "usershare path": state / "usershares",
             "binddns dir": state / "bind-dns",
         }
         for folder in folders.values():
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         return folders
+
+    def short_socket_dir(self) -> Path:
+        """A private folder in the temporary directory named after this server's directory: the same one each
+        time for one server (stop() finds it again), refused when it is not this user's own 0700 folder."""
+        digest = hashlib.sha256(str(self.dir).encode()).hexdigest()[:16]
+        folder = Path(tempfile.gettempdir()) / f"wb-smbd-{digest}"
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+        found = os.lstat(folder)  # lstat: a symlink planted in its place is refused, never followed
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or stat.S_IMODE(found.st_mode) != 0o700:
+            raise UsageError(
+                f"{folder} is not a private folder of this user", f"remove it, or use a shorter path than {self.dir}"
+            )
+        return folder
+
+    def stop(self) -> None:
+        super().stop()
+        if len(str(self.dir)) + SOCKET_SUFFIX_ROOM > SOCKET_PATH_MAX:
+            shutil.rmtree(self.short_socket_dir(), ignore_errors=True)
 
     def config_text(self) -> str:
         """The whole smb.conf: every state folder private, one writable share, no guests."""
