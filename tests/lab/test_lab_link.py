@@ -401,7 +401,7 @@ def test_injected_stalls_are_detected_as_stalls_of_their_duration(tmp_path: Path
     copy_s = sample["seconds"]
     assert len(lengths) >= max(1, int(copy_s / 1.5) - 1), (lengths, copy_s)
     assert all(3 <= n <= 6 for n in lengths), lengths
-    assert row["stall_seconds"] == pytest.approx(sum(lengths) * 0.1)
+    assert row["stall_s"] == pytest.approx(sum(lengths) * 0.1)
     assert "stalled" in " ".join(doc["verdict"]), doc["verdict"]
 
 
