@@ -155,26 +155,15 @@ def throughput_over_time(run: Run, row: int | Result, prefix: str | None = None)
                 span.set_gid(f"stall-{n}-{k}")
         if any(s.stalls for _, s in copies):
             handles.append(Patch(color=STALL_COLOUR, alpha=0.15, label="stall"))
-        if raw_tcp:
-            line = ax.axhline(
-                _mbit(raw_tcp),
-                color=RAW_TCP_COLOUR,
-                linestyle="--",
-                linewidth=1,
-                label=f"raw TCP {_mbit(raw_tcp):,.0f} Mbit/s",
-            )
-            line.set_gid("raw-tcp")
-            handles.append(line)
-        if link:
-            line = ax.axhline(
-                _mbit(link),
-                color=LINK_COLOUR,
-                linestyle=":",
-                linewidth=1.2,
-                label=f"link goodput {_mbit(link):,.0f} Mbit/s",
-            )
-            line.set_gid("link-goodput")
-            handles.append(line)
+        for rate, name, gid, colour, style, width in (
+            (raw_tcp, "raw TCP", "raw-tcp", RAW_TCP_COLOUR, "--", 1.0),
+            (link, "link goodput", "link-goodput", LINK_COLOUR, ":", 1.2),
+        ):
+            if rate:
+                label = f"{name} {_mbit(rate):,.0f} Mbit/s"
+                line = ax.axhline(_mbit(rate), color=colour, linestyle=style, linewidth=width, label=label)
+                line.set_gid(gid)
+                handles.append(line)
         ax.set_xlabel("time since the first request (s)")
         ax.set_ylabel("Mbit/s")
         ax.set_xlim(0, max(copy_timeline(s)[0][-1] for _, s in copies))

@@ -55,6 +55,18 @@ class Change:
     method: str
 
 
+def _lentz_step(numerator: float, c: float, d: float) -> tuple[float, float, float]:
+    """One term of the modified Lentz method: the new C and D, and the factor the fraction's value takes."""
+    d = 1.0 + numerator * d
+    if abs(d) < _CF_TINY:
+        d = _CF_TINY
+    c = 1.0 + numerator / c
+    if abs(c) < _CF_TINY:
+        c = _CF_TINY
+    d = 1.0 / d
+    return c, d, d * c
+
+
 def _beta_continued_fraction(a: float, b: float, x: float) -> float:
     """The continued fraction of I_x(a, b), evaluated by the modified Lentz method.
 
@@ -71,25 +83,10 @@ def _beta_continued_fraction(a: float, b: float, x: float) -> float:
     for m in range(1, _CF_MAX_TERMS + 1):
         m2 = 2 * m
         # even step: d_{2m} = m (b - m) x / ((a + 2m - 1)(a + 2m))
-        numerator = m * (b - m) * x / ((a + m2 - 1.0) * (a + m2))
-        d = 1.0 + numerator * d
-        if abs(d) < _CF_TINY:
-            d = _CF_TINY
-        c = 1.0 + numerator / c
-        if abs(c) < _CF_TINY:
-            c = _CF_TINY
-        d = 1.0 / d
-        h *= d * c
+        c, d, step = _lentz_step(m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)), c, d)
+        h *= step
         # odd step: d_{2m+1} = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1))
-        numerator = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))
-        d = 1.0 + numerator * d
-        if abs(d) < _CF_TINY:
-            d = _CF_TINY
-        c = 1.0 + numerator / c
-        if abs(c) < _CF_TINY:
-            c = _CF_TINY
-        d = 1.0 / d
-        step = d * c
+        c, d, step = _lentz_step(-(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0)), c, d)
         h *= step
         if abs(step - 1.0) < _CF_EPS:
             return h
