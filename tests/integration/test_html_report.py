@@ -224,3 +224,11 @@ def test_html_report_into_a_missing_directory_or_onto_a_directory_is_one_line(tm
     proc = workbench("report", str(run_id), "--db", str(db), "--html", str(tmp_path), home=tmp_path / "home")
 
     assert_clean_error(proc, ExitCode.USAGE, "--html", "is a directory")
+
+    same = tmp_path / "same.out"
+    proc = workbench(
+        "report", str(run_id), "--db", str(db), "--json", str(same), "--html", str(same), home=tmp_path / "home"
+    )
+
+    assert_clean_error(proc, ExitCode.USAGE, "--html", "same file")
+    assert not same.exists()

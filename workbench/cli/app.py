@@ -383,7 +383,6 @@ def report(
     wide: WideOpt = False,
 ) -> None:
     """Re-render a past run's summary table from the results database."""
-    from workbench.cli.exports import write_exports
     from workbench.cli.progress import Outputs
     from workbench.cli.report import render_run
     from workbench.core.store import Store
@@ -391,14 +390,15 @@ def report(
 
     if run_id is not None:
         check_run_id(run_id)
-    Outputs(json_out, markdown_out, csv_out).check()
+    outputs = Outputs(json_out, markdown_out, csv_out)
+    outputs.check()
     check_output_file(html_out, "--html")
+    if html_out is not None and html_out.resolve() in {path.resolve() for _, _, path in outputs.named()}:
+        raise UsageError(f"--html and another option name the same file {html_out}", "give each its own file")
     with Store(db or paths.default_db()) as store:
         past = store.load(run_id)
     render_run(out, past, wide)
-    if json_out:
-        json_out.write_text(json.dumps(past.to_json(), indent=1))
-    write_exports(past, markdown_out, csv_out)
+    outputs.write(past)
     for name, path in (("Markdown", markdown_out), ("CSV", csv_out)):
         if path is not None:
             out.print(f"{name}: {escape(str(path))}", soft_wrap=True)
