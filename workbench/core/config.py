@@ -179,9 +179,12 @@ def plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) -
     }
 
 
-def build_plan(values: Mapping[str, Any], *, config: Path | None = None, explicit: Set[str] = frozenset()) -> Plan:
-    """A Plan from settings by name (workbench.core.settings), with the config file's values under those the
-    user did not type (`explicit`); everything validated before any traffic."""
+def draft_plan(
+    values: Mapping[str, Any], *, config: Path | None = None, explicit: Set[str] = frozenset()
+) -> tuple[dict[str, Any], Callable[[str], str], Callable[[Target], Plan]]:
+    """Everything of a Plan but its target, checked now, before any traffic: the settings with the config
+    file's values under those the user did not type (`explicit`), where each came from (for messages), and
+    the function that makes the Plan once the target is known."""
     values = dict(values)
     from_file: set[str] = set()
     if config is not None:
@@ -196,6 +199,17 @@ def build_plan(values: Mapping[str, Any], *, config: Path | None = None, explici
     inputs = plan_inputs(values, where)
     files_dir = Path(values["files"]) if values.get("files") else paths.data_dir() / "files"
     check_free_space(files_dir, sum(inputs["sizes"]) + sum(s.count * s.size for s in inputs["small_sets"]))
+
+    def complete(target: Target) -> Plan:
+        return Plan(target=target, files_dir=files_dir, **inputs)
+
+    return values, where, complete
+
+
+def build_plan(values: Mapping[str, Any], *, config: Path | None = None, explicit: Set[str] = frozenset()) -> Plan:
+    """A Plan from settings by name (workbench.core.settings), with the config file's values under those the
+    user did not type (`explicit`); everything validated before any traffic."""
+    values, where, complete = draft_plan(values, config=config, explicit=explicit)
     host = check_host(str(values["host"]), source=where("host")) if values.get("host") is not None else None
     ports = {**DEFAULT_PORTS, **(values.get("ports") or {})}
     cred_path = Path(values["credentials"]) if values.get("credentials") else None
@@ -209,4 +223,4 @@ def build_plan(values: Mapping[str, Any], *, config: Path | None = None, explici
         target = Target(host=host, credentials=creds, ports=ports)
     else:
         raise UsageError("no host to copy to", "pass --host HOST (running 'workbench serve') or --target FILE")
-    return Plan(target=target, files_dir=files_dir, **inputs)
+    return complete(target)
