@@ -240,10 +240,27 @@ def run(
         typer.Option("--insecure-host-keys", help="Do not verify SSH host keys or TLS certificates (not recommended)."),
     ] = False,
     wide: WideOpt = False,
+    via_ssh: Annotated[
+        str | None,
+        typer.Option(
+            "--via-ssh",
+            metavar="[USER@]HOST",
+            help="Log in to HOST with ssh (your ~/.ssh/config, agent and known_hosts), start its servers for this "
+            "run only, and stop them afterwards, also on failure or Ctrl-C. Instead of --host/--target.",
+        ),
+    ] = None,
+    remote_workbench: Annotated[
+        str,
+        typer.Option(
+            "--remote-workbench",
+            help="The workbench command on the --via-ssh host, when its login PATH does not find it.",
+        ),
+    ] = "workbench",
 ) -> None:
     """Copy test files over each protocol, both ways, several times; compare with the raw TCP limit.
 
-    The far host is `workbench serve` (--host/--target), or one or more servers given by URL.
+    The far host is `workbench serve` (--host/--target), one started over SSH (--via-ssh), or one or more
+    servers given by URL.
     """
     from workbench.cli.progress import Outputs, present_run
     from workbench.core import runner
@@ -263,6 +280,23 @@ def run(
     if insecure_host_keys:
         err.print("[yellow]warning:[/] SSH host keys and TLS certificates will not be verified (--insecure-host-keys)")
     values = {**settings, "verify_host_keys": not insecure_host_keys}
+    if via_ssh is not None:
+        from workbench.cli.via_ssh import check_via_ssh_flags, run_via_ssh
+
+        check_via_ssh_flags(explicit, urls or [])
+        _exit_for_rows(
+            run_via_ssh(
+                via_ssh,
+                remote_workbench,
+                values,
+                config,
+                explicit,
+                lambda start: present_run(out, db or paths.default_db(), outputs, start, wide),
+                label,
+                err.print,
+            )
+        )
+        return
     if urls:
         _run_urls(urls, values, config, explicit, db, outputs, label, wide)
         return
@@ -499,6 +533,19 @@ def servers_status(
 
     for line in status(_state_dir(state_dir)):
         out.print(line)
+
+
+@servers_app.command("over-ssh", hidden=True)
+def servers_over_ssh(
+    bind: Annotated[str | None, typer.Option(help="Address to bind (default: where the SSH login arrived).")] = None,
+    only: Annotated[str | None, typer.Option(help="Start only these: serve,sshd,smbd,rsyncd.")] = None,
+) -> None:
+    """The far side of 'run --via-ssh': servers up in a private temp dir, their target and login as one JSON line
+    on stdout, everything down once stdin ends."""
+    from workbench.cli.via_ssh import serve_over_ssh
+    from workbench.shared.validate import check_host
+
+    serve_over_ssh(check_host(bind, source="--bind") if bind else None, only.split(",") if only else None)
 
 
 @app.command()
