@@ -254,26 +254,40 @@ def test_server_killed_mid_copy_fails_the_copy_at_once(far: Far, tmp_path: Path,
     began: list[float] = []
     lock = threading.Lock()
 
-    def kill_once(n: int) -> None:
+    def kill_once(n: int, connection_only: bool = False) -> None:
         with lock:
             if killed:
                 return
             # only the process serving this connection (serve serves all in one: it dies whole)
+            pids = far.connection_pids(name)
+            if not pids and connection_only:
+                return  # not connected yet: a server killed whole would stay dead for the tests after this one
             began.append(time.monotonic())
-            killed.extend(far.connection_pids(name) or [far.pid(name)])
+            killed.extend(pids or [far.pid(name)])
             for pid in killed:
                 os.kill(pid, signal.SIGKILL)
 
-    # as in the stall test: curl may report progress only once 64 MiB have moved, so a timer kills 10 ms in
-    early = threading.Timer(0.01, kill_once, args=(0,))
+    # As in the stall test: curl may report progress only once 64 MiB have moved, so from 10 ms into the copy
+    # a watcher also kills the process serving the connection as soon as there is one.
+    copying = threading.Event()
+
+    def watch() -> None:
+        time.sleep(0.01)
+        while copying.is_set() and not killed:
+            kill_once(0, connection_only=True)
+            time.sleep(0.005)
+
+    early = threading.Thread(target=watch, daemon=True)
     client.connect()
     try:
         with pytest.raises(WorkbenchError) as caught:
+            copying.set()
             early.start()
             _copy(client, far, "download", "", tmp_path / "big.bin", kill_once)
         elapsed = time.monotonic() - began[0]
     finally:
-        early.cancel()
+        copying.clear()
+        early.join(timeout=5)
         client.close()
         far.restart_serve_if_dead()
     line = _one_line(caught.value)
