@@ -16,8 +16,9 @@ from workbench.protocols.base import Client
 from workbench.protocols.smb import PysmbClient
 from workbench.protocols.smbclient_cli import SmbclientClient
 from workbench.protocols.smbprotocol_client import SmbprotocolClient
+from workbench.server.daemons import supervisor
 from workbench.server.daemons.base import ServerContext
-from workbench.server.daemons.smbd import SOCKET_PATH_MAX, SOCKET_SUFFIX_ROOM, Smbd
+from workbench.server.daemons.smbd import SOCKET_PATH_MAX, SOCKET_SUFFIX_ROOM, Smbd, socket_dir_for
 from workbench.shared.credentials import generate
 from workbench.shared.errors import WorkbenchError
 
@@ -83,6 +84,22 @@ def test_smbd_in_a_deep_state_directory_starts_and_serves(tmp_path: Path) -> Non
         assert (tmp_path / "deep.bin").read_bytes() == b"x" * 1000
     finally:
         runner.stop()
+    assert not sockets.exists()
+
+
+def test_servers_down_removes_the_socket_folder_of_a_deep_smbd(tmp_path: Path) -> None:
+    """`servers down` stops a recorded smbd from another process than the one that started it: it finds the
+    short socket folder again by the server's directory and removes it too."""
+    if reason := Smbd.unavailable_reason():
+        pytest.skip(reason)
+    state_dir = tmp_path / ("s" * 80)
+    (tmp_path / "root").mkdir()
+    supervisor.up(tmp_path / "root", HOST, state_dir, only=["smbd"], ports={"smb": free_port(HOST)})
+    try:
+        sockets = socket_dir_for(state_dir / "smbd")
+        assert sockets is not None and (sockets / "lock").is_dir()
+    finally:
+        supervisor.down(state_dir)
     assert not sockets.exists()
 
 

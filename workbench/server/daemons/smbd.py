@@ -34,6 +34,32 @@ SOCKET_SUFFIX_ROOM = 40
 SOCKET_PATH_MAX = 107
 
 
+def _digest(server_dir: Path) -> str:
+    return hashlib.sha256(str(server_dir).encode()).hexdigest()[:16]
+
+
+def socket_dir_for(server_dir: Path) -> Path | None:
+    """Where the sockets of the smbd kept in `server_dir` live when that directory is too deep for them: a
+    folder in the temporary directory named after it (the same one each time, so whoever stops the server
+    finds it again); None when they fit beneath `server_dir` itself."""
+    if len(str(server_dir)) + SOCKET_SUFFIX_ROOM <= SOCKET_PATH_MAX:
+        return None
+    return Path(tempfile.gettempdir()) / f"wb-smbd-{_digest(server_dir)}"
+
+
+def _own_private_folder(folder: Path) -> bool:
+    found = os.lstat(folder)  # lstat: a symlink planted in its place is refused, never followed
+    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and stat.S_IMODE(found.st_mode) == 0o700
+
+
+def remove_socket_dir(server_dir: Path) -> None:
+    """Remove the socket folder of the smbd kept in `server_dir`, if it has one (after the server stopped)."""
+    folder = socket_dir_for(server_dir)
+    with contextlib.suppress(FileNotFoundError):
+        if folder is not None and _own_private_folder(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def _conf_value(text: str) -> str:
     """Refuse values that would break out of one smb.conf line."""
     if "\n" in text or "\r" in text:
@@ -58,7 +84,7 @@ class Smbd(ManagedServer):
         is too deep for a socket's path (smbd would exit at start with "File name too long").
         """
         state = self.dir
-        sockets = state if len(str(state)) + SOCKET_SUFFIX_ROOM <= SOCKET_PATH_MAX else self.short_socket_dir()
+        sockets = self.short_socket_dir() if socket_dir_for(state) is not None else state
         folders = {
             "private dir": state / "private",
             "lock directory": sockets / "lock",
@@ -74,14 +100,12 @@ class Smbd(ManagedServer):
         return folders
 
     def short_socket_dir(self) -> Path:
-        """A private folder in the temporary directory named after this server's directory: the same one each
-        time for one server (stop() finds it again), refused when it is not this user's own 0700 folder."""
-        digest = hashlib.sha256(str(self.dir).encode()).hexdigest()[:16]
-        folder = Path(tempfile.gettempdir()) / f"wb-smbd-{digest}"
+        """The short folder of socket_dir_for(), made if missing, refused when it is not this user's own 0700
+        folder."""
+        folder = socket_dir_for(self.dir) or Path(tempfile.gettempdir()) / f"wb-smbd-{_digest(self.dir)}"
         with contextlib.suppress(FileExistsError):
             folder.mkdir(mode=0o700)
-        found = os.lstat(folder)  # lstat: a symlink planted in its place is refused, never followed
-        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or stat.S_IMODE(found.st_mode) != 0o700:
+        if not _own_private_folder(folder):
             raise UsageError(
                 f"{folder} is not a private folder of this user", f"remove it, or use a shorter path than {self.dir}"
             )
@@ -89,8 +113,7 @@ class Smbd(ManagedServer):
 
     def stop(self) -> None:
         super().stop()
-        if len(str(self.dir)) + SOCKET_SUFFIX_ROOM > SOCKET_PATH_MAX:
-            shutil.rmtree(self.short_socket_dir(), ignore_errors=True)
+        remove_socket_dir(self.dir)
 
     def config_text(self) -> str:
         """The whole smb.conf: every state folder private, one writable share, no guests."""

@@ -168,6 +168,10 @@ def down(state_dir: Path) -> list[str]:
             continue
         pid = int(s["pid"])
         done = stop_recorded(pid, int(s.get("pgid") or pid), s.get("start_ticks"), s.get("cmdline"), s.get("exe"))
+        if s["name"] == "smbd":  # its sockets may live outside the state directory (smbd.socket_dir_for)
+            from workbench.server.daemons.smbd import remove_socket_dir
+
+            remove_socket_dir(state_dir / s["name"])
         lines.append(f"{s['name']:8} {done}")
     (state_dir / SERVERS_FILE).unlink(missing_ok=True)
     return lines
