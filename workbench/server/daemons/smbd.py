@@ -34,8 +34,9 @@ SOCKET_SUFFIX_ROOM = 40
 SOCKET_PATH_MAX = 107
 
 
-def _digest(server_dir: Path) -> str:
-    return hashlib.sha256(str(server_dir).encode()).hexdigest()[:16]
+def _short_dir(server_dir: Path) -> Path:
+    """The folder in the temporary directory named after `server_dir`: the same one each time."""
+    return Path(tempfile.gettempdir()) / f"wb-smbd-{hashlib.sha256(str(server_dir).encode()).hexdigest()[:16]}"
 
 
 def socket_dir_for(server_dir: Path) -> Path | None:
@@ -44,7 +45,7 @@ def socket_dir_for(server_dir: Path) -> Path | None:
     finds it again); None when they fit beneath `server_dir` itself."""
     if len(str(server_dir)) + SOCKET_SUFFIX_ROOM <= SOCKET_PATH_MAX:
         return None
-    return Path(tempfile.gettempdir()) / f"wb-smbd-{_digest(server_dir)}"
+    return _short_dir(server_dir)
 
 
 def _own_private_folder(folder: Path) -> bool:
@@ -102,7 +103,7 @@ class Smbd(ManagedServer):
     def short_socket_dir(self) -> Path:
         """The short folder of socket_dir_for(), made if missing, refused when it is not this user's own 0700
         folder."""
-        folder = socket_dir_for(self.dir) or Path(tempfile.gettempdir()) / f"wb-smbd-{_digest(self.dir)}"
+        folder = _short_dir(self.dir)
         with contextlib.suppress(FileExistsError):
             folder.mkdir(mode=0o700)
         if not _own_private_folder(folder):
