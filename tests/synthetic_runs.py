@@ -5,11 +5,14 @@ link_document(), the emulator's report, TcpTriage), with nothing measured."""
 from __future__ import annotations
 
 import dataclasses
+import statistics
+from collections.abc import Sequence
 from typing import Any
 
+from workbench.core.aggregate import ClientCopy, aggregate_rounds
 from workbench.core.context import EmulatorReport, LabContext
 from workbench.core.explain import explain
-from workbench.core.results import Baseline, Result, Run, Sample
+from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run, Sample
 from workbench.lab.run import link_document
 from workbench.protocols.details import ClientDetails
 from workbench.shared.triage import TcpTriage, classified
@@ -245,3 +248,133 @@ def stock_run(run_id: int | None = 3) -> Run:
 def stopped_run() -> Run:
     """A run stopped (Ctrl-C) after its baseline, before any row finished: nothing explained, no verdict."""
     return dataclasses.replace(lab_run(13), results=(), explanation=None, warnings=())
+
+
+FLEET_CLIENTS = ("c1", "c2", "c3")
+FLEET_FAILURE = "connection refused by 10.77.0.2:22"
+
+
+def _fleet_step(
+    protocol: str,
+    client: str,
+    direction: str,
+    seconds_by_host: dict[str, tuple[float, ...]],
+    failed: Sequence[str] = (),
+    nbytes: int = 16 * MIB,
+) -> list[Result]:
+    """One plan step of a fleet run: the aggregate row (made by workbench.core.aggregate from each round's copies,
+    the clients starting 50 ms apart) then each client's own row in inventory order; a client in `failed` has a
+    failed row and takes no part."""
+    own = {
+        host: Result(
+            protocol,
+            client,
+            direction,
+            "16M",
+            nbytes,
+            1,
+            samples=_copies(nbytes, seconds, None),
+            warmup=1,
+            client_host=host,
+        )
+        for host, seconds in seconds_by_host.items()
+    }
+    for host in failed:
+        own[host] = Result(protocol, client, direction, "16M", nbytes, 1, error=FLEET_FAILURE, client_host=host)
+    copying = [h for h in FLEET_CLIENTS if h in seconds_by_host]
+    rounds = [
+        [
+            ClientCopy(host, 1000.0 + 0.05 * at, copy.seconds, copy.bytes, copy.intervals)
+            for at, host in enumerate(copying)
+            for copy in (own[host].samples[index],)
+        ]
+        for index in range(len(seconds_by_host[copying[0]]))
+    ]
+    agg = aggregate_rounds(rounds)
+    samples = tuple(
+        Sample(round(sum(o.bytes_by_host.values())), o.seconds, files=len(copying), verified=True)
+        for o in agg.rounds
+        if o.total_bytes_per_s is not None
+    )
+    per_client = {
+        host: statistics.median(o.per_host_bytes_per_s[host] for o in agg.rounds if o.per_host_bytes_per_s)
+        for host in copying
+    }
+    figures = {
+        "clients": list(FLEET_CLIENTS),
+        "jain_index": agg.jain_index,
+        "first_done_s": list(agg.first_done_elapsed_s),
+        "last_done_s": list(agg.last_done_elapsed_s),
+        "done_spread_s": agg.done_spread_s,
+        "rounds_without_overlap": agg.rounds_without_overlap,
+        "sum_of_rates_bytes_per_s": agg.sum_of_rates_bytes_per_s,
+        "per_client_bytes_per_s": per_client,
+        "notes": [f"{h} failed and is left out" for h in failed],
+    }
+    total = Result(
+        protocol,
+        client,
+        direction,
+        "16M",
+        nbytes * len(FLEET_CLIENTS),
+        len(FLEET_CLIENTS),
+        samples=samples,
+        client_host="all",
+        aggregate=figures,
+    )
+    return [total, *(own[h] for h in FLEET_CLIENTS)]
+
+
+def _fleet_baseline(up_mb: float, down_mb: float) -> Baseline:
+    return Baseline(up_bytes_per_s=up_mb * 1e6, down_bytes_per_s=down_mb * 1e6, rtt_ms=0.4, window_bytes=4 * MIB)
+
+
+def fleet_run(run_id: int | None = 21) -> Run:
+    """A fleet run of three clients (c1, c2, c3): http/aiohttp up and down with every client, sftp/openssh up where
+    c2 failed; each client's raw TCP alone and all at once in the metadata, the run's baseline the total at once.
+    Explained as the fleet explains it: an aggregate row against the total, a client's row against its own."""
+    alone = {
+        "c1": _fleet_baseline(117.5, 117.6),
+        "c2": _fleet_baseline(117.2, 117.4),
+        "c3": _fleet_baseline(117.6, 117.5),
+    }
+    together = {"c1": _fleet_baseline(39.3, 39.1), "c2": _fleet_baseline(38.9, 39.0), "c3": _fleet_baseline(39.1, 39.2)}
+    total = Baseline(
+        up_bytes_per_s=sum(b.up_bytes_per_s or 0 for b in together.values()),
+        down_bytes_per_s=sum(b.down_bytes_per_s or 0 for b in together.values()),
+        rtt_ms=0.4,
+        details={"clients": 3, "how": "every client's probe at once, rates added"},
+    )
+    rows = [
+        *_fleet_step(
+            "http", "aiohttp", "upload", {"c1": (0.83, 0.84, 0.85), "c2": (0.85, 0.86, 0.84), "c3": (0.82, 0.83, 0.84)}
+        ),
+        *_fleet_step(
+            "http",
+            "aiohttp",
+            "download",
+            {"c1": (0.80, 0.81, 0.80), "c2": (0.81, 0.82, 0.80), "c3": (0.79, 0.80, 0.81)},
+        ),
+        *_fleet_step("sftp", "openssh", "upload", {"c1": (1.20, 1.22, 1.21), "c3": (1.19, 1.20, 1.22)}, failed=("c2",)),
+    ]
+    meta = {
+        "started_utc": "2026-11-26T08:00:00Z",
+        "finished_utc": "2026-11-26T08:04:00Z",
+        "client": host("c1"),
+        "target": {"host": LAB_HOST, "ports": {"http": 8181, "ssh": 22}},
+        "fleet": {
+            "clients": list(FLEET_CLIENTS),
+            "baselines": {h: b.to_json() for h, b in alone.items()},
+            "together": {h: b.to_json() for h, b in together.items()},
+            "together_up_bytes_per_s": total.up_bytes_per_s,
+            "together_down_bytes_per_s": total.down_bytes_per_s,
+            "failed_clients": {},
+        },
+    }
+    why = []
+    for row in rows:
+        base = total if row.client_host == "all" else alone[row.client_host or ""]
+        tcp, median = base.for_direction(row.direction), row.median_bytes_per_s
+        why.append(RowExplanation(pct_of_tcp=100 * median / tcp if median and tcp else None))
+    verdict = ("Three clients at once reached 117 MB/s up over HTTP.",)
+    return Run(run_id, meta, total, results=tuple(rows), explanation=Explanation(rows=tuple(why), verdict=verdict))

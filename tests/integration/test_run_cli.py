@@ -84,7 +84,7 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
     assert proc.returncode == ExitCode.ROWS_FAILED, proc.stderr
     doc = json.loads(doc_path.read_text())
     assert_valid_run_document(doc)
-    assert doc["schema"] == 2
+    assert doc["schema"] == 3
     baseline = doc["baseline"]
     assert_probe_figures(baseline["details"]["probe"]["upload"], baseline["up_bytes_per_s"], duration_s=1)
     assert_probe_figures(baseline["details"]["probe"]["download"], baseline["down_bytes_per_s"], duration_s=1)

@@ -324,7 +324,7 @@ def test_an_old_document_reads_back_and_renders_the_same_table() -> None:
     # plus only the keys this version adds, empty: an old run had no TCP triage and no verdict
     again = run.to_json()
     assert_valid_run_document(again)  # an old run, written again, is a valid schema-2 document
-    assert again["schema"] == SCHEMA == 2
+    assert again["schema"] == SCHEMA == 3
     assert _without_empty_new_keys(again) == upgrade_document(doc)
     assert not _keys_named_bps(again), _keys_named_bps(again)
     first = again["results"][0]

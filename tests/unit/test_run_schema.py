@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tests.schema_check import assert_valid_run_document, schema_errors
-from tests.synthetic_runs import lab_run, stock_run, stopped_run
+from tests.synthetic_runs import fleet_run, lab_run, stock_run, stopped_run
 from tests.unit.test_results_values import _new_run, old_document
 from workbench.core.results import Run
 from workbench.core.schema import SCHEMA, json_schema
@@ -45,9 +45,10 @@ def test_the_shipped_schema_is_a_draft_2020_12_schema_of_the_current_version() -
         stock_run,  # a stranger's server: no baseline, a receiver-side triage, stock metadata
         stopped_run,  # stopped before any row: no explanation, no verdict
         _new_run,  # the runner's way: clients' own details, the explanation's bounds and fixed costs
+        fleet_run,  # several clients at once: client_host on every row, aggregate rows, the fleet's metadata
         lambda: Run.from_json(old_document()),  # a schema-1 run, read back and written again
     ],
-    ids=["lab", "stock", "stopped", "served", "schema-1-upgraded"],
+    ids=["lab", "stock", "stopped", "served", "fleet", "schema-1-upgraded"],
 )
 def test_the_document_of_every_kind_of_run_validates(make: Callable[[], Run]) -> None:
     doc = _doc(make())
@@ -85,6 +86,9 @@ BROKEN: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("a sweep point's rate named bps",
      lambda d: _rename(d, ("window_sweep", 0), "measured_bytes_per_s", "measured_bps"), "window_sweep/0"),
     ("schema 1", lambda d: _set(d, ("schema",), 1), "schema"),
+    ("schema 2", lambda d: _set(d, ("schema",), 2), "schema"),
+    ("a row without its client host", lambda d: d["results"][0].pop("client_host"), "results/0"),
+    ("an aggregate that is not an object", lambda d: _set(d, ("results", 0, "aggregate"), []), "results/0/aggregate"),
     ("a short direction", lambda d: _set(d, ("results", 0, "direction"), "up"), "results/0/direction"),
     ("a negative rate", lambda d: _set(d, ("results", 0, "median_bytes_per_s"), -1.0), "results/0/median_bytes_per_s"),
     ("a rate as text", lambda d: _set(d, ("baseline", "down_bytes_per_s"), "62.6 MB/s"), "baseline/down_bytes_per_s"),

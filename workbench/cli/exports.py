@@ -13,8 +13,19 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from workbench.cli.summary import COLUMNS, SummaryRow, host_lines, link_line, mb, summary_rows
-from workbench.core.results import Result, RowExplanation, Run
+from workbench.cli.summary import (
+    ALL_HOSTS,
+    SummaryRow,
+    client_baselines,
+    host_lines,
+    is_fleet,
+    link_line,
+    mb,
+    raw_tcp_for,
+    summary_rows,
+    table_columns,
+)
+from workbench.core.results import Baseline, Result, RowExplanation, Run
 from workbench.shared.triage import TcpTriage
 
 # The CSV's header, in order: one line per line of the summary table (the raw-TCP lines first, `kind` raw-tcp,
@@ -48,6 +59,8 @@ CSV_COLUMNS: tuple[str, ...] = (
     "error",
     "notes",  # the table's notes, joined with '; '
 )
+# A fleet run's CSV has one more column, last: the client host of each line ("all": the clients together).
+FLEET_CSV_COLUMNS: tuple[str, ...] = (*CSV_COLUMNS, "host")
 
 _FULL_DIRECTION = {"up": "upload", "down": "download"}
 
@@ -107,15 +120,16 @@ def _context_lines(run: Run) -> list[str]:
 
 
 def summary_markdown(lines: Sequence[SummaryRow]) -> str:
-    """The summary table in Markdown: the terminal's columns, numbers right-aligned, one table line per line."""
-    headers = [name for name, _ in COLUMNS]
-    right = {i for i, (_, justify) in enumerate(COLUMNS) if justify == "right"}
-    status = headers.index("verified")
+    """The summary table in Markdown: the terminal's columns (a fleet run's host column too), numbers
+    right-aligned, one table line per line."""
+    columns = table_columns(lines)
+    headers = [name for name, _ in columns]
+    right = {i for i, (_, justify) in enumerate(columns) if justify == "right"}
     rows = []
     for line in lines:
-        cells = list(line.cells())
-        cells[status] = cells[status] or "—"
-        rows.append(cells)
+        named = line.named()
+        named["verified"] = named["verified"] or "—"
+        rows.append([named[name] for name in headers])
     return markdown_table(headers, rows, right)
 
 
@@ -163,10 +177,10 @@ def _flag(value: bool | None) -> str:
     return "" if value is None else ("true" if value else "false")
 
 
-def _baseline_line(run: Run, line: SummaryRow) -> dict[str, Any]:
+def _baseline_line(run: Run, line: SummaryRow, base: Baseline) -> dict[str, Any]:
     direction = _FULL_DIRECTION.get(line.direction, line.direction)
-    rate = run.baseline.for_direction(direction)
-    tcp = TcpTriage.from_json((run.baseline.tcp or {}).get(direction))
+    rate = base.for_direction(direction)
+    tcp = TcpTriage.from_json((base.tcp or {}).get(direction))
     return {
         "run_id": run.id,
         "kind": "raw-tcp",
@@ -181,7 +195,9 @@ def _baseline_line(run: Run, line: SummaryRow) -> dict[str, Any]:
         "tcp_limit": tcp.limit if tcp else None,
         "tcp_side": tcp.side if tcp else None,
         "status": line.status,
+        "error": base.error if line.host else None,  # a fleet client's probe that failed
         "notes": "; ".join(line.notes),
+        "host": line.host,
     }
 
 
@@ -205,7 +221,7 @@ def _row_line(run: Run, row: Result, why: RowExplanation, line: SummaryRow) -> d
         "max_bytes_per_s": summary.maximum if summary else None,
         "stdev_bytes_per_s": summary.stdev if summary else None,
         "pct_of_tcp": why.pct_of_tcp,
-        "raw_tcp_bytes_per_s": run.baseline.for_direction(row.direction),
+        "raw_tcp_bytes_per_s": raw_tcp_for(run, row),
         "ceiling_bytes_per_s": why.ceiling_bytes_per_s,
         "bound": why.bound,
         "tcp_limit": tcp.limit if tcp else None,
@@ -217,25 +233,36 @@ def _row_line(run: Run, row: Result, why: RowExplanation, line: SummaryRow) -> d
         "status": line.status,
         "error": row.error,
         "notes": "; ".join(line.notes),
+        "host": line.host,
     }
 
 
+def csv_columns(run: Run) -> tuple[str, ...]:
+    """The CSV's header for `run`: CSV_COLUMNS, FLEET_CSV_COLUMNS for a fleet run."""
+    return FLEET_CSV_COLUMNS if is_fleet(run) else CSV_COLUMNS
+
+
 def csv_records(run: Run) -> list[dict[str, Any]]:
-    """One dict per line of the summary table, keyed by CSV_COLUMNS (absent or None: an empty cell): numbers as
-    numbers, the status and notes as the table says them."""
+    """One dict per line of the summary table, keyed by csv_columns(run) (absent or None: an empty cell): numbers
+    as numbers, the status and notes as the table says them."""
     lines = summary_rows(run)
     baseline = [line for line in lines if line.baseline]
     rows = [line for line in lines if not line.baseline]
     if len(rows) != len(run.results):  # summary_rows gives one line per row, after the raw-TCP lines
         raise ValueError(f"{len(rows)} summary lines for {len(run.results)} rows")
-    records = [_baseline_line(run, line) for line in baseline]
+    alone = client_baselines(run)
+    records = [
+        _baseline_line(run, line, alone[line.host] if line.host not in ("", ALL_HOSTS) else run.baseline)
+        for line in baseline
+    ]
     records += [_row_line(run, row, why, line) for (row, why), line in zip(run.explained_rows(), rows, strict=True)]
-    return [{name: ("" if record.get(name) is None else record[name]) for name in CSV_COLUMNS} for record in records]
+    columns = csv_columns(run)
+    return [{name: ("" if record.get(name) is None else record[name]) for name in columns} for record in records]
 
 
 def write_csv(run: Run, stream: TextIO) -> None:
-    """The CSV (header CSV_COLUMNS, then csv_records) to a text stream opened with newline=''."""
-    writer = csv.DictWriter(stream, fieldnames=CSV_COLUMNS)
+    """The CSV (header csv_columns(run), then csv_records) to a text stream opened with newline=''."""
+    writer = csv.DictWriter(stream, fieldnames=csv_columns(run))
     writer.writeheader()
     writer.writerows(csv_records(run))
 

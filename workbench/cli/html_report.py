@@ -15,7 +15,7 @@ from typing import Any
 
 from workbench import __version__
 from workbench.cli import plots
-from workbench.cli.summary import COLUMNS, SummaryRow, host_lines, link_line, mb, summary_rows
+from workbench.cli.summary import COLUMNS, SummaryRow, host_lines, link_line, mb, summary_rows, table_columns
 from workbench.core.results import Run
 
 CSS = """
@@ -141,19 +141,22 @@ def _groups(rows: Sequence[SummaryRow]) -> list[tuple[str, list[SummaryRow]]]:
 
 
 def _summary_table(rows: Sequence[SummaryRow]) -> str:
+    columns = table_columns(rows)  # a fleet run's host column too: the page shows every client's own rows
     head = "".join(
         f'<th scope="col" class="num">{escape(name)}</th>'
         if name in _NUMERIC
         else f'<th scope="col">{escape(name)}</th>'
-        for name, _ in COLUMNS
+        for name, _ in columns
     )
     bodies = []
     for group, members in _groups(rows):
-        lines = [f'<tr><th class="group" scope="rowgroup" colspan="{len(COLUMNS)}">{escape(group)}</th></tr>']
+        lines = [f'<tr><th class="group" scope="rowgroup" colspan="{len(columns)}">{escape(group)}</th></tr>']
         for row in members:
             classes = " ".join(c for c, on in (("baseline", row.baseline), ("unavailable", row.unavailable)) if on)
             cells = []
-            for (name, _), text in zip(COLUMNS, row.cells(), strict=True):
+            named = row.named()
+            for name, _ in columns:
+                text = named[name]
                 css = "num" if name in _NUMERIC else ("notes" if name == "notes" else "")
                 if name == "verified" and row.status:
                     cells.append(f'<td><span class="{_STATUS_CLASS.get(row.status, "")}">{escape(text)}</span></td>')

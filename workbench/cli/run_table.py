@@ -4,6 +4,10 @@ The default table fits 120 columns: Mbit/s is the rate and the ceiling's (what i
 in), the min–max range shrinks to the relative σ, and each row's notes become a footnote number whose text is listed
 under the table (rows with the same notes share one). `wide` draws every column of the summary inline, the
 notes too. Either way the rows are grouped by protocol, raw TCP first, with a rule between groups.
+
+A fleet run's default table keeps one line per aggregate row (client 'http/aiohttp ×3'): each client's own
+healthy lines are folded into that line's footnote, which starts with every client's rate; a client's line
+that failed stays a line of its own ('http/aiohttp @c2'). `wide` shows every line, with a host column.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from workbench.cli.summary import COLUMNS, SummaryRow, summary_rows
+from workbench.cli.summary import ALL_HOSTS, SummaryRow, summary_rows, table_columns
 from workbench.core.results import Run
 
 # The default table's width at most: a row of typical content stays on one line in it.
@@ -53,11 +57,12 @@ def grouped(lines: Sequence[SummaryRow]) -> list[list[SummaryRow]]:
 
 def footnotes(lines: Sequence[SummaryRow]) -> tuple[list[str], list[str]]:
     """(each line's footnote mark, '' for none; the footnote texts, the first being [1]): numbered in the
-    order the lines come, the same notes under one number."""
+    order the lines come, the same notes under one number. A line that others fold into says their figures
+    (`per_client`) first."""
     texts: list[str] = []
     marks: list[str] = []
     for line in lines:
-        text = "; ".join(line.notes)
+        text = "; ".join((line.per_client, *line.notes) if line.per_client else line.notes)
         if not text:
             marks.append("")
             continue
@@ -68,8 +73,10 @@ def footnotes(lines: Sequence[SummaryRow]) -> tuple[list[str], list[str]]:
 
 
 def _narrow_cells(line: SummaryRow, mark: str) -> dict[str, str]:
+    # No host column here: a fleet client's line that stays unfolded names its host beside the client.
+    on_host = line.host and line.host != ALL_HOSTS
     return {
-        "client": line.client,
+        "client": f"{line.client} @{line.host}" if on_host else line.client,
         "dir": line.direction,
         "set": line.file_set,
         "Mbit/s": line.mbit_per_s,
@@ -87,16 +94,16 @@ def results_table(run: Run, wide: bool = False, hidden: Collection[str] = ()) ->
     `hidden` names default columns left out (for a console narrower than NARROW_WIDTH)."""
     title = f"run {run.id}" if run.id is not None else "run"
     table = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
-    columns = COLUMNS if wide else tuple(c for c in NARROW_COLUMNS if c[0] not in hidden)
+    lines = summary_rows(run)
+    columns = table_columns(lines) if wide else tuple(c for c in NARROW_COLUMNS if c[0] not in hidden)
     for name, justify in columns:
         table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    groups = grouped(summary_rows(run))
+    groups = grouped(lines if wide else [line for line in lines if not line.folded])
     marks, texts = footnotes([line for group in groups for line in group])
     at = 0
     for group in groups:
         for index, line in enumerate(group):
-            named = dict(zip((c[0] for c in COLUMNS), line.cells(), strict=True)) if wide else None
-            cells = named if named is not None else _narrow_cells(line, marks[at])
+            cells = line.named() if wide else _narrow_cells(line, marks[at])
             at += 1
             shown = {name: escape(text) for name, text in cells.items()}
             if line.baseline:

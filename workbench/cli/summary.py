@@ -2,16 +2,22 @@
 as text, for every way a run is shown (the terminal, Markdown, CSV, HTML) to say the same thing.
 
 MB/s is 10^6 bytes/s and Mbit/s 10^6 bits/s throughout, so figures compare directly with iperf.
+
+A fleet run (several client hosts at once) has a `host` on every line: "all" on each aggregate row and on the
+all-at-once raw TCP, the client's alias on its own rows and on its raw TCP measured alone. Every format shows
+every line with a host column, except the terminal's default table: it folds a client's healthy lines into
+`per_client` of the line they belong to (`folded`), and keeps a failed one in sight.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from workbench.core.ceiling import UNEXPLAINED
-from workbench.core.results import Result, RowExplanation, Run
+from workbench.core.results import Baseline, Result, RowExplanation, Run
 from workbench.shared.triage import TcpTriage
 
 SHORT_DIRECTION = {"upload": "up", "download": "down"}
@@ -31,6 +37,10 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("verified", "left"),
     ("notes", "left"),
 )
+
+# A fleet run's tables have this column after `client`: the client host, "all" for the clients together.
+HOST_COLUMN: tuple[str, str] = ("host", "left")
+ALL_HOSTS = "all"  # the client_host of an aggregate row
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,13 @@ class SummaryRow:
     baseline: bool = False  # a raw-TCP line
     sigma: str = ""  # the copies' relative standard deviation, '±4%' ('—' for one copy)
     bound_mbit: str = ""  # the binding ceiling in Mbit/s: 'window 187'
+    host: str = ""  # fleet runs only: the client host, or "all" (an aggregate row, the all-at-once raw TCP)
+    folded: bool = False  # a client's own healthy line, which the default terminal table folds into `per_client`
+    per_client: str = ""  # on the line the clients' lines fold into: 'per client MB/s: c1 20.1 · c2 19.8'
+
+    def named(self) -> dict[str, str]:
+        """The cells by column name: COLUMNS' and `host`."""
+        return {"host": self.host, **dict(zip((name for name, _ in COLUMNS), self.cells(), strict=True))}
 
     def cells(self) -> tuple[str, ...]:
         """The cells in COLUMNS order, the notes joined with '; '."""
@@ -156,8 +173,9 @@ def status(row: Result) -> str:
     return "MISMATCH" if any(s.verified is False for s in row.samples) else "unchecked"
 
 
-def baseline_notes(run: Run, direction: str) -> tuple[str, ...]:
-    base = run.baseline
+def baseline_notes(run: Run, direction: str, base: Baseline | None = None) -> tuple[str, ...]:
+    """The raw-TCP line's notes: of the run's baseline, or of `base` (a fleet client's own)."""
+    base = base if base is not None else run.baseline
     iperf = base.iperf3_up_bytes_per_s if direction == "upload" else base.iperf3_down_bytes_per_s
     said = []
     if iperf:
@@ -169,36 +187,179 @@ def baseline_notes(run: Run, direction: str) -> tuple[str, ...]:
     return tuple(said)
 
 
-def summary_rows(run: Run) -> list[SummaryRow]:
-    """The raw-TCP lines (each direction measured), then every row in the run's order."""
+def fleet_meta(run: Run) -> Mapping[str, Any]:
+    """The run's `fleet` metadata (empty outside a fleet run)."""
+    found = run.meta.get("fleet")
+    return found if isinstance(found, Mapping) else {}
+
+
+def is_fleet(run: Run) -> bool:
+    """Several client hosts at once: its tables have a host column."""
+    return bool(fleet_meta(run)) or any(row.client_host for row in run.results)
+
+
+def fleet_clients(run: Run) -> list[str]:
+    """The fleet's client hosts in inventory order (as the metadata lists them, else as the rows name them)."""
+    listed = [str(h) for h in fleet_meta(run).get("clients") or ()]
+    for row in run.results:
+        if row.client_host and row.client_host != ALL_HOSTS and row.client_host not in listed:
+            listed.append(row.client_host)
+    return listed
+
+
+def client_baselines(run: Run) -> dict[str, Baseline]:
+    """Each fleet client's raw TCP measured alone, by host (empty outside a fleet run)."""
+    found = fleet_meta(run).get("baselines")
+    if not isinstance(found, Mapping):
+        return {}
+    return {str(host): Baseline.from_json(doc) for host, doc in found.items() if isinstance(doc, Mapping)}
+
+
+def raw_tcp_for(run: Run, row: Result) -> float | None:
+    """The raw TCP rate `row` compares with: the client's own measured alone for a fleet client's row, the run's
+    (in a fleet, all clients at once) for any other."""
+    own = client_baselines(run).get(row.client_host or "") if row.client_host != ALL_HOSTS else None
+    return (own or run.baseline).for_direction(row.direction)
+
+
+def _median(values: object) -> float | None:
+    numbers = [v for v in values if isinstance(v, int | float)] if isinstance(values, list | tuple) else []
+    return statistics.median(numbers) if numbers else None
+
+
+def _per_client(label: str, figures: Sequence[tuple[str, str]]) -> str:
+    return f"{label}: " + " · ".join(f"{host} {figure}" for host, figure in figures) if figures else ""
+
+
+def _client_rate(row: Result | None) -> str:
+    """A client's median MB/s on the line its row folds into; 'failed' (its own line says why) or '—'."""
+    if row is None or row.median_bytes_per_s is None:
+        return "failed" if row is not None and status(row) == "failed" else "—"
+    return mb(row.median_bytes_per_s)
+
+
+def aggregate_notes(row: Result) -> tuple[str, ...]:
+    """What an aggregate row says beyond its rate: how evenly the clients shared it, when they finished (medians
+    over the rounds), rounds with no moment when all copied, the naive sum of rates, and its own notes."""
+    figures = row.aggregate or {}
+    said: list[str] = []
+    if isinstance(jain := figures.get("jain_index"), int | float):
+        said.append(f"Jain {jain:.2f}")
+    first, last = _median(figures.get("first_done_s")), _median(figures.get("last_done_s"))
+    if first is not None and last is not None:
+        said.append(f"first done {first:.1f} s · last done {last:.1f} s")
+    if figures.get("rounds_without_overlap"):
+        said.append(f"{figures['rounds_without_overlap']} round(s) with no moment all clients copied")
+    if isinstance(naive := figures.get("sum_of_rates_bytes_per_s"), int | float):
+        said.append(f"naive sum of rates {mb(naive)} MB/s")
+    said.extend(str(note) for note in figures.get("notes") or ())
+    return tuple(said)
+
+
+def _baseline_line(run: Run, base: Baseline, direction: str, client: str, host: str, **kw: Any) -> SummaryRow:
+    tcp = base.for_direction(direction)
+    return SummaryRow(
+        group="raw TCP",
+        client=client,
+        direction=SHORT_DIRECTION[direction],
+        file_set="mem",
+        mb_per_s=mb(tcp),
+        mbit_per_s=mbit(tcp),
+        spread="",
+        pct_of_tcp="100" if tcp else "—",
+        bound="",
+        tcp_limit=triage(TcpTriage.from_json((base.tcp or {}).get(direction))),
+        files_per_s="",
+        status="",
+        notes=baseline_notes(run, direction, base),
+        baseline=True,
+        host=host,
+        **kw,
+    )
+
+
+def _baseline_lines(run: Run) -> list[SummaryRow]:
+    """Each direction measured: the run's raw TCP; in a fleet run the clients' at once (the run's), then each
+    client's alone (the terminal folds these into the first)."""
     base = run.baseline
+    fleet = is_fleet(run)
+    alone = client_baselines(run)
+    together = fleet_meta(run).get("together")
+    together = together if isinstance(together, Mapping) else {}
+    hosts = [h for h in fleet_clients(run) if h in alone]
     lines: list[SummaryRow] = []
     for direction in ("upload", "download"):
-        tcp = base.for_direction(direction)
-        if tcp:
-            lines.append(
-                SummaryRow(
-                    group="raw TCP",
-                    client="raw TCP",
-                    direction=SHORT_DIRECTION[direction],
-                    file_set="mem",
-                    mb_per_s=mb(tcp),
-                    mbit_per_s=mbit(tcp),
-                    spread="",
-                    pct_of_tcp="100",
-                    bound="",
-                    tcp_limit=triage(TcpTriage.from_json((base.tcp or {}).get(direction))),
-                    files_per_s="",
-                    status="",
-                    notes=baseline_notes(run, direction),
-                    baseline=True,
-                )
-            )
+        measured = [h for h in hosts if alone[h].for_direction(direction) or alone[h].error]
+        if not base.for_direction(direction) and not measured:
+            continue
+        if not fleet:
+            lines.append(_baseline_line(run, base, direction, "raw TCP", ""))
+            continue
+        shares = [
+            (h, mb(Baseline.from_json(together[h]).for_direction(direction)))
+            for h in hosts
+            if isinstance(together.get(h), Mapping)
+        ]
+        total = _baseline_line(
+            run,
+            base,
+            direction,
+            f"raw TCP ×{len(fleet_clients(run))}",
+            ALL_HOSTS,
+            per_client=_per_client("alone MB/s", [(h, mb(alone[h].for_direction(direction))) for h in measured]),
+        )
+        if shares:  # how the all-at-once total was shared
+            total = replace(total, notes=(*total.notes, _per_client("at once MB/s", shares)))
+        lines.append(total)
+        for h in measured:
+            own = alone[h]
+            line = _baseline_line(run, own, direction, "raw TCP", h, folded=not own.error)
+            said = f"alone: {own.error}" if own.error else "alone"  # a failed probe stays in sight
+            lines.append(replace(line, notes=(said, *line.notes)))
+    return lines
+
+
+def _folds(row: Result, line_status: str) -> bool:
+    """A fleet client's row that the default terminal table may fold: it has no error to show."""
+    return not row.error and line_status not in ("failed", "MISMATCH")
+
+
+def summary_rows(run: Run) -> list[SummaryRow]:
+    """The raw-TCP lines (each direction measured), then every row in the run's order.
+
+    In a fleet run an aggregate row's client reads 'http/aiohttp ×3' and carries its clients' rates in
+    `per_client`; each client's own row that says nothing wrong is `folded` when its aggregate row is there."""
+    base = run.baseline
+    lines = _baseline_lines(run)
+    fleet = is_fleet(run)
+    members: dict[tuple[str, str, str, str], list[Result]] = {}
+    for row in run.results:
+        if row.client_host and row.client_host != ALL_HOSTS:
+            members.setdefault((row.protocol, row.client, row.direction, row.file_set), []).append(row)
+    aggregated = {
+        (row.protocol, row.client, row.direction, row.file_set) for row in run.results if row.client_host == ALL_HOSTS
+    }
     for row, why in run.explained_rows():
+        key = (row.protocol, row.client, row.direction, row.file_set)
+        client, per_client, folded = row.label, "", False
+        # Round trips per file are one client's connection's; the aggregate row's files/s are all clients'.
+        said = notes(row, why, base.rtt_ms if row.client_host != ALL_HOSTS else None)
+        line_status = status(row)
+        if row.client_host == ALL_HOSTS:
+            hosts = (row.aggregate or {}).get("clients") or [m.client_host for m in members.get(key, ())]
+            client = f"{row.label} ×{len(hosts)}"
+            said = (*aggregate_notes(row), *said)
+            own = {m.client_host: m for m in members.get(key, ())}
+            per_client = _per_client(
+                "per client MB/s",
+                [(str(h), _client_rate(own.get(h))) for h in hosts],
+            )
+        elif row.client_host:
+            folded = key in aggregated and _folds(row, line_status)
         lines.append(
             SummaryRow(
                 group=row.protocol,
-                client=row.label,
+                client=client,
                 direction=SHORT_DIRECTION.get(row.direction, row.direction),
                 file_set=row.file_set,
                 mb_per_s=mb(row.median_bytes_per_s),
@@ -210,12 +371,22 @@ def summary_rows(run: Run) -> list[SummaryRow]:
                 sigma=sigma(row),
                 tcp_limit=triage(row.tcp),
                 files_per_s=f"{row.files_per_s:,.0f}" if row.files_per_s else "",
-                status=status(row),
-                notes=notes(row, why, base.rtt_ms),
+                status=line_status,
+                notes=said,
                 unavailable=bool(row.error and row.error.startswith("unavailable")),
+                host=(row.client_host or "") if fleet else "",
+                folded=folded,
+                per_client=per_client,
             )
         )
     return lines
+
+
+def table_columns(lines: Sequence[SummaryRow]) -> tuple[tuple[str, str], ...]:
+    """The full table's columns for `lines`: COLUMNS, with HOST_COLUMN after `client` in a fleet run."""
+    if not any(line.host for line in lines):
+        return COLUMNS
+    return (COLUMNS[0], HOST_COLUMN, *COLUMNS[1:])
 
 
 def link_line(link: Mapping[str, Any]) -> str:

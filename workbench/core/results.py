@@ -3,7 +3,11 @@
 Every sample keeps its bytes and seconds so anyone can recompute the rates; summaries are derived.
 A row (`Result`) is what was measured; its `RowExplanation` (share of raw TCP, the ceiling that bounds
 it) is computed afterwards by workbench.core.explain and kept beside it in the run's `Explanation`.
-The JSON document (schema 2, workbench.core.schema) writes both into one object per row.
+The JSON document (schema 3, workbench.core.schema) writes both into one object per row.
+
+A fleet run (several client hosts copying at once) holds two kinds of row: a client's own row, whose
+`client_host` names that client, and an aggregate row (`client_host` "all") whose `aggregate` says how the
+clients shared the server while all of them were copying. Outside a fleet both are None.
 """
 
 from __future__ import annotations
@@ -105,6 +109,29 @@ class RowExplanation:
         )
 
 
+# The keys of an aggregate row's `aggregate` object, every one present (workbench.core.run_schema.json types them).
+AGGREGATE_KEYS = (
+    "clients",  # the client hosts that took part, in inventory order
+    "jain_index",  # median over rounds of Jain's index of the clients' rates in the window; None: no window
+    "first_done_s",  # per round: first start -> first client done, seconds
+    "last_done_s",  # per round: first start -> last client done, seconds
+    "done_spread_s",  # median of last done - first done; None: no round
+    "rounds_without_overlap",  # rounds whose clients never all copied at once
+    "sum_of_rates_bytes_per_s",  # each client's whole-copy rate added up: for contrast only
+    "per_client_bytes_per_s",  # host -> median over rounds of its rate inside the window
+    "notes",  # why a round had no window, etc.
+)
+
+
+def _plain(value: Any) -> Any:
+    """`value` as its JSON document holds it: mappings as dicts, tuples as lists."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 # The keys of a row's `details` that are the explanation's, not the client's.
 _EXPLANATION_DETAILS = ("bounds", "fixed_cost_s", "streaming_bytes_per_s", "per_file_s")
 _UNEXPLAINED = RowExplanation()
@@ -141,9 +168,14 @@ class Result:
     warmup: int = 0  # untimed copies made first
     error: str | None = None  # why the row failed, or "unavailable: ..."
     details: ClientDetails = field(default_factory=ClientDetails)
+    client_host: str | None = None  # in a fleet run: the client host that measured it, or "all" (aggregate)
+    aggregate: Mapping[str, Any] | None = None  # an aggregate row's figures (AGGREGATE_KEYS); None on any other
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "samples", tuple(self.samples))
+        if self.aggregate is not None:
+            # As JSON holds it (lists, plain dicts), so that a row read back from its document equals the row.
+            object.__setattr__(self, "aggregate", _plain(self.aggregate))
 
     @property
     def label(self) -> str:
@@ -165,7 +197,8 @@ class Result:
     @property
     def files_per_s(self) -> float | None:
         secs = [s.seconds for s in self.good_samples]
-        if not secs or self.files <= 1:
+        clients = len((self.aggregate or {}).get("clients") or ()) or 1  # an aggregate row's files are all clients'
+        if not secs or self.files <= clients:  # one file per copy: a rate of files says nothing
             return None
         mid = statistics.median(secs)
         return self.files / mid if mid > 0 else None
@@ -189,7 +222,7 @@ class Result:
         return sum(length for s in self.good_samples for _, length in s.stalls) * INTERVAL_S
 
     def to_json(self, explanation: RowExplanation | None = None) -> dict[str, Any]:
-        """The row object of schema 2, with what `explanation` says about it (all null without one)."""
+        """The row object of schema 3, with what `explanation` says about it (all null without one)."""
         why = explanation or _UNEXPLAINED
         summary = self.summary
         return {
@@ -197,6 +230,7 @@ class Result:
             "client": self.client,
             "direction": self.direction,
             "file_set": self.file_set,
+            "client_host": self.client_host,
             "bytes": self.bytes,
             "files": self.files,
             "warmup": self.warmup,
@@ -218,11 +252,13 @@ class Result:
             "error": self.error,
             "details": {**self.details.to_json(), **why.details_json()},
             "interval_s": INTERVAL_S,
+            "aggregate": _plain(self.aggregate) if self.aggregate is not None else None,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Result:
-        """The measured row of a schema-2 row object (RowExplanation.from_json reads the rest)."""
+        """The measured row of a schema-3 row object (RowExplanation.from_json reads the rest); a row object of
+        schema 2 or 1 reads too (no `client_host`, no `aggregate`: None)."""
         samples = []
         for raw in data.get("samples", []):
             known = {k: raw.get(k) for k in Sample.__dataclass_fields__ if k in raw}
@@ -241,6 +277,8 @@ class Result:
             warmup=data.get("warmup", 0),
             error=data.get("error"),
             details=ClientDetails.from_json(details),
+            client_host=data.get("client_host"),
+            aggregate=data.get("aggregate"),
         )
 
 
@@ -326,7 +364,7 @@ class Run:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Run:
-        """Read a run document of schema 2, or of schema 1 (older runs), into the current values."""
+        """Read a run document of schema 3, or of schema 2 or 1 (older runs), into the current values."""
         doc = upgrade_document(doc)
         meta = dict(doc.get("run") or {})
         run_id = meta.pop("id", None)

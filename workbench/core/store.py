@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.results import Baseline, Result, RowExplanation, Run, explanation_from_json
-from workbench.core.schema import SCHEMA, upgrade_link_v1, upgrade_v1
+from workbench.core.schema import READABLE, SCHEMA, upgrade_link_v1, upgrade_stored_row, upgrade_v1
 from workbench.shared.errors import NotFoundError, UsageError, from_os_error
 from workbench.shared.validate import check_run_id
 
@@ -176,15 +176,16 @@ class Store:
             what = f"no run {run_id}" if run_id is not None else "no runs yet"
             raise NotFoundError(f"{what} in {self.path}", "list runs with 'workbench history'")
         rid, schema, meta, baseline, link, sweep, warnings, verdict = row
-        if schema not in (1, SCHEMA):
+        if schema not in READABLE:
             raise UsageError(
                 f"run {rid} in {self.path} has schema {schema}, newer than this workbench reads", "upgrade workbench"
             )
-        # A run written by an older version is read in its own schema, then renamed into the current one.
+        # A run written by an older version is read in its own schema, then renamed into the current one; a
+        # schema-2 row only lacks the fleet's keys (upgrade_stored_row adds them, null).
         upgrade = upgrade_v1 if schema == 1 else (lambda value: value)
         upgrade_link = upgrade_link_v1 if schema == 1 else (lambda value: value)
         docs = [
-            upgrade(json.loads(doc))
+            upgrade_stored_row(json.loads(doc), schema)
             for (doc,) in self.db.execute("SELECT doc FROM results WHERE run_id = ? ORDER BY idx", (rid,))
         ]
         return Run(
