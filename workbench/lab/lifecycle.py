@@ -90,6 +90,24 @@ def cleanup_stale() -> list[str]:
     return removed
 
 
+def tune_host_namespace(ns: str, raised_buffers: bool) -> None:
+    """Tune namespace `ns` as a lab host: IPv6 off, the lab's TCP buffers, no TSO deferral (not its congestion
+    control, which Lifecycle sets with its fallback)."""
+    # per-namespace only: the root namespace's sysctls are never touched
+    netns.write_sysctl(ns, "net.ipv6.conf.all.disable_ipv6", "1")  # no router solicitations on the link
+    for key, default, stock_max in (
+        ("net.ipv4.tcp_rmem", "131072", 6291456),
+        ("net.ipv4.tcp_wmem", "16384", 4194304),
+    ):
+        # raised: what a tuned host allows; else Linux's own defaults, as a host nobody tuned has them
+        netns.write_sysctl(ns, key, f"4096 {default} {TCP_MEM_MAX if raised_buffers else stock_max}")
+    # Linux's default (3) holds back a TSO burst until a third of the window is open when an ACK is
+    # due soon: a window-limited flow then keeps a sixth of its window idle on average and reached
+    # 0.78 of window/RTT at 128 KiB on the 2.8 ms link. 0 sends once three segments fit, like a host
+    # that does not defer; the stories' window figures (window/RTT) are what the lab must replay.
+    netns.write_sysctl(ns, "net.ipv4.tcp_tso_win_divisor", "0")
+
+
 @dataclass(frozen=True)
 class Hosts:
     """The lab's two hosts: a namespace each, joined by a TUN device each with a point-to-point address."""
@@ -187,19 +205,7 @@ class Lifecycle:
         self._pm_qos = fd
 
     def _tune_namespace(self, ns: str) -> None:
-        # per-namespace only: the root namespace's sysctls are never touched
-        netns.write_sysctl(ns, "net.ipv6.conf.all.disable_ipv6", "1")  # no router solicitations on the link
-        for key, default, stock_max in (
-            ("net.ipv4.tcp_rmem", "131072", 6291456),
-            ("net.ipv4.tcp_wmem", "16384", 4194304),
-        ):
-            # raised: what a tuned host allows; else Linux's own defaults, as a host nobody tuned has them
-            netns.write_sysctl(ns, key, f"4096 {default} {TCP_MEM_MAX if self.raised_buffers else stock_max}")
-        # Linux's default (3) holds back a TSO burst until a third of the window is open when an ACK is
-        # due soon: a window-limited flow then keeps a sixth of its window idle on average and reached
-        # 0.78 of window/RTT at 128 KiB on the 2.8 ms link. 0 sends once three segments fit, like a host
-        # that does not defer; the stories' window figures (window/RTT) are what the lab must replay.
-        netns.write_sysctl(ns, "net.ipv4.tcp_tso_win_divisor", "0")
+        tune_host_namespace(ns, self.raised_buffers)
         if self.wanted_cc:
             available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
             if self.wanted_cc not in available:
