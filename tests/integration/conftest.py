@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ssh_login import login_host  # noqa: F401 -- a fixture for test_via_ssh and test_fleet_cli
 from tests.stock_urls import StockSite
 
 

@@ -4,103 +4,21 @@ leaves nothing running, also on Ctrl-C; an unknown host key and a missing far wo
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from tests.far_host import REPO, saved_rows
-from tests.helpers import free_port
+from tests.ssh_login import HOST, REMOTE_WORKBENCH, LoginHost
 from workbench.shared.errors import ExitCode
-from workbench.shared.net import port_open
 
-HOST = "127.0.0.1"
-SSHD = "/usr/sbin/sshd"
-REMOTE_WORKBENCH = str(Path(sys.executable).with_name("workbench"))
 PLAN = ["--protocols", "http", "--sizes", "1M", "--repeat", "1", "--warmup", "0"]
 PLAN += ["--tcp-duration", "1"]
-
-
-@dataclass
-class LoginHost:
-    """An sshd for logins with commands, and the client config (-F) that reaches it as the alias `farbox`."""
-
-    dir: Path
-    port: int
-    ssh_config: Path
-    known_hosts: Path
-    host_key_line: str
-
-
-def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True, timeout=30)
-
-
-@pytest.fixture
-def login_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoginHost]:
-    if not os.path.exists(SSHD) or shutil.which("ssh") is None:
-        pytest.skip("OpenSSH server or client not installed")
-    if not os.path.exists(REMOTE_WORKBENCH):
-        pytest.skip(f"no workbench script beside {sys.executable}")
-    d = tmp_path / "login-sshd"
-    d.mkdir(mode=0o700)
-    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-    _keygen(d / "host_key")
-    _keygen(d / "client_key")
-    shutil.copyfile(d / "client_key.pub", d / "authorized_keys")
-    port = free_port(HOST)
-    (d / "sshd_config").write_text(
-        "\n".join(
-            [
-                f"ListenAddress {HOST}",
-                f"Port {port}",
-                f"HostKey {d / 'host_key'}",
-                f"PidFile {d / 'sshd.pid'}",
-                f"AuthorizedKeysFile {d / 'authorized_keys'}",
-                f"AllowUsers {getpass.getuser()}",
-                "AuthenticationMethods publickey",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "PermitRootLogin prohibit-password",
-                "UsePAM no",
-                "StrictModes no",
-                "PrintMotd no",
-                "UseDNS no",
-                "LogLevel ERROR",
-            ]
-        )
-        + "\n"
-    )
-    kind, blob = (d / "host_key.pub").read_text().split()[:2]
-    known_hosts = d / "known_hosts"
-    known_hosts.write_text(f"[{HOST}]:{port} {kind} {blob}\n")
-    ssh_config = d / "ssh_config"
-    ssh_config.write_text(
-        f"Host farbox\n  HostName {HOST}\n  Port {port}\n  User {getpass.getuser()}\n"
-        f"  IdentityFile {d / 'client_key'}\n  IdentitiesOnly yes\n  IdentityAgent none\n"
-        f"  UserKnownHostsFile {known_hosts}\n  GlobalKnownHostsFile /dev/null\n"
-    )
-    monkeypatch.setenv("WORKBENCH_SSH_CONFIG", str(ssh_config))
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while not port_open(HOST, port):
-            assert proc.poll() is None and time.monotonic() < deadline, "the login sshd did not start"
-            time.sleep(0.05)
-        yield LoginHost(d, port, ssh_config, known_hosts, f"{kind} {blob}")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _start(tmp_path: Path, *args: str) -> subprocess.Popen[str]:

@@ -549,6 +549,90 @@ def servers_over_ssh(
 
 
 @app.command()
+@with_settings("run")
+def fleet(
+    ctx: typer.Context,
+    settings: dict[str, Any],
+    urls: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="URL",
+            help="The server, by URL as 'run' takes it (smb://, sftp://, ftp://, rsync://, https://); one run each.",
+            show_default=False,
+        ),
+    ],
+    clients: Annotated[
+        Path,
+        typer.Option(
+            "--clients",
+            metavar="HOSTS",
+            help="A file of client hosts, one SSH destination per line (~/.ssh/config aliases, user@host; an "
+            "Ansible INI inventory's host lines work too). Each needs workbench installed.",
+        ),
+    ],
+    config: Annotated[Path | None, typer.Option(help="TOML config file (flags override it).")] = None,
+    db: DbOpt = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
+    markdown_out: MarkdownOpt = None,
+    csv_out: CsvOpt = None,
+    label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
+    insecure_host_keys: Annotated[
+        bool,
+        typer.Option("--insecure-host-keys", help="Do not verify SSH host keys or TLS certificates (not recommended)."),
+    ] = False,
+    wide: WideOpt = False,
+    remote_workbench: Annotated[
+        str,
+        typer.Option("--remote-workbench", help="The workbench command on the clients, when their PATH lacks it."),
+    ] = "workbench",
+) -> None:
+    """Many clients, one server: the same plan on every client at once over SSH, one run with an aggregate row
+    per step (counted while all clients were copying, with Jain's fairness) and each client's rows."""
+    from workbench.cli.fleet import fleet_urls
+    from workbench.cli.progress import Outputs, present_run
+    from workbench.shared.validate import check_label
+
+    check_label(label)
+    outputs = Outputs(json_out, markdown_out, csv_out)
+    outputs.check()
+    explicit = _explicit_params(ctx)
+    _check_url_flags(explicit)
+    if insecure_host_keys:
+        err.print("[yellow]warning:[/] SSH host keys and TLS certificates will not be verified (--insecure-host-keys)")
+    for index in range(1, len(urls) + 1):
+        outputs.numbered(index, len(urls)).check_writable()
+    values = {**settings, "verify_host_keys": not insecure_host_keys}
+    runs = fleet_urls(
+        clients,
+        urls,
+        values,
+        config,
+        explicit,
+        remote_workbench,
+        lambda index, start: present_run(
+            out, db or paths.default_db(), outputs.numbered(index, len(urls)), start, wide
+        ),
+        label,
+    )
+    codes: list[int] = []
+    for done in runs:
+        try:
+            _exit_for_rows(done)
+        except typer.Exit as exc:
+            codes.append(int(exc.exit_code))
+    if codes:
+        raise typer.Exit(codes[0])
+
+
+@app.command("fleet-member", hidden=True)
+def fleet_member() -> None:
+    """A fleet's client side, started by 'workbench fleet' over SSH: JSON lines on stdin and stdout."""
+    from workbench.core.fleet_member import serve_member
+
+    raise typer.Exit(serve_member())
+
+
+@app.command()
 def doctor(
     url: Annotated[
         str | None,
@@ -622,6 +706,15 @@ def lab(
         ),
     ] = None,
     quick: Annotated[bool, typer.Option(help="With --scenario: a reduced form (small files, fewer copies).")] = False,
+    clients: Annotated[
+        int,
+        typer.Option(
+            "--clients",
+            metavar="N",
+            help="N client hosts behind a switch, sharing the link to the server, each with an sshd: the run is "
+            "'workbench fleet' over SSH (aggregate and per-client rows).",
+        ),
+    ] = 0,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
     markdown_out: MarkdownOpt = None,
@@ -657,6 +750,18 @@ def lab(
         client_window=client_window,
         stall=stall,
     )
+    if clients:
+        from workbench.cli.fleet import fleet_lab
+
+        run = present_run(
+            out,
+            db or paths.default_db(),
+            outputs,
+            lambda recorder, observer: fleet_lab(request, clients, recorder, observer, label),
+            wide,
+        )
+        _exit_for_rows(run)
+        return
     if servers == "stock":
         _stock_lab(request, db, outputs, label, wide)
         return

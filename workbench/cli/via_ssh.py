@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.shared import sshconfig
-from workbench.shared.credentials import Credentials
 from workbench.shared.errors import (
     AuthError,
     ExitCode,
@@ -52,7 +51,7 @@ from workbench.shared.errors import (
     UsageError,
     WorkbenchError,
 )
-from workbench.shared.target import DEFAULT_PORTS, Target, url_host
+from workbench.shared.target import DEFAULT_PORTS, Target, target_from_hello, url_host
 
 if TYPE_CHECKING:
     from workbench.core.results import Run
@@ -157,33 +156,6 @@ def _drain(proc: subprocess.Popen[bytes]) -> str:
     return ""
 
 
-def _target_from(hello: Mapping[str, Any], host: str, keys_dir: Path) -> Target:
-    """The Target this side copies to, from the far side's JSON line; key material goes to keys_dir (0700)."""
-    creds_data = hello["credentials"]
-    ports = {k: int(v) for k, v in hello["ports"].items() if k in DEFAULT_PORTS}
-    ssh_key = known_hosts = None
-    if hello.get("ssh_key"):
-        ssh_key = keys_dir / "client_key"
-        fd = os.open(ssh_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(hello["ssh_key"])
-    if hello.get("host_keys"):
-        # the far sshd's host keys, filed under the name this side connects to (its known_hosts names the bind)
-        name = f"[{host}]:{ports['ssh']}" if "ssh" in ports else host
-        known_hosts = keys_dir / "known_hosts"
-        known_hosts.write_text("".join(f"{name} {key}\n" for key in hello["host_keys"]))
-    creds = Credentials(
-        user=str(creds_data["user"]), password=str(creds_data["password"]), ssh_key=ssh_key, known_hosts=known_hosts
-    )
-    return Target(
-        host=host,
-        credentials=creds,
-        ports={**DEFAULT_PORTS, **ports},
-        remote_root=str(hello.get("remote_root", "")),
-        share=str(hello.get("share", "workbench")),
-    )
-
-
 @contextlib.contextmanager
 def far_servers(
     text: str, remote_workbench: str = "workbench", insecure_host_keys: bool = False, say: Any = None
@@ -232,7 +204,7 @@ def far_servers(
             raise _ssh_failure(dest, code, _drain(proc), remote_workbench)
         if say is not None:
             say(f"far servers up on {dest.alias} ({url_host(host)}), state {hello.get('state_dir', '?')}")
-        yield _target_from(hello, host, keys_dir)
+        yield target_from_hello(hello, host, keys_dir)
     finally:
         _bring_down(proc, lines)
         if keys_dir is not None:
@@ -307,11 +279,30 @@ def _emit(data: Mapping[str, Any]) -> None:
         sys.stdout.flush()
 
 
+def served_hello(state_dir: Path) -> dict[str, Any]:
+    """What reaches servers `servers up` started with this private state: ports, paths, login and the key
+    material (read back by target_from_hello). Secret: it goes only down an SSH channel, never to a file."""
+    from workbench.shared.paths import CREDENTIALS_FILE, TARGET_FILE
+
+    creds = json.loads((state_dir / CREDENTIALS_FILE).read_text())
+    target = json.loads((state_dir / TARGET_FILE).read_text())
+    host_keys = []
+    if creds.get("known_hosts"):
+        host_keys = [" ".join(ln.split()[1:3]) for ln in Path(creds["known_hosts"]).read_text().splitlines() if ln]
+    return {
+        "ports": target["ports"],
+        "remote_root": target["remote_root"],
+        "share": target["share"],
+        "credentials": {"user": creds["user"], "password": creds["password"]},
+        "ssh_key": Path(creds["ssh_key"]).read_text() if creds.get("ssh_key") else None,
+        "host_keys": host_keys,
+    }
+
+
 def serve_over_ssh(bind: str | None = None, only: list[str] | None = None) -> None:
     """The far side: servers up in a private temp dir, their target and login as one JSON line on stdout, wait for
     stdin to end (or say "down"), then everything down and the temp dir removed, whatever ended the wait."""
     from workbench.server.daemons import supervisor
-    from workbench.shared.paths import CREDENTIALS_FILE, TARGET_FILE
 
     bind = bind or _bind_address()
     base = Path(tempfile.mkdtemp(prefix="workbench-over-ssh-"))  # 0700: the credentials live beneath it
@@ -321,24 +312,7 @@ def serve_over_ssh(bind: str | None = None, only: list[str] | None = None) -> No
     signal.signal(signal.SIGHUP, signal.default_int_handler)
     try:
         state = supervisor.up(root, bind, state_dir, only=only, ports=_free_ports(bind))
-        creds = json.loads((state_dir / CREDENTIALS_FILE).read_text())
-        target = json.loads((state_dir / TARGET_FILE).read_text())
-        host_keys = []
-        if creds.get("known_hosts"):
-            host_keys = [" ".join(ln.split()[1:3]) for ln in Path(creds["known_hosts"]).read_text().splitlines() if ln]
-        _emit(
-            {
-                "protocol": PROTOCOL,
-                "state_dir": str(base),
-                "ports": target["ports"],
-                "remote_root": target["remote_root"],
-                "share": target["share"],
-                "credentials": {"user": creds["user"], "password": creds["password"]},
-                "ssh_key": Path(creds["ssh_key"]).read_text() if creds.get("ssh_key") else None,
-                "host_keys": host_keys,
-                "servers": state.lines(),
-            }
-        )
+        _emit({"protocol": PROTOCOL, "state_dir": str(base), **served_hello(state_dir), "servers": state.lines()})
         with contextlib.suppress(OSError, ValueError):
             for line in sys.stdin:
                 if line.strip() == "down":

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from workbench.core.results import Baseline, Result, Run
+from workbench.core.results import Baseline, Result, Run, Sample
+
+# The steps a CopyGate holds, in the order a run reaches them: a fleet's clients compare them as tuples.
+STEP_PREPARE = (0,)  # make the test files on both hosts
+STEP_BASELINE = (1,)  # the raw-TCP baseline of this client alone
+TOGETHER_STEP = 2  # the raw-TCP rate again, every client at once: (TOGETHER_STEP, 0) up, (TOGETHER_STEP, 1) down
+COPY_STEP = 3  # a copy: (COPY_STEP, entry index, direction index, set index, attempt)
 
 
 class CopyProgress(Protocol):
@@ -68,6 +74,24 @@ class _NoPace:
 def pace_of(observer: RunObserver) -> RunPace:
     """The observer itself if it follows the whole run's progress, else a RunPace that ignores it all."""
     return observer if isinstance(observer, RunPace) else _NoPace()
+
+
+class CopyGate(Protocol):
+    """Holds each step of a run until it may start, and hears what it measured. Only a fleet's member has one:
+    every client of the fleet starts each copy at the same instant (workbench.core.fleet)."""
+
+    def wait(self, step: tuple[int, ...]) -> None:
+        """Block until `step` may start; steps come in increasing order, skipped ones are never waited for."""
+        ...
+
+    def copied(self, step: tuple[int, ...], sample: Sample, started_perf_s: float) -> None:
+        """A copy of `step` ended; `started_perf_s` is time.perf_counter() at its first request."""
+        ...
+
+    def together(self, plan: Any) -> None:
+        """Measure the raw-TCP rate each way again, every client at once (each direction a step of its own);
+        `plan` None: the far host has no probe (a server given by URL), the steps are only waited for."""
+        ...
 
 
 class Recorder(Protocol):

@@ -24,7 +24,17 @@ from typing import Any
 from workbench.core import settings
 from workbench.core.context import EmulatorReport, LabContext
 from workbench.core.farhost import FarHost, ServedFarHost, StockHost
-from workbench.core.observe import QuietObserver, Recorder, RunObserver, pace_of
+from workbench.core.fleet import ALL_CLIENTS
+from workbench.core.observe import (
+    COPY_STEP,
+    STEP_BASELINE,
+    STEP_PREPARE,
+    CopyGate,
+    QuietObserver,
+    Recorder,
+    RunObserver,
+    pace_of,
+)
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline, Explanation, Result, Run, Sample
 from workbench.core.sampler import CopyMeter
@@ -63,6 +73,7 @@ class _Copier:
         self.plan = plan
         self.scratch = scratch
         self.watcher = watcher
+        self.started_perf_s = 0.0  # time.perf_counter() at the last copy's first request
 
     def _jobs(self, file_set: FileSet, direction: str, upload_dir: str) -> list[FileCopy]:
         if direction == "download":
@@ -83,7 +94,7 @@ class _Copier:
             # the helper's CPU is read first here and last below, so the /proc scans stay out of the figure
             cpu0 = self.client.helper_cpu_seconds() + _cpu_now()
             meter.start()
-            t0 = time.perf_counter()
+            t0 = self.started_perf_s = time.perf_counter()
             try:
                 if len(jobs) == 1:
                     job = jobs[0]
@@ -190,12 +201,16 @@ def _scratch_dir() -> Iterator[Path]:
 
 
 def failed_rows(run: Run) -> list[Result]:
-    """Rows that could run here but failed or did not verify ('unavailable:' rows are the platform's, not failures)."""
-    return [
-        row
-        for row in run.results
-        if (row.error is not None and not row.error.startswith(UNAVAILABLE)) or (row.error is None and not row.verified)
-    ]
+    """Rows that could run here but failed or did not verify ('unavailable:' rows are the platform's, not failures).
+
+    A fleet's aggregate rows are made of its clients' rows, which answer for themselves: an aggregate is never a
+    failure of its own (it may have no rate when the clients never copied at once; its notes say so)."""
+    def failed(row: Result) -> bool:
+        if row.error is not None:
+            return not row.error.startswith(UNAVAILABLE)
+        return not row.verified
+
+    return [row for row in run.results if row.client_host != ALL_CLIENTS and failed(row)]
 
 
 def _measure_rows(
@@ -207,9 +222,11 @@ def _measure_rows(
     recorder: Recorder,
     observer: RunObserver,
     results: list[Result],
+    gate: CopyGate | None = None,
 ) -> list[Result]:
     """Measure every row, appending each to `results` and handing it to the recorder as it finishes (so
-    Ctrl-C/SIGTERM keep the finished rows in the database and the JSON)."""
+    Ctrl-C/SIGTERM keep the finished rows in the database and the JSON). `gate` holds each copy until it may
+    start (a fleet's member)."""
 
     def save(row: Result) -> None:
         index = len(results)
@@ -218,7 +235,7 @@ def _measure_rows(
 
     watcher = CopyWatcher(control, plan.target.host)
     with _scratch_dir() as scratch:
-        for entry in plan.entries:
+        for entry_index, entry in enumerate(plan.entries):
             loaded = registry.load(entry)
             if isinstance(loaded, str):
                 for row in _unavailable_rows(entry, loaded, plan):
@@ -242,9 +259,10 @@ def _measure_rows(
                 continue
             copier = _Copier(client, control, plan, scratch, watcher)
             try:
-                for direction in plan.directions:
-                    for file_set in manifest.sets:
-                        save(_measure_row(plan, run_dir, copier, entry, direction, file_set, observer))
+                for direction_index, direction in enumerate(plan.directions):
+                    for set_index, file_set in enumerate(manifest.sets):
+                        step = (COPY_STEP, entry_index, direction_index, set_index)
+                        save(_measure_row(plan, run_dir, copier, entry, direction, file_set, observer, gate, step))
             finally:
                 copier.client.close()
     return results
@@ -258,6 +276,8 @@ def _measure_row(
     direction: str,
     file_set: FileSet,
     observer: RunObserver,
+    gate: CopyGate | None = None,
+    step: tuple[int, ...] = (),
 ) -> Result:
     protocol, name = entry.label.split("/")
     row = functools.partial(Result, protocol, name, direction, file_set.name, file_set.total_bytes, len(file_set.files))
@@ -280,7 +300,11 @@ def _measure_row(
             warm = attempt < plan.warmup
             label = "warm-up" if warm else f"{attempt - plan.warmup + 1}/{plan.repeat}"
             progress.restart(f"{entry.label} {direction} {file_set.name} {label}")
+            if gate is not None:
+                gate.wait((*step, attempt))
             sample = copier.copy_once(file_set, direction, upload_dir, progress.advance)
+            if gate is not None:
+                gate.copied((*step, attempt), sample, copier.started_perf_s)
             pace.copy_done(file_set.total_bytes)
             if warm:
                 warmup += 1
@@ -347,12 +371,14 @@ def execute(
     far: FarHost | None = None,
     lab: LabContext | None = None,
     label: str | None = None,
+    gate: CopyGate | None = None,
 ) -> Run:
     """Run the plan: baseline, then every row, each handed to `recorder.row` as it finishes; the finished run.
 
     `recorder.finish(run)` gets the run as it ended, also when Ctrl-C, SIGTERM or a failure stops it (the
     exception then goes on): its finished rows are kept. `far` is the far host (default: `workbench serve`
-    at plan.target); `lab` adds the lab's link, window sweep and emulator figures.
+    at plan.target); `lab` adds the lab's link, window sweep and emulator figures. `gate` (a fleet's member)
+    holds the file preparation, the baselines and each copy until the fleet lets them start.
     """
     from workbench.core.explain import explain
 
@@ -379,10 +405,16 @@ def execute(
         explanation: Explanation | None = None  # of the rows, once they are all measured
         try:
             observer.status(f"run {run_id}: preparing test files on both hosts…")
+            if gate is not None:
+                gate.wait(STEP_PREPARE)
             manifest = _prepare_files(plan, control)
             observer.status(_baseline_status(plan, control))
+            if gate is not None:
+                gate.wait(STEP_BASELINE)
             baseline = control.baseline(plan)
             recorder.baseline(run_id, baseline)
+            if gate is not None:
+                gate.together(None if isinstance(control, StockHost) else plan)
             if lab is not None and lab.after_baseline is not None:
                 lab.after_baseline()
             if not (baseline.up_bytes_per_s or baseline.down_bytes_per_s) and baseline.details.get("no_baseline"):
@@ -392,7 +424,7 @@ def execute(
             # Made by serve before any client: every server may then write beneath it (the rsync daemon, which
             # transfers as its own uid, through the write grant it inherits from incoming/'s default ACL).
             control.mkdir(run_dir)
-            _measure_rows(plan, run_id, run_dir, manifest, control, recorder, observer, rows)
+            _measure_rows(plan, run_id, run_dir, manifest, control, recorder, observer, rows, gate)
             measured = Run(run_id, meta, baseline, results=tuple(rows), link=link, window_sweep=window_sweep)
             explanation = explain(measured, plan.target.host)
             warnings.extend(explanation.notes)

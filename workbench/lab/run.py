@@ -268,6 +268,54 @@ def _run_inside(
             observer.status(f"  {line}")
 
 
+# A fleet lab's run is driven from the CLI (the fleet's controller lives there): drive(lab, client hosts, the
+# servers' state directory, the link document) runs it and returns the run.
+DriveFleet = Callable[[Any, Any, Path, dict[str, Any]], Run]
+MAX_FLEET_CLIENTS = 8
+
+
+def run_fleet_lab(req: LabRequest, clients: int, drive: DriveFleet, observer: RunObserver) -> Run:
+    """Build the lab with `clients` client hosts behind a switch (the link between switch and server is the one
+    shared bottleneck), each with its own sshd, and workbench's servers on the server host; `drive` runs the fleet
+    over SSH from the switch. Everything is torn down however it ends."""
+    from workbench.lab.fleetlab import ClientHosts
+    from workbench.server.daemons import supervisor
+
+    if req.servers != "workbench":
+        raise UsageError("--clients runs the fleet against workbench's own servers", "drop --servers stock")
+    if req.window_sweep:
+        raise UsageError("--window-sweep is for one client", "drop --window-sweep, or --clients")
+    if not 1 <= clients <= MAX_FLEET_CLIENTS:
+        raise UsageError(f"--clients {clients} is out of range", f"use 1 to {MAX_FLEET_CLIENTS}")
+    cc_note = None
+    if req.cc is None:
+        # Clients share one bottleneck here, so their congestion control decides the shares. BBR (this kernel's
+        # default here) left one of three streams 470 of the link's 502 Mbit/s in the lab; CUBIC, the default of
+        # Windows, macOS and stock Linux, shared it evenly (Jain's index 0.9-1.0). The clients a user has run CUBIC.
+        req = dataclasses.replace(req, cc="cubic")
+        cc_note = "congestion control cubic on every lab host (what Windows, macOS and stock Linux use); --cc to change"
+    with _built_lab(req, observer) as (lab, work, link):
+        if cc_note:
+            link["notes"] = "; ".join(n for n in (link.get("notes"), cc_note) if n)
+        root, state = work / "root", work / "state"
+        root.mkdir()
+        observer.status(f"lab: starting servers on the server host {lab.server_addr}…")
+        servers = supervisor.up(root, lab.server_addr, state, netns=lab.server_ns)
+        for line in servers.lines():
+            observer.status(f"  {line}")
+        try:
+            if req.client_window and req.client_window_services:
+                link["client_window_ports"] = _clamp_services(lab, state, req.client_window_services)
+            observer.status(f"lab: {clients} client hosts behind a switch, each with an sshd…")
+            with ClientHosts(lab, clients, work / "clients") as hosts:
+                link["clients"] = clients
+                lab.start_stalls()  # no single baseline to keep clear of them: the fleet's start together
+                return drive(lab, hosts, state, link)
+        finally:
+            for line in supervisor.down(state):
+                observer.status(f"  {line}")
+
+
 def run_stock_lab(req: LabRequest, present: Present, observer: RunObserver, label: str | None = None) -> list[Run]:
     """Build the lab with stock daemons only on its server host and run each daemon's URL; the finished runs.
 

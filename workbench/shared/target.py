@@ -8,9 +8,11 @@ where its services listen (no secrets; those stay in credentials.json).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -134,4 +136,33 @@ def read(path: Path, creds: Credentials, host: str | None = None) -> Target:
         ports={**DEFAULT_PORTS, **parsed.ports},
         remote_root=parsed.remote_root,
         share=parsed.share,
+    )
+
+
+def target_from_hello(hello: Mapping[str, Any], host: str, keys_dir: Path) -> Target:
+    """The Target reaching servers started elsewhere, from the JSON object that described them (`servers
+    over-ssh`'s line, a fleet's job): login, ports, paths; key material goes to files in keys_dir (0700), as the
+    OpenSSH clients read it only from files."""
+    creds_data = hello["credentials"]
+    ports = {k: int(v) for k, v in hello["ports"].items() if k in DEFAULT_PORTS}
+    ssh_key = known_hosts = None
+    if hello.get("ssh_key"):
+        ssh_key = keys_dir / "client_key"
+        fd = os.open(ssh_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(hello["ssh_key"])
+    if hello.get("host_keys"):
+        # the far sshd's host keys, filed under the name this side connects to (its known_hosts names the bind)
+        name = f"[{host}]:{ports['ssh']}" if "ssh" in ports else host
+        known_hosts = keys_dir / "known_hosts"
+        known_hosts.write_text("".join(f"{name} {key}\n" for key in hello["host_keys"]))
+    creds = Credentials(
+        user=str(creds_data["user"]), password=str(creds_data["password"]), ssh_key=ssh_key, known_hosts=known_hosts
+    )
+    return Target(
+        host=host,
+        credentials=creds,
+        ports={**DEFAULT_PORTS, **ports},
+        remote_root=str(hello.get("remote_root", "")),
+        share=str(hello.get("share", "workbench")),
     )

@@ -1,0 +1,203 @@
+"""`workbench fleet --clients HOSTS URL`: two client "hosts" (two SSH aliases of a real sshd on 127.0.0.1, whose
+`workbench` is this venv's) copy to a stock WebDAV server at once. One run: per step an aggregate row and each
+client's row; a client killed mid-run fails only its own rows; an unknown host key fails that client in one line;
+Ctrl-C ends every session; the password never appears on a command line; nothing is left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from tests.far_host import saved_rows
+from tests.ssh_login import REMOTE_WORKBENCH, LoginHost, keygen
+from tests.stock_urls import StockSite, workbench_argv
+from workbench.shared.errors import ExitCode
+
+PLAN = ["--protocols", "http/aiohttp", "--sizes", "64M", "--repeat", "2", "--warmup", "0", "--tcp-duration", "1"]
+ALIASES = ("farbox", "farbox2")
+
+
+def _hosts(login_host: LoginHost, tmp_path: Path, *, bad_key_for: str | None = None) -> Path:
+    """A HOSTS file of two aliases of the login sshd; `bad_key_for`'s known_hosts holds another key."""
+    config = login_host.ssh_config.read_text()
+    block = config.split("Host farbox\n", 1)[1]
+    if bad_key_for == "farbox2":
+        keygen(tmp_path / "other_key")  # a real key, but not the sshd's: a changed or spoofed host
+        kind, blob = (tmp_path / "other_key.pub").read_text().split()[:2]
+        wrong = tmp_path / "wrong_known_hosts"
+        wrong.write_text(f"[127.0.0.1]:{login_host.port} {kind} {blob}\n")
+        block = block.replace(str(login_host.known_hosts), str(wrong))
+    login_host.ssh_config.write_text(config + "Host farbox2\n" + block)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# the test's two clients\n" + "\n".join(ALIASES) + "\n")
+    return hosts
+
+
+def _start(site: StockSite, login_host: LoginHost, tmp_path: Path, hosts: Path, *extra: str) -> subprocess.Popen[str]:
+    site.start("webdav")
+    env = site.env(WORKBENCH_SSH_CONFIG=str(login_host.ssh_config), PYTHONUNBUFFERED="1")
+    argv = workbench_argv("fleet", "--clients", str(hosts), site.url("webdav"), "--remote-workbench", REMOTE_WORKBENCH)
+    argv += ["--json", str(tmp_path / "fleet.json"), *PLAN, *extra]
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def _members() -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"fleet-member" in argv and not any(
+            Path(a.decode(errors="replace")).name.encode() == b"ssh" for a in argv[:1]
+        ):
+            found.append(int(pid))
+    return found
+
+
+def _gone(timeout_s: float = 30) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while (left := _members()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+class _ArgvWatch:
+    """Every command line on this host, sampled while the fleet runs, searched for the password afterwards."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret.encode()
+        self.hits: list[str] = []
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if self.secret in cmd:
+                    self.hits.append(cmd.replace(b"\0", b" ").decode(errors="replace"))
+            self.samples += 1
+            time.sleep(0.05)
+
+    def __enter__(self) -> _ArgvWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def test_fleet_of_two_gives_aggregate_and_per_client_rows(
+    site: StockSite, login_host: LoginHost, tmp_path: Path
+) -> None:
+    hosts = _hosts(login_host, tmp_path)
+    with _ArgvWatch(site.credentials.password) as watch:
+        proc = _start(site, login_host, tmp_path, hosts)
+        out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, out + err
+    assert watch.samples > 5 and watch.hits == []  # the password went down the SSH channels only
+    doc = json.loads((tmp_path / "fleet.json").read_text())
+    assert doc["schema"] == 3
+    rows = doc["results"]
+    assert {r["client_host"] for r in rows} == {"all", *ALIASES}
+    aggregates = [r for r in rows if r["client_host"] == "all"]
+    assert {r["direction"] for r in aggregates} == {"upload", "download"}
+    for agg in aggregates:
+        assert agg["aggregate"]["clients"] == list(ALIASES)
+        assert agg["median_bytes_per_s"] > 0 and agg["samples"], agg
+        # the window never exceeds a copy: it runs from the later start to the earlier end
+        ends = agg["aggregate"]["first_done_s"]
+        assert all(s["seconds"] <= e + 1e-6 for s, e in zip(agg["samples"], ends, strict=False)), agg
+    clients = [r for r in rows if r["client_host"] in ALIASES]
+    assert len(clients) == 2 * len(aggregates)
+    assert all(r["verified"] and r["error"] is None and len(r["samples"]) == 2 for r in clients), clients
+    # each aggregate row comes first, then its clients' rows
+    assert [r["client_host"] for r in rows[:3]] == ["all", *ALIASES]
+    assert set(doc["run"]["fleet"]["clients"]) == set(ALIASES)
+    assert _gone() == []
+    assert "aiohttp ×2" in out or "×2" in out, out
+
+
+def test_a_client_killed_mid_run_fails_only_its_rows(site: StockSite, login_host: LoginHost, tmp_path: Path) -> None:
+    hosts = _hosts(login_host, tmp_path)
+    proc = _start(site, login_host, tmp_path, hosts, "--repeat", "4")
+    db = site.base / "workbench-home" / "runs.sqlite"
+    deadline = time.monotonic() + 120
+    while saved_rows(db) < 1 or len(_members()) < 2:  # a client row is in: both are past their first row
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    victim = _members()[0]
+    os.kill(victim, signal.SIGKILL)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == ExitCode.ROWS_FAILED, out + err
+    doc = json.loads((tmp_path / "fleet.json").read_text())
+    by_host = {h: [r for r in doc["results"] if r["client_host"] == h] for h in ALIASES}
+    failed = [h for h, rows in by_host.items() if any(r["error"] for r in rows)]
+    assert len(failed) == 1, doc["results"]
+    survivor = next(h for h in ALIASES if h not in failed)
+    assert by_host[survivor] and all(r["error"] is None and r["verified"] for r in by_host[survivor])
+    assert any("stopped" in (r["error"] or "") for r in by_host[failed[0]])
+    assert failed[0] in doc["run"]["fleet"]["failed_clients"]
+    assert _gone() == []
+
+
+def test_an_unknown_host_key_fails_that_client_in_one_line(
+    site: StockSite, login_host: LoginHost, tmp_path: Path
+) -> None:
+    hosts = _hosts(login_host, tmp_path, bad_key_for="farbox2")
+    proc = _start(site, login_host, tmp_path, hosts, "--directions", "download", "--repeat", "1")
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == ExitCode.ROWS_FAILED, out + err
+    doc = json.loads((tmp_path / "fleet.json").read_text())
+    bad = [r for r in doc["results"] if r["client_host"] == "farbox2"]
+    good = [r for r in doc["results"] if r["client_host"] == "farbox"]
+    assert bad and all("host key" in r["error"] for r in bad), bad
+    assert good and all(r["error"] is None for r in good), good
+    assert _gone() == []
+
+
+def test_ctrl_c_ends_every_client_session_and_keeps_the_rows(
+    site: StockSite, login_host: LoginHost, tmp_path: Path
+) -> None:
+    hosts = _hosts(login_host, tmp_path)
+    proc = _start(site, login_host, tmp_path, hosts, "--repeat", "6")
+    db = site.base / "workbench-home" / "runs.sqlite"
+    deadline = time.monotonic() + 120
+    while saved_rows(db) < 1:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == ExitCode.INTERRUPTED, out + err
+    assert saved_rows(db) >= 1
+    assert _gone() == []
+
+
+def test_a_hosts_file_that_names_nobody_is_a_usage_error(
+    site: StockSite, login_host: LoginHost, tmp_path: Path
+) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# nobody yet\n")
+    proc = _start(site, login_host, tmp_path, hosts)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.USAGE, out + err
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1 and "names no host" in err, err
