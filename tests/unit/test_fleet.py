@@ -208,3 +208,24 @@ def test_a_bad_hosts_file_is_one_line(tmp_path: Path, text: str, message: str) -
 def test_a_missing_hosts_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--clients"):
         read_inventory(tmp_path / "nope")
+
+
+def test_a_client_sharing_the_path_is_explained_by_its_share_of_raw_tcp_at_once() -> None:
+    alone = Baseline(up_bytes_per_s=60 * MB, down_bytes_per_s=60 * MB, rtt_ms=3.0)
+    at_once = {"download": (T0, 3.0, 60 * MB)}  # 20 MB/s each at once: 60 MB/s in all, as each client alone
+    reports = [
+        MemberReport(
+            h, rows=[_row(h, 20 * MB)], baseline=alone, together=at_once, copies=[_copy(h, 0, T0, 20 * MB, 1.0)]
+        )
+        for h in ("a", "b", "c")
+    ]
+    together, _ = together_baseline(reports)
+    rows = fleet_rows(reports, warmup=0, planned=[])
+    why = explain_fleet(rows, reports, together, None, "10.0.0.1")
+    for index in (1, 2, 3):  # each client: 20 of its own 60 MB/s alone, which its share (60 / 3) explains
+        assert why.rows[index].bound == "share"
+        assert why.rows[index].ceiling_bytes_per_s == pytest.approx(20 * MB)
+    # a client far below its share is not explained by it
+    reports[0].rows[0] = _row("a", 5 * MB)
+    rows = fleet_rows(reports, warmup=0, planned=[])
+    assert explain_fleet(rows, reports, together, None, "10.0.0.1").rows[1].bound != "share"

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from workbench.core.aggregate import ClientCopy, aggregate_rounds, overlap
+from workbench.core.ceiling import Bound
 from workbench.core.observe import STEP_BASELINE, STEP_PREPARE
 from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run, Sample
 
@@ -289,7 +290,8 @@ def explain_fleet(
         report = by_host[client]
         alone = Run(None, {}, report.baseline or Baseline(), tuple(rows[i] for i in indexes), link=link)
         explained = explain(alone, host)
-        why.update(zip(indexes, explained.rows, strict=True))
+        for index, one in zip(indexes, explained.rows, strict=True):
+            why[index] = _with_share(one, rows[index], rows, together)
         said[client] = [*explained.notes, *report.warnings]
     notes = merged_notes(said, [r.host for r in reports])
     for index, row in enumerate(rows):
@@ -303,6 +305,43 @@ def explain_fleet(
         rows=tuple(why.get(i, RowExplanation()) for i in range(len(rows))),
         notes=tuple(notes),
         verdict=tuple(fleet_verdict(rows, together)),
+    )
+
+
+SHARE = "share"  # a client's ceiling in a fleet: the raw-TCP rate all clients reached at once, split evenly
+
+
+def _with_share(why: RowExplanation, row: Result, rows: Sequence[Result], together: Baseline) -> RowExplanation:
+    """A client's row explained by its share of the path when that explains it better than its ceilings alone.
+
+    Measured alone, a client's ceilings are its own (its window, its requests in flight, the link): copying
+    beside others it also gets only a share of the path. The share is the raw-TCP rate of all clients at once
+    divided among the clients that copied the same step; it binds when it is the lowest ceiling and lies within
+    EXPLAINS of the row's rate, as any bound must (workbench.core.ceiling)."""
+    from workbench.core.ceiling import EXPLAINS, UNEXPLAINED
+
+    rate, at_once = row.median_bytes_per_s, together.for_direction(row.direction)
+    aggregate = next(
+        (r for r in rows if r.client_host == ALL_CLIENTS and _row_key(r) == _row_key(row) and r.aggregate), None
+    )
+    clients = len((aggregate.aggregate or {}).get("per_client_bytes_per_s") or {}) if aggregate else 0
+    if not rate or not at_once or clients < 2:
+        return why
+    share = at_once / clients
+    lowest = why.ceiling_bytes_per_s if why.bound not in (None, UNEXPLAINED) else None
+    if (lowest is not None and lowest <= share) or abs(rate - share) > EXPLAINS * share:
+        return why
+    bound = Bound(
+        SHARE, share, f"share ≤ {share / 1e6:.1f} MB/s (raw TCP at once {at_once / 1e6:.1f} MB/s / {clients} clients)"
+    )
+    return replace(
+        why,
+        bound=SHARE,
+        ceiling_bytes_per_s=share,
+        bound_explanation=bound.explanation,
+        bounds=(*(why.bounds or ()), bound),
+        # "no ceiling explains it" was said for want of this one; a note that names another limit stays
+        triage_note=None if why.bound == UNEXPLAINED else why.triage_note,
     )
 
 
