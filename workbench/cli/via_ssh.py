@@ -164,7 +164,7 @@ def far_servers(
     down on the way out (return, exception, Ctrl-C, SIGTERM)."""
     dest = Destination.parse(text)
     host = sshconfig.resolve(dest.alias, user=dest.user).hostname
-    remote = shlex.join([remote_workbench, "servers", "over-ssh"])
+    remote = shlex.join([*shlex.split(remote_workbench), "servers", "over-ssh"])  # e.g. "python3 -m workbench"
     argv = [*ssh_argv(dest, insecure_host_keys), remote]
     # Its own session: a Ctrl-C at the terminal reaches this process only, which then ends the session in order.
     try:
