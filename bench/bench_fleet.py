@@ -64,8 +64,9 @@ def main() -> int:
         jain = agg.get("jain_index")
         print(
             f"  {row['protocol']}/{row['client']:10} aggregate {rate * 8 / 1e6:6.0f} Mbit/s = {rate / goodput:.3f} "
-            f"of goodput; Jain {jain if jain is None else round(jain, 3)}; first done {agg['first_done_s']} s, "
-            f"last done {agg['last_done_s']} s"
+            f"of goodput; Jain {jain if jain is None else round(jain, 3)}; first done "
+            f"{', '.join(f'{t:.2f}' for t in agg['first_done_s'])} s, last done "
+            f"{', '.join(f'{t:.2f}' for t in agg['last_done_s'])} s"
         )
     print("\nscaling with the number of clients (aggregate Mbit/s, ratio to 1 client):")
     for label in args.protocols.split(","):

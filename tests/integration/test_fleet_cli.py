@@ -9,9 +9,12 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.far_host import saved_rows
 from tests.ssh_login import REMOTE_WORKBENCH, LoginHost, keygen
@@ -201,3 +204,34 @@ def test_a_hosts_file_that_names_nobody_is_a_usage_error(
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == ExitCode.USAGE, out + err
     assert len([ln for ln in err.splitlines() if ln.strip()]) == 1 and "names no host" in err, err
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        # a workbench from before fleets: typer's own usage error for an unknown command
+        ("import sys; sys.stderr.write(\"Error: No such command 'fleet-member'.\\n\"); sys.exit(2)", "older version"),
+        # a member speaking another version of the protocol
+        (
+            "import json; print(json.dumps({'event': 'hello', 'protocol': 'workbench-fleet/0', 'version': '0.0.1'}))",
+            "speaks 'workbench-fleet/0'",
+        ),
+    ],
+)
+def test_a_client_with_an_incompatible_workbench_is_named_with_the_install(
+    site: StockSite, login_host: LoginHost, tmp_path: Path, script: str, expected: str
+) -> None:
+    fake = tmp_path / "old_workbench.py"
+    fake.write_text(script + "\n")
+    hosts = _hosts(login_host, tmp_path)
+    site.start("webdav")
+    env = site.env(WORKBENCH_SSH_CONFIG=str(login_host.ssh_config))
+    argv = workbench_argv("fleet", "--clients", str(hosts), site.url("webdav"), *PLAN, "--directions", "download")
+    argv += ["--remote-workbench", f"{sys.executable} {fake}", "--json", str(tmp_path / "fleet.json")]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == ExitCode.ROWS_FAILED, done.stdout + done.stderr
+    doc = json.loads((tmp_path / "fleet.json").read_text())
+    for host in ALIASES:
+        why = doc["run"]["fleet"]["failed_clients"][host]
+        assert expected in why and "pip install filecopy-workbench" in why, why
+    assert all(r["error"] for r in doc["results"] if r["client_host"] in ALIASES)

@@ -285,3 +285,14 @@ def test_a_run_that_is_no_fleet_has_no_host_column_anywhere(make: Any) -> None:
     wide = next(line for line in _render(run, 400, wide=True).splitlines() if line.startswith("┃"))
     assert "host" not in [c.strip() for c in wide.split("┃")]
     assert '<th scope="col">host</th>' not in render_html(run)
+
+
+def test_the_html_plots_tell_each_client_host_apart() -> None:
+    import re
+
+    page = render_html(fleet_run())
+    ids = set(re.findall(r'id="wb-spread-copies-([^"]+)"', page))
+    # one series per host and one for the aggregate, not every host's copies drawn on one client's line
+    for host in ("c1", "c2", "c3"):
+        assert f"download-http-aiohttp-{host}-16M" in ids, ids
+    assert "download-http-aiohttp-3-16M" in ids, ids

@@ -59,6 +59,7 @@ class _Member:
     report: MemberReport
     lines: _Lines
     stderr: list[str] = field(default_factory=list)
+    stderr_ended: bool = False
     hello: bool = False
     done: bool = False  # it said its run ended
     ended: bool = False  # its session closed
@@ -90,11 +91,15 @@ def _close_stdin(member: _Member) -> None:
 
 def _read_stderr(member: _Member) -> None:
     assert member.proc.stderr is not None
+    if member.stderr_ended:
+        return
     with contextlib.suppress(OSError, BlockingIOError):
         chunk = os.read(member.proc.stderr.fileno(), 65536)
-        if chunk:
-            member.stderr.extend(chunk.decode(errors="replace").splitlines())
-            del member.stderr[:-STDERR_KEEP]
+        if not chunk:
+            member.stderr_ended = True  # select() would report it readable forever
+            return
+        member.stderr.extend(chunk.decode(errors="replace").splitlines())
+        del member.stderr[:-STDERR_KEEP]
 
 
 def _step_text(step: tuple[int, ...]) -> str:
@@ -160,7 +165,7 @@ class Controller:
         for m in live:
             assert m.proc.stdout is not None and m.proc.stderr is not None
             fds[m.proc.stdout.fileno()] = (m, "out")
-            if not m.proc.stderr.closed:
+            if not m.proc.stderr.closed and not m.stderr_ended:
                 fds[m.proc.stderr.fileno()] = (m, "err")
         if any(m.lines.buffer and b"\n" in m.lines.buffer for m in live):
             timeout_s = 0

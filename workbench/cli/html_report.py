@@ -8,6 +8,7 @@ mentions a URL can never load anything. The table is built from workbench.cli.su
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from html import escape
@@ -16,7 +17,7 @@ from typing import Any
 from workbench import __version__
 from workbench.cli import plots
 from workbench.cli.summary import COLUMNS, SummaryRow, host_lines, link_line, mb, summary_rows, table_columns
-from workbench.core.results import Run
+from workbench.core.results import Result, Run
 
 CSS = """
 :root { color-scheme: light; --fg: #1d1d1f; --dim: #6e6e73; --rule: #d2d2d7; --band: #f5f5f7; }
@@ -225,7 +226,23 @@ def _figure(svg: str | None, caption: str) -> str:
     return f'<figure class="plot">{inline_svg(svg, caption)}<figcaption>{escape(caption)}</figcaption></figure>'
 
 
+def _plot_view(run: Run) -> Run:
+    """The run as the plots draw it: in a fleet run each row's client names its host (`aiohttp @client1`, the
+    aggregate `aiohttp ×3`), so rows of one client on several hosts are told apart rather than drawn on one line."""
+    if not any(row.client_host for row in run.results):
+        return run
+
+    def named(row: Result) -> Result:
+        if row.client_host == "all":
+            count = len((row.aggregate or {}).get("clients") or ())
+            return dataclasses.replace(row, client=f"{row.client} ×{count}")
+        return dataclasses.replace(row, client=f"{row.client} @{row.client_host}") if row.client_host else row
+
+    return dataclasses.replace(run, results=tuple(named(row) for row in run.results))
+
+
 def _plots(run: Run) -> str:
+    run = _plot_view(run)
     parts = []
     chosen = plots.time_plot_rows(run)
     drawable = sum(1 for r in run.results if plots.timed_long_enough(r))
