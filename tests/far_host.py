@@ -131,3 +131,17 @@ def fuse_mounts(source_contains: str, kind: str = "fuse.sshfs") -> set[str]:
         if fstype == kind and source_contains in source:
             found.add(point)
     return found
+
+
+def fleet_members() -> list[int]:
+    """Pids of fleet members (`workbench fleet-member`, the far side of a fleet's SSH sessions) on this machine; the
+    controller's own ssh processes, whose remote command names it too, are not members."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"fleet-member" in argv and Path(argv[0].decode(errors="replace")).name != "ssh":
+            found.append(int(pid))
+    return found

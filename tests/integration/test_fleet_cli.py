@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.far_host import saved_rows
+from tests.far_host import fleet_members, saved_rows
 from tests.ssh_login import REMOTE_WORKBENCH, LoginHost, keygen
 from tests.stock_urls import StockSite, workbench_argv
 from workbench.shared.errors import ExitCode
@@ -57,23 +57,9 @@ def _start(site: StockSite, login_host: LoginHost, tmp_path: Path, hosts: Path, 
     )
 
 
-def _members() -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"fleet-member" in argv and not any(
-            Path(a.decode(errors="replace")).name.encode() == b"ssh" for a in argv[:1]
-        ):
-            found.append(int(pid))
-    return found
-
-
 def _gone(timeout_s: float = 30) -> list[int]:
     deadline = time.monotonic() + timeout_s
-    while (left := _members()) and time.monotonic() < deadline:
+    while (left := fleet_members()) and time.monotonic() < deadline:
         time.sleep(0.1)
     return left
 
@@ -145,10 +131,10 @@ def test_a_client_killed_mid_run_fails_only_its_rows(site: StockSite, login_host
     proc = _start(site, login_host, tmp_path, hosts, "--repeat", "4")
     db = site.base / "workbench-home" / "runs.sqlite"
     deadline = time.monotonic() + 120
-    while saved_rows(db) < 1 or len(_members()) < 2:  # a client row is in: both are past their first row
+    while saved_rows(db) < 1 or len(fleet_members()) < 2:  # a client row is in: both are past their first row
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
-    victim = _members()[0]
+    victim = fleet_members()[0]
     os.kill(victim, signal.SIGKILL)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == ExitCode.ROWS_FAILED, out + err

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.far_host import saved_rows, start_workbench, wait_for
+from tests.far_host import fleet_members, saved_rows, start_workbench, wait_for
 from tests.schema_check import assert_valid_run_document
 from workbench.lab import expected_goodput_bits_per_s
 from workbench.shared.errors import ExitCode
@@ -41,24 +41,11 @@ def _lab_reason() -> str | None:
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(_lab_reason() is not None, reason=f"lab: {_lab_reason()}")]
 
 
-def _members() -> list[int]:
-    """Pids of fleet members (the far side of a fleet's SSH sessions) on this machine."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"fleet-member" in argv and Path(argv[0].decode(errors="replace")).name != "ssh":
-            found.append(int(pid))
-    return found
-
-
 def _nothing_left(lab_tmp: Path) -> None:
     deadline = time.monotonic() + 30
-    while _members() and time.monotonic() < deadline:
+    while fleet_members() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _members() == []
+    assert fleet_members() == []
     assert "wb-lab-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     leftovers = subprocess.run(["pgrep", "-f", str(lab_tmp)], capture_output=True, text=True).stdout
     assert not leftovers.strip(), leftovers  # no server, sshd or session of this lab is left running
@@ -118,7 +105,7 @@ def test_a_lab_client_failing_mid_run_fails_its_rows_and_not_the_others(tmp_path
     proc = _fleet(tmp_path, lab_tmp, "--protocols", "http/aiohttp", "--sizes", "8M,48M", "--repeat", "3")
     try:
         wait_for("each client's first row", lambda: saved_rows(tmp_path / "runs.sqlite") >= 3, proc, timeout_s=300)
-        victims = _members()
+        victims = fleet_members()
         assert len(victims) == 3, victims
         os.kill(victims[0], signal.SIGKILL)
         out, err = proc.communicate(timeout=600)

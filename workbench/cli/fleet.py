@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import __version__
-from workbench.cli.via_ssh import INSTALL_HINT, Destination, _Lines, _ssh_failure, ssh_argv
+from workbench.cli.via_ssh import INSTALL_HINT, Destination, _Lines, _ssh_failure, end_ssh, main_thread, ssh_argv
 from workbench.core.fleet import (
     ALL_CLIENTS,
     PROTOCOL,
@@ -299,7 +299,7 @@ class Controller:
     def _end_all(self) -> None:
         """End every session: stdin closed (each member stops as on Ctrl-C and sends its last row), its output read
         until it exits (bounded), then ssh ended. A second Ctrl-C must not cut this short."""
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread() else None
         try:
             for m in self.members:
                 _close_stdin(m)
@@ -310,27 +310,11 @@ class Controller:
             for m in self.members:
                 if not m.ended:
                     m.report.failure = m.report.failure or "did not end within the time allowed"
-                    with contextlib.suppress(ProcessLookupError):
-                        m.proc.terminate()
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        m.proc.wait(timeout=5)
-                    if m.proc.poll() is None:
-                        m.proc.kill()
-                        m.proc.wait()
                     m.ended = True
-                for pipe in (m.proc.stdout, m.proc.stderr):
-                    with contextlib.suppress(OSError):
-                        if pipe is not None:
-                            pipe.close()
+                end_ssh(m.proc, 0.1)
         finally:
             if old is not None:
                 signal.signal(signal.SIGINT, old)
-
-
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 
 
 def _before_hello(m: _Member, code: int, remote: list[str]) -> str:

@@ -214,7 +214,7 @@ def far_servers(
 def _bring_down(proc: subprocess.Popen[bytes], lines: _Lines) -> None:
     """Say "down", wait (bounded) for the far side's acknowledgement, then end ssh. Never raises."""
     # A second Ctrl-C must not cut this short: the far side cleans up on its own once ssh is gone anyway.
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread() else None
     try:
         with contextlib.suppress(OSError, ValueError):
             assert proc.stdin is not None
@@ -225,25 +225,32 @@ def _bring_down(proc: subprocess.Popen[bytes], lines: _Lines) -> None:
             line = lines.read(deadline)
             if line is None and (lines.closed or time.monotonic() >= deadline):
                 break
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
-            with contextlib.suppress(OSError):
-                if pipe is not None:
-                    pipe.close()
+        end_ssh(proc, max(0.1, deadline - time.monotonic()))
     finally:
         if old is not None:
             signal.signal(signal.SIGINT, old)
 
 
-def _main_thread() -> bool:
+def end_ssh(proc: subprocess.Popen[bytes], wait_s: float) -> None:
+    """Let an ssh whose remote side was told to end exit within `wait_s`, else terminate it (then kill it), and
+    close its pipes."""
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        with contextlib.suppress(OSError):
+            if pipe is not None:
+                pipe.close()
+
+
+def main_thread() -> bool:
+    """Signal handlers can be set only there."""
     import threading
 
     return threading.current_thread() is threading.main_thread()

@@ -19,19 +19,16 @@ import getpass
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from workbench.lab import netns
-from workbench.lab.lifecycle import tune_host_namespace
+from workbench.lab.lifecycle import signals_held, tune_host_namespace
 from workbench.lab.link import Lab
 from workbench.shared.errors import UnavailableError, UsageError, WorkbenchError
 
@@ -73,20 +70,6 @@ def default_remote_workbench() -> str:
     if script.exists():
         return str(script)
     return f"{shlex.quote(sys.executable)} -m workbench"
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM while the block runs (they are delivered, and raise, right after), as Lab does."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    main = threading.current_thread() is threading.main_thread()
-    if main:
-        signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        if main:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
 def _keygen(path: Path, comment: str) -> None:
@@ -317,7 +300,7 @@ class ClientHosts:
         self.hosts_file.write_text("".join(f"{client.alias}\n" for client in self.clients))
 
     def _teardown(self) -> None:
-        with _signals_held():
+        with signals_held():
             for proc in self._sshd.values():
                 _stop(proc)
             self._sshd.clear()

@@ -108,6 +108,20 @@ def tune_host_namespace(ns: str, raised_buffers: bool) -> None:
     netns.write_sysctl(ns, "net.ipv4.tcp_tso_win_divisor", "0")
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM while the block runs (a teardown): they are delivered, and raise, right after."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        if main:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
 @dataclass(frozen=True)
 class Hosts:
     """The lab's two hosts: a namespace each, joined by a TUN device each with a point-to-point address."""
@@ -224,18 +238,13 @@ class Lifecycle:
     @contextlib.contextmanager
     def signals_held(self) -> Iterator[None]:
         """Hold Ctrl-C and SIGTERM for the block (they are delivered, and raise, right after); restore SIGTERM."""
-        held = {signal.SIGINT, signal.SIGTERM}
-        main = threading.current_thread() is threading.main_thread()
-        if main:
-            signal.pthread_sigmask(signal.SIG_BLOCK, held)
-        try:
-            yield
-        finally:
-            if self._old_sigterm is not None:
-                signal.signal(signal.SIGTERM, self._old_sigterm)
-                self._old_sigterm = None
-            if main:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+        with signals_held():
+            try:
+                yield
+            finally:
+                if self._old_sigterm is not None:
+                    signal.signal(signal.SIGTERM, self._old_sigterm)
+                    self._old_sigterm = None
 
     def remove(self) -> None:
         """Delete both namespaces (with whatever runs inside) and drop the PM QoS request."""

@@ -242,13 +242,8 @@ def _run_inside(
     from workbench.core.config import build_plan
     from workbench.server.daemons import supervisor
 
-    observer.status(f"lab: starting servers on the server host {lab.server_addr}…")
-    servers = supervisor.up(root, lab.server_addr, state, netns=lab.server_ns)
-    for line in servers.lines():
-        observer.status(f"  {line}")
+    _servers_up(lab, req, root, state, link, observer)
     try:
-        if req.client_window and req.client_window_services:
-            link["client_window_ports"] = _clamp_services(lab, state, req.client_window_services)
         with lab.in_client():
             where = {
                 "host": lab.server_addr,
@@ -299,13 +294,8 @@ def run_fleet_lab(req: LabRequest, clients: int, drive: DriveFleet, observer: Ru
             link["notes"] = "; ".join(n for n in (link.get("notes"), cc_note) if n)
         root, state = work / "root", work / "state"
         root.mkdir()
-        observer.status(f"lab: starting servers on the server host {lab.server_addr}…")
-        servers = supervisor.up(root, lab.server_addr, state, netns=lab.server_ns)
-        for line in servers.lines():
-            observer.status(f"  {line}")
+        _servers_up(lab, req, root, state, link, observer)
         try:
-            if req.client_window and req.client_window_services:
-                link["client_window_ports"] = _clamp_services(lab, state, req.client_window_services)
             observer.status(f"lab: {clients} client hosts behind a switch, each with an sshd…")
             with ClientHosts(lab, clients, work / "clients") as hosts:
                 link["clients"] = clients
@@ -314,6 +304,25 @@ def run_fleet_lab(req: LabRequest, clients: int, drive: DriveFleet, observer: Ru
         finally:
             for line in supervisor.down(state):
                 observer.status(f"  {line}")
+
+
+def _servers_up(
+    lab: Any, req: LabRequest, root: Path, state: Path, link: dict[str, Any], observer: RunObserver
+) -> None:
+    """workbench's servers on the server host, their lines shown; the client window clamp narrowed to the
+    services the request names, now that their ports are known (the servers go down again if that fails)."""
+    from workbench.server.daemons import supervisor
+
+    observer.status(f"lab: starting servers on the server host {lab.server_addr}…")
+    servers = supervisor.up(root, lab.server_addr, state, netns=lab.server_ns)
+    for line in servers.lines():
+        observer.status(f"  {line}")
+    if req.client_window and req.client_window_services:
+        try:
+            link["client_window_ports"] = _clamp_services(lab, state, req.client_window_services)
+        except BaseException:
+            supervisor.down(state)
+            raise
 
 
 def run_stock_lab(req: LabRequest, present: Present, observer: RunObserver, label: str | None = None) -> list[Run]:
