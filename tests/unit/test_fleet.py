@@ -192,6 +192,8 @@ def test_an_ansible_inventory_gives_its_host_lines_and_skips_vars_and_children(t
 @pytest.mark.parametrize(
     ("text", "message"),
     [
+        ("desk1 ansible_host=10.0.0.5\n", "ansible_host= is not read"),
+        ("desk1 ansible_port=2222\n", "ansible_port= is not read"),
         ("", "names no host"),
         ("# nobody\n", "names no host"),
         ("web[1:3]\n", "ranges"),
@@ -229,3 +231,20 @@ def test_a_client_sharing_the_path_is_explained_by_its_share_of_raw_tcp_at_once(
     reports[0].rows[0] = _row("a", 5 * MB)
     rows = fleet_rows(reports, warmup=0, planned=[])
     assert explain_fleet(rows, reports, together, None, "10.0.0.1").rows[1].bound != "share"
+
+
+def test_a_binary_hosts_file_is_one_line(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_bytes(b"\xff\xfe\x00desk1\n")
+    with pytest.raises(UsageError, match="not a text file"):
+        read_inventory(hosts)
+
+
+def test_an_aggregate_names_only_the_clients_that_copied_and_says_who_was_missing() -> None:
+    # c stopped before this step: the aggregate is a and b's, and says so; files/s is left to the clients' rows
+    events = [_copy("a", 0, T0, 10 * MB, 1.0), _copy("b", 0, T0, 10 * MB, 1.0)]
+    row = aggregate_row(("http/aiohttp", "download", "16M"), events, ["a", "b", "c"], warmup=0)
+    assert row.aggregate is not None and row.aggregate["clients"] == ["a", "b"]
+    assert any("2 of 3 clients copied (not c)" in note for note in row.aggregate["notes"])
+    assert row.bytes == 2 * events[0].sample.bytes
+    assert row.files_per_s is None

@@ -731,6 +731,8 @@ def lab(
     outputs = Outputs(json_out, markdown_out, csv_out)
     outputs.check()
     if scenario is not None:
+        if clients:
+            raise UsageError("--scenario replays a story of one client", "drop --clients, or --scenario")
         _scenario_lab(scenario, quick, settings, _explicit_params(ctx), db, outputs, label, wide)
         return
     if quick:

@@ -42,11 +42,12 @@ from workbench.core.fleet import (
 from workbench.core.observe import COPY_STEP, STEP_BASELINE, STEP_PREPARE, TOGETHER_STEP, Recorder, RunObserver
 from workbench.core.results import Baseline, Result, Run, Sample
 from workbench.shared import hostinfo, procs
-from workbench.shared.errors import UsageError
+from workbench.shared.errors import ExitCode, NotFoundError, UsageError, WorkbenchError
 
 HELLO_TIMEOUT_S = 120.0  # ssh login and the member's start (a Python import on a slow host)
 END_TIMEOUT_S = 60.0  # for the members to finish their last row and remove their uploads after the end
 MAX_CLIENTS = 64
+PING_S = 10.0  # a line to every member this often (see fleet_member.SILENCE_S)
 STDERR_KEEP = 40  # lines of a member's stderr kept to explain its failure
 
 
@@ -64,8 +65,20 @@ class _Member:
     done: bool = False  # it said its run ended
     ended: bool = False  # its session closed
     go_wall_s: float = 0.0
-    pending: list[tuple[tuple[int, ...], float, Sample]] = field(default_factory=list)  # copies before their row
     deadline: float = 0.0
+
+
+def remote_command(text: str) -> list[str]:
+    """--remote-workbench as words ("workbench", "/opt/wb/bin/workbench", "python3 -m workbench")."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(
+            f"--remote-workbench {text!r}: {exc}", "e.g. /opt/wb/bin/workbench or 'python3 -m workbench'"
+        ) from None
+    if not words:
+        raise UsageError("--remote-workbench is empty", "e.g. workbench or /opt/wb/bin/workbench")
+    return words
 
 
 def _start(dest: Destination, remote: list[str], insecure: bool) -> subprocess.Popen[bytes]:
@@ -127,7 +140,7 @@ class Controller:
     ) -> None:
         self.dests = list(dests)
         self.job = dict(job)
-        self.remote = shlex.split(remote_workbench)
+        self.remote = remote_command(remote_workbench)
         self.insecure = insecure_host_keys
         self.observer = observer
         self.on_row = on_row
@@ -150,10 +163,16 @@ class Controller:
                                 deadline=time.monotonic() + HELLO_TIMEOUT_S)
                     )  # fmt: skip
             self.observer.status(f"fleet: logging in to {len(self.members)} clients…")
+            pinged = time.monotonic()
             while any(not m.ended for m in self.members):
                 self._pump(1.0)
                 self._check_hello_deadlines()
                 self._release()
+                if time.monotonic() - pinged > PING_S:
+                    pinged = time.monotonic()
+                    for m in self.members:
+                        if m.hello and not m.ended and not m.done:
+                            _send(m, "ping")  # a member waiting at a step gives up after a minute of silence
         finally:
             self._end_all()
         return [m.report for m in self.members]
@@ -199,16 +218,15 @@ class Controller:
         elif event == "wait":
             self.barrier.wait(m.dest.alias, [int(x) for x in data["step"]])
         elif event == "copy":
+            # kept at once, named by its row: a client that stops mid-row still counted in the rounds it finished
+            label, direction, file_set = (str(x) for x in data["row"])
+            started = m.go_wall_s + float(data["started_after_go_s"])
+            step = tuple(int(x) for x in data["step"])
             sample = _sample(data["sample"])
-            m.pending.append((tuple(data["step"]), m.go_wall_s + float(data["started_after_go_s"]), sample))
+            report.copies.append(CopyEvent(m.dest.alias, step, label, direction, file_set, started, sample))
         elif event == "row":
             row = Result.from_json(data["row"])
             report.rows.append(row)
-            for step, started, sample in m.pending:
-                report.copies.append(
-                    CopyEvent(m.dest.alias, step, row.label, row.direction, row.file_set, started, sample)
-                )
-            m.pending.clear()
             self.on_row(m.dest.alias, row)
         elif event == "baseline":
             report.baseline = Baseline.from_json(data["baseline"])
@@ -234,9 +252,10 @@ class Controller:
                 f"workbench on {m.dest.alias} speaks {data.get('protocol')!r}, this one {PROTOCOL}: "
                 f"install the same version there ({INSTALL_HINT}=={__version__})"
             )
+            m.report.failure_exit = int(ExitCode.NOT_FOUND)
             _close_stdin(m)
             return
-        m.hello = True
+        m.hello = m.report.started = True
         if data.get("version") != __version__:
             m.report.warnings += (f"{m.dest.alias} runs workbench {data.get('version')}, this side {__version__}",)
         _send(m, json.dumps({**self.job, "protocol": PROTOCOL, "client_host": m.dest.alias}))
@@ -290,7 +309,8 @@ class Controller:
             return
         if m.report.failure is None:
             if not m.hello:
-                m.report.failure = _before_hello(m, code, self.remote)
+                error = _before_hello(m, code, self.remote)
+                m.report.failure, m.report.failure_exit = error.one_line(), int(error.exit_code)
             else:
                 last = next((ln for ln in reversed(m.stderr) if ln.strip()), f"exit status {code}")
                 m.report.failure = f"the session ended mid-run: {last.strip()}"
@@ -317,14 +337,15 @@ class Controller:
                 signal.signal(signal.SIGINT, old)
 
 
-def _before_hello(m: _Member, code: int, remote: list[str]) -> str:
+def _before_hello(m: _Member, code: int, remote: list[str]) -> WorkbenchError:
+    """Why a session ended before its member said hello: no login, no workbench, an old one."""
     text = "\n".join(m.stderr)
     if code == 2 and "No such command" in text:
-        return (
-            f"workbench on {m.dest.alias} has no fleet-member command (an older version): "
-            f"install this version there ({INSTALL_HINT}=={__version__})"
+        return NotFoundError(
+            f"workbench on {m.dest.alias} has no fleet-member command (an older version)",
+            f"install this version there ({INSTALL_HINT}=={__version__})",
         )
-    return _ssh_failure(m.dest, code, text, shlex.join(remote)).one_line()
+    return _ssh_failure(m.dest, code, text, shlex.join(remote))
 
 
 def _sample(data: Mapping[str, Any]) -> Sample:
@@ -342,6 +363,8 @@ def read_inventory(path: Path) -> list[Destination]:
         text = path.read_text()
     except OSError as exc:
         raise UsageError(f"--clients {path}: {exc.strerror or exc}", "give a file of SSH hosts, one per line") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--clients {path} is not a text file", "give a file of SSH hosts, one per line") from None
     dests: list[Destination] = []
     section = ""
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -359,6 +382,12 @@ def read_inventory(path: Path) -> list[Destination]:
             raise UsageError(
                 f"--clients {path} line {number}: host ranges like {host!r} are not expanded", "list each host"
             )
+        for key in ("ansible_host", "ansible_port"):
+            if key in options:
+                raise UsageError(
+                    f"--clients {path} line {number}: {key}= is not read",
+                    "name the host as ssh reaches it, or give its HostName and Port in ~/.ssh/config",
+                )
         user = options.get("ansible_user")
         try:
             dest = Destination.parse(f"{user}@{host}" if user and "@" not in host else host)
@@ -434,30 +463,48 @@ def run_fleet(
     try:
         reports = controller.run()
     finally:
-        if not reports:
-            reports = [m.report for m in controller.members] or [
-                MemberReport(c, failure="never started") for c in clients
-            ]
-        together, at_once = together_baseline(reports)
-        rtts = [r.baseline.rtt_ms for r in reports if r.baseline is not None and r.baseline.rtt_ms]
-        together = replace(together, rtt_ms=statistics.median(rtts) if rtts else None)  # each client's, alone
-        rows = fleet_rows(reports, warmup, planned)
-        meta = {"started_utc": started, **fleet_meta(reports, clients, at_once)}
-        meta["started_utc"] = started
-        meta["finished_utc"] = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-        meta["fleet"]["together_up_bytes_per_s"] = together.up_bytes_per_s
-        meta["fleet"]["together_down_bytes_per_s"] = together.down_bytes_per_s
-        if run_id is None:
-            run_id = recorder.begin(meta, label, link, None)
-        else:
-            recorder.update_meta(run_id, meta)
-        recorder.baseline(run_id, together)
-        explanation = explain_fleet(rows, reports, together, link, far_host)
-        warnings = [f"{host} failed: {why}" for host, why in meta["fleet"]["failed_clients"].items()]
-        warnings += list(explanation.notes)  # each client's own notes and warnings among them, each once
-        run = Run(run_id, meta, together, tuple(rows), link=link, warnings=tuple(warnings), explanation=explanation)
-        recorder.finish(run)
+        # a second Ctrl-C must not lose the rows already here: the run is put together and recorded first
+        with _sigint_ignored():
+            if not reports:
+                reports = [m.report for m in controller.members] or [
+                    MemberReport(c, failure="never started") for c in clients
+                ]
+            together, at_once = together_baseline(reports)
+            rtts = [r.baseline.rtt_ms for r in reports if r.baseline is not None and r.baseline.rtt_ms]
+            together = replace(together, rtt_ms=statistics.median(rtts) if rtts else None)  # each client's, alone
+            rows = fleet_rows(reports, warmup, planned)
+            meta = {"started_utc": started, **fleet_meta(reports, clients, at_once)}
+            meta["started_utc"] = started
+            meta["finished_utc"] = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            meta["fleet"]["together_up_bytes_per_s"] = together.up_bytes_per_s
+            meta["fleet"]["together_down_bytes_per_s"] = together.down_bytes_per_s
+            if run_id is None:
+                run_id = recorder.begin(meta, label, link, None)
+            else:
+                recorder.update_meta(run_id, meta)
+            recorder.baseline(run_id, together)
+            explanation = explain_fleet(rows, reports, together, link, far_host)
+            warnings = [f"{host} failed: {why}" for host, why in meta["fleet"]["failed_clients"].items()]
+            warnings += list(explanation.notes)  # each client's own notes and warnings among them, each once
+            run = Run(run_id, meta, together, tuple(rows), link=link, warnings=tuple(warnings), explanation=explanation)
+            recorder.finish(run)
+    if not any(r.started for r in reports):
+        # no client ran anything: one line saying why (the first client's reason), as `run` says it for one host
+        first = reports[0]
+        error = WorkbenchError(f"no client started; {first.failure or 'none answered'}")
+        error.exit_code = ExitCode(first.failure_exit or ExitCode.NETWORK)
+        raise error
     return run
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread() else None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
 
 
 def planned_pairs(plan: Any) -> list[tuple[str, str]]:
@@ -510,9 +557,13 @@ def url_job(text: str, values: Mapping[str, Any], config: Path | None, explicit:
         login["password"] = who.password
     if who.user_from not in ("the URL", "the local user", "ssh's configuration"):
         login["user"] = who.user  # $WORKBENCH_USER or ~/.netrc here: the members may have neither
+    from workbench.core.config import load_toml
+
+    # the members get the config's values as settings: they count as given (a config's --protocols is kept)
+    given = explicit | (set(load_toml(config)) if config is not None else set())
     job = {
         "settings": jsonable_settings(values, config, explicit),
-        "explicit": sorted(explicit),
+        "explicit": sorted(given),
         "url": text,
         "login": login,
         "iperf3": iperf3,
@@ -544,6 +595,7 @@ def fleet_urls(
     from workbench.shared import urls as urls_mod
 
     dests = read_inventory(clients)
+    remote_command(remote_workbench)
     jobs = [url_job(text, values, config, explicit) for text in texts]
     insecure = not values.get("verify_host_keys", True)
     runs = []

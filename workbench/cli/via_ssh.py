@@ -164,7 +164,11 @@ def far_servers(
     down on the way out (return, exception, Ctrl-C, SIGTERM)."""
     dest = Destination.parse(text)
     host = sshconfig.resolve(dest.alias, user=dest.user).hostname
-    remote = shlex.join([*shlex.split(remote_workbench), "servers", "over-ssh"])  # e.g. "python3 -m workbench"
+    try:
+        words = shlex.split(remote_workbench)  # e.g. "python3 -m workbench"
+    except ValueError as exc:
+        raise UsageError(f"--remote-workbench {remote_workbench!r}: {exc}", "e.g. /opt/wb/bin/workbench") from None
+    remote = shlex.join([*words, "servers", "over-ssh"])
     argv = [*ssh_argv(dest, insecure_host_keys), remote]
     # Its own session: a Ctrl-C at the terminal reaches this process only, which then ends the session in order.
     try:

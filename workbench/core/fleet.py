@@ -97,6 +97,8 @@ class MemberReport:
     link: Mapping[str, Any] | None = None
     warnings: tuple[str, ...] = ()
     failure: str | None = None  # why it stopped early, in one line; None when it finished
+    failure_exit: int = 0  # the exit code that failure would have alone (ExitCode), 0 when none
+    started: bool = False  # it answered with a compatible workbench
 
 
 def _sum(values: Sequence[float | None]) -> float | None:
@@ -164,6 +166,11 @@ def aggregate_row(
         failed = [e for e in by_attempt[attempt] if e.sample.error is not None]
         if failed:
             notes.append(f"round {attempt - warmup + 1}: {len(failed)} client copy failed and is left out")
+        if good and len(good) < len(clients):
+            absent = [c for c in clients if c not in {e.host for e in good}]
+            notes.append(
+                f"round {attempt - warmup + 1}: {len(good)} of {len(clients)} clients copied (not {', '.join(absent)})"
+            )
         if not good:
             continue
         hosts_of[len(rounds)] = [e.host for e in good]
@@ -173,10 +180,12 @@ def aggregate_row(
         verified.append(all(e.sample.verified is True for e in good))
     if not rounds:
         return Result(
-            protocol, client, direction, file_set, per_copy_bytes * len(clients), per_copy_files * len(clients),
+            protocol, client, direction, file_set, 0, 0,
             error="no client copy of this step succeeded", client_host=ALL_CLIENTS,
-            aggregate=_aggregate_doc(None, clients, notes),
+            aggregate=_aggregate_doc(None, [], notes),
         )  # fmt: skip
+    # who took part: the clients with a good copy in some round (a client that failed or stopped is not counted)
+    took_part = [c for c in clients if any(c in hosts for hosts in hosts_of.values())]
     agg = aggregate_rounds(rounds)
     samples = []
     for index, (o, ok) in enumerate(zip(agg.rounds, verified, strict=True)):
@@ -197,9 +206,9 @@ def aggregate_row(
         notes.append("no aggregate: the clients never copied at the same time for one 100 ms interval")
     error = None
     return Result(
-        protocol, client, direction, file_set, per_copy_bytes * len(clients), per_copy_files * len(clients),
+        protocol, client, direction, file_set, per_copy_bytes * len(took_part), per_copy_files * len(took_part),
         samples=tuple(samples), error=error, client_host=ALL_CLIENTS,
-        aggregate=_aggregate_doc(agg, clients, notes),
+        aggregate=_aggregate_doc(agg, took_part, notes),
     )  # fmt: skip
 
 

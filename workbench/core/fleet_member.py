@@ -7,8 +7,10 @@ with its login), then runs the plan as `workbench run` would, except that each s
 client: no database (the controller stores the run), downloads in a temporary directory as always.
 
 Its stdin is the controller's SSH channel: when it ends (the controller finished, failed, was interrupted, or the
-connection dropped) the member interrupts itself, so the run unwinds as on Ctrl-C (uploads removed, the row
-in progress saved and sent if the channel still takes it) and nothing is left running on the client.
+connection dropped) the member interrupts itself, so the run unwinds as on Ctrl-C: the rows finished so far
+were sent as each finished, the copy in progress is dropped, its uploads are removed, and nothing is left
+running on the client. Waiting at a step, it also gives up after a minute without a line from the controller
+(which pings every ten seconds), for a controller whose host vanished without closing the connection.
 
 The job's password and keys arrive on stdin only; the SSH client key and the server's host keys, which the
 OpenSSH programs read from files, go to a private 0700 directory removed on exit.
@@ -38,6 +40,7 @@ from workbench.core.results import Baseline, Result, Run, Sample
 from workbench.shared.errors import ExitCode, UsageError, WorkbenchError
 
 JOB_TIMEOUT_S = 60.0  # from hello to the job line
+SILENCE_S = 60.0  # waiting at a step: the controller pings every PING_S; this long without a line, it is gone
 SETTINGS_NOT_SENT = ("host", "target", "credentials", "files", "ports")  # the member's own or the job's
 
 
@@ -49,6 +52,7 @@ class _Channel:
         self._lock = threading.Lock()
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.finished = threading.Event()  # set once the run ended: the channel's end then interrupts nothing
+        self.ended = threading.Event()  # the controller closed the channel
         self._reader = threading.Thread(target=self._read, args=(inp,), name="fleet-stdin", daemon=True)
         self._reader.start()
 
@@ -56,6 +60,7 @@ class _Channel:
         with contextlib.suppress(OSError, ValueError):
             for line in inp:
                 self.lines.put(line.strip())
+        self.ended.set()
         self.lines.put(None)
         if not self.finished.is_set():
             # mid-copy too: the controller is gone, so stop now rather than at the next step
@@ -87,16 +92,25 @@ class Gate:
 
     def wait(self, step: tuple[int, ...]) -> None:
         self._channel.send("wait", step=list(step))
-        line = self._channel.next_line()
-        if line != "go":
-            # the controller is gone or gave up on this client: stop as on Ctrl-C
+        while True:
+            line = self._channel.next_line(SILENCE_S)
+            if line == "go":
+                break
+            if line == "ping":
+                continue
+            if line is None and self._channel.ended.is_set():
+                # The channel's end: its reader interrupts this process (once, so the cleanup that follows is not
+                # cut short by a second interrupt); wait for that, bounded.
+                time.sleep(5.0)
+            # silence: the controller's host is gone without closing the connection; or a line of no meaning
             raise KeyboardInterrupt
         self._go_perf_s = time.perf_counter()
 
-    def copied(self, step: tuple[int, ...], sample: Sample, started_perf_s: float) -> None:
+    def copied(self, step: tuple[int, ...], row: tuple[str, str, str], sample: Sample, started_perf_s: float) -> None:
         self._channel.send(
             "copy",
             step=list(step),
+            row=list(row),
             started_after_go_s=max(0.0, started_perf_s - self._go_perf_s),
             sample={**asdict(sample), "intervals": list(sample.intervals), "tcp": None},
         )

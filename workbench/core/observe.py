@@ -84,8 +84,9 @@ class CopyGate(Protocol):
         """Block until `step` may start; steps come in increasing order, skipped ones are never waited for."""
         ...
 
-    def copied(self, step: tuple[int, ...], sample: Sample, started_perf_s: float) -> None:
-        """A copy of `step` ended; `started_perf_s` is time.perf_counter() at its first request."""
+    def copied(self, step: tuple[int, ...], row: tuple[str, str, str], sample: Sample, started_perf_s: float) -> None:
+        """A copy of `step` ended: `row` is its (client label, direction, file set), `started_perf_s`
+        time.perf_counter() at its first request."""
         ...
 
     def together(self, plan: Any) -> None:

@@ -197,8 +197,9 @@ class Result:
     @property
     def files_per_s(self) -> float | None:
         secs = [s.seconds for s in self.good_samples]
-        clients = len((self.aggregate or {}).get("clients") or ()) or 1  # an aggregate row's files are all clients'
-        if not secs or self.files <= clients:  # one file per copy: a rate of files says nothing
+        # An aggregate row's samples are overlap windows, which end when the first client is done: its clients'
+        # whole file counts over them would overstate the rate (each client's own row has its files/s).
+        if not secs or self.files <= 1 or self.aggregate is not None:  # one file per copy says nothing either
             return None
         mid = statistics.median(secs)
         return self.files / mid if mid > 0 else None

@@ -304,7 +304,7 @@ def _measure_row(
                 gate.wait((*step, attempt))
             sample = copier.copy_once(file_set, direction, upload_dir, progress.advance)
             if gate is not None:
-                gate.copied((*step, attempt), sample, copier.started_perf_s)
+                gate.copied((*step, attempt), (entry.label, direction, file_set.name), sample, copier.started_perf_s)
             pace.copy_done(file_set.total_bytes)
             if warm:
                 warmup += 1

@@ -289,9 +289,10 @@ def run_fleet_lab(req: LabRequest, clients: int, drive: DriveFleet, observer: Ru
         # Windows, macOS and stock Linux, shared it evenly (Jain's index 0.9-1.0). The clients a user has run CUBIC.
         req = dataclasses.replace(req, cc="cubic")
         cc_note = "congestion control cubic on every lab host (what Windows, macOS and stock Linux use); --cc to change"
+    stall_note = "stalls run from the start: the clients' baselines, alone and at once, meet them too"
     with _built_lab(req, observer) as (lab, work, link):
-        if cc_note:
-            link["notes"] = "; ".join(n for n in (link.get("notes"), cc_note) if n)
+        said = (link.get("notes"), cc_note, stall_note if req.stall else None)
+        link["notes"] = "; ".join(n for n in said if n)
         root, state = work / "root", work / "state"
         root.mkdir()
         _servers_up(lab, req, root, state, link, observer)
