@@ -63,7 +63,7 @@ def test_a_client_window_holds_every_streaming_download_at_window_over_rtt(tmp_p
     clients = "http/curl,http/aiohttp,ftp/ftplib,ftp/curl,smb/smbclient"
     proc = _workbench(
         tmp_path, "lab", "--client-window", "64K", "--protocols", clients, "--directions", "download",
-        "--sizes", "64M", "--small", "none", "--repeat", "1", "--warmup", "0", "--tcp-duration", "1",
+        "--sizes", "64M", "--small", "none", "--repeat", "2", "--warmup", "0", "--tcp-duration", "1",
         "--json", str(doc_path),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -76,7 +76,10 @@ def test_a_client_window_holds_every_streaming_download_at_window_over_rtt(tmp_p
     rows = {f"{r['protocol']}/{r['client']}": r for r in doc["results"]}
     assert sorted(rows) == sorted(clients.split(","))
     for label, row in rows.items():
-        rate = row["samples"][0]["bytes"] / row["samples"][0]["seconds"]
+        # The faster of two copies: the window caps both, while a neighbour's burst on these 2 shared cores only
+        # ever slows one (a single smbclient copy once came to 0.849 of window/RTT in a full test run, and within
+        # the bound in the same test run alone). Too fast would be the window not holding: the best copy shows it.
+        rate = max(s["bytes"] / s["seconds"] for s in row["samples"])
         assert abs(rate / expected - 1) <= 0.15, (label, rate, expected)
         assert row["bound"] == "window", (label, row["bound"], row.get("bound_explanation"))
         tcp = row["tcp"]
