@@ -81,7 +81,12 @@ def test_a_client_window_holds_every_streaming_download_at_window_over_rtt(tmp_p
         # the bound in the same test run alone). Too fast would be the window not holding: the best copy shows it.
         rate = max(s["bytes"] / s["seconds"] for s in row["samples"])
         assert abs(rate / expected - 1) <= 0.15, (label, rate, expected)
-        assert row["bound"] == "window", (label, row["bound"], row.get("bound_explanation"))
+        # The window is a ceiling that explains the rate. It binds, or raw TCP does: the raw-TCP probe runs under
+        # the same clamp, so the two are one limit, and a probe slowed by a busy machine (21.1 of 23.4 MB/s once,
+        # in a full test run) comes out the lower of them.
+        window = {b["label"]: b["bytes_per_s"] for b in row["details"]["bounds"]}.get("window")
+        assert window is not None and abs(rate / window - 1) <= 0.25, (label, rate, window)
+        assert row["bound"] in ("window", "raw-tcp"), (label, row["bound"], row.get("bound_explanation"))
         tcp = row["tcp"]
         if tcp and tcp.get("limit"):  # seen by the sender's own counters: the server's, here
             assert tcp["limit"] == "receive-window", (label, tcp)
