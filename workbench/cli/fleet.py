@@ -30,7 +30,6 @@ from typing import Any
 from workbench import __version__
 from workbench.cli.via_ssh import INSTALL_HINT, Destination, _Lines, _ssh_failure, end_ssh, main_thread, ssh_argv
 from workbench.core.fleet import (
-    ALL_CLIENTS,
     PROTOCOL,
     Barrier,
     CopyEvent,
@@ -148,7 +147,6 @@ class Controller:
         self.planned = list(planned)  # (label, direction) in plan order: names for the status lines
         self.members: list[_Member] = []
         self.barrier = Barrier([d.alias for d in self.dests])
-        self.copies_started = 0
 
     def run(self) -> list[MemberReport]:
         """Every session started, the plan run to its end on every client; also on failure or Ctrl-C each session
@@ -279,7 +277,6 @@ class Controller:
                     m.go_wall_s = now
                     _send(m, "go")
             if step[0] == COPY_STEP:
-                self.copies_started += 1
                 if step[-1] == 0 or len(going) != len(self.barrier.live):
                     self.observer.status(f"fleet: {self._copy_text(step)}: {len(going)} clients copying at once")
             else:
@@ -510,10 +507,6 @@ def _sigint_ignored() -> Iterator[None]:
 def planned_pairs(plan: Any) -> list[tuple[str, str]]:
     """(client label, direction) of every row the plan makes: a client that never starts fails each."""
     return [(e.label, d) for e in plan.entries for d in plan.directions]
-
-
-def aggregate_of(run: Run) -> list[Result]:
-    return [r for r in run.results if r.client_host == ALL_CLIENTS]
 
 
 def jsonable_settings(values: Mapping[str, Any], config: Path | None, explicit: set[str]) -> dict[str, Any]:
