@@ -128,6 +128,8 @@ def _host(text: str) -> str:
     host = _decode(text, "host")
     if not host:
         raise _refuse("the URL names no host")
+    if host.startswith("-"):
+        raise _refuse("the URL's host may not start with '-'", "an SSH client would read it as an option")
     return check_host(host, source="the URL's host")
 
 
@@ -184,6 +186,9 @@ def parse(text: str) -> StockUrl:
     user = _decode(userinfo, "user") if at else None
     if user == "":
         raise _refuse("the URL has an empty user name before '@'", "e.g. smb://alice@nas.local/share")
+    if user is not None and user.startswith("-"):
+        # sftp, scp, rsync and sshfs take the user into their arguments: older OpenSSH reads '-oX' there as an option
+        raise _refuse("the URL's user may not start with '-'", "e.g. smb://alice@nas.local/share")
     host_text, port_text = split_host_port(hostport, "the URL's host")
     host = _host(host_text)
     port_given = bool(port_text)
