@@ -26,7 +26,7 @@ REQUESTS_IN_FLIGHT = 64  # sftp -R default
 MAX_BUDGET_BYTES = 1 << 40  # caps the deadline when a download's size is unknown
 MIN_RATE = 1_000_000  # bytes/s below which a whole copy is declared dead (on top of the silence timeout)
 ASKPASS_SECRET_ENV = "WORKBENCH_ASKPASS_SECRET"  # the askpass helper prints this variable of its own environment
-ASKPASS_FOR_ENV = "WORKBENCH_ASKPASS_FOR"  # USER@HOST: the helper answers only a prompt that names this login
+ASKPASS_FOR_ENV = "WORKBENCH_ASKPASS_FOR"  # _1, _2, ...: the exact prompts the helper answers (askpass_prompts)
 BATCH_OFF_SSH = "ssh-batchmode-off"
 # ssh's "user@host: Permission denied (publickey,password)." names auth methods; a file's EACCES does not.
 SSH_LOGIN_DENIED = re.compile(r"permission denied \((publickey|password|keyboard-interactive|hostbased|gssapi)", re.I)
@@ -122,21 +122,26 @@ def askpass_env(target: Target) -> Iterator[dict[str, str]]:
     """Environment for an OpenSSH program that may need the password: SSH_ASKPASS names a 0700 helper
     that prints the secret from its own environment (never argv, never a file). Empty when not needed.
 
-    The helper answers only a prompt for this login: ssh asks "USER@HOST's password: " (keyboard-interactive
-    "(USER@HOST) Password: "), and a ProxyJump or ProxyCommand ssh, which inherits this environment, asks
-    with the jump host's name, so the password never goes to a host it was not given for.
+    The helper answers only the exact prompts of this login (askpass_prompts), and exits 1 on anything else:
+    a ProxyJump or ProxyCommand ssh, which inherits this environment, asks with the jump host's name, and a
+    jump host whose prompt merely holds "USER@HOST" gets nothing either.
     Only stock targets with a password use it; workbench's own sshd takes keys only.
     """
     password = target.credentials.password
     if not (target.stock and password):
         yield {}
         return
+    # the host as ssh -G resolved it (HostName), which is what ssh names in its prompts
+    prompts = askpass_prompts(target.credentials.user, target.host)
     folder = tempfile.mkdtemp(prefix="wb-askpass-")  # 0700
     helper = os.path.join(folder, "askpass")
     try:
         _write_script(
             helper,
-            f'case "$1" in *"${ASKPASS_FOR_ENV}"*) printf \'%s\\n\' "${ASKPASS_SECRET_ENV}" ;; *) exit 1 ;; esac',
+            # quoted, each variable matches as plain text (no pattern): only a whole, identical prompt is answered
+            'case "$1" in '
+            + "|".join(f'"${ASKPASS_FOR_ENV}_{i}"' for i in range(1, len(prompts) + 1))
+            + f') printf \'%s\\n\' "${ASKPASS_SECRET_ENV}" ;; *) exit 1 ;; esac',
         )
         # `sftp -b` puts -oBatchMode=yes before every option it passes on, and ssh keeps the first value it
         # sees, so no password would ever be asked for: sftp runs ssh through this one (sftp -S) instead.
@@ -144,15 +149,21 @@ def askpass_env(target: Target) -> Iterator[dict[str, str]]:
             os.path.join(folder, BATCH_OFF_SSH),
             f'exec {shlex.quote(shutil.which("ssh") or "ssh")} -o BatchMode=no "$@"',
         )
-        login = f"{target.credentials.user}@{target.host}"  # the host as ssh -G resolved it (HostName)
         yield {
             "SSH_ASKPASS": helper,
             "SSH_ASKPASS_REQUIRE": "force",
             ASKPASS_SECRET_ENV: password,
-            ASKPASS_FOR_ENV: login,
+            **{f"{ASKPASS_FOR_ENV}_{i}": prompt for i, prompt in enumerate(prompts, 1)},
         }
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def askpass_prompts(user: str, host: str) -> tuple[str, ...]:
+    """The prompts OpenSSH asks this login's password with, exactly: "USER@HOST's password: " (older releases
+    cut USER to 30 and HOST to 128 characters there) and keyboard-interactive's "(USER@HOST) Password: "."""
+    forms = (f"{user}@{host}'s password: ", f"{user[:30]}@{host[:128]}'s password: ", f"({user}@{host}) Password: ")
+    return tuple(dict.fromkeys(forms))
 
 
 def batch_off_ssh(env: dict[str, str]) -> str | None:
