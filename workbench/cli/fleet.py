@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from workbench import __version__
-from workbench.cli.via_ssh import INSTALL_HINT, Destination, _Lines, _ssh_failure, end_ssh, main_thread, ssh_argv
+from workbench.cli.via_ssh import (
+    INSTALL_HINT,
+    Destination,
+    _Lines,
+    _ssh_failure,
+    end_ssh,
+    main_thread,
+    remote_shell_command,
+    ssh_argv,
+)
 from workbench.core.fleet import (
     PROTOCOL,
     Barrier,
@@ -81,7 +90,7 @@ def remote_command(text: str) -> list[str]:
 
 
 def _start(dest: Destination, remote: list[str], insecure: bool) -> subprocess.Popen[bytes]:
-    argv = [*ssh_argv(dest, insecure), shlex.join([*remote, "fleet-member"])]
+    argv = [*ssh_argv(dest, insecure), remote_shell_command([*remote, "fleet-member"])]  # a leading ~/ expands there
     # its own session: a Ctrl-C at the terminal reaches the controller, which then ends every session in order
     return subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -156,6 +156,20 @@ def _drain(proc: subprocess.Popen[bytes]) -> str:
     return ""
 
 
+def remote_shell_command(words: Sequence[str]) -> str:
+    """`words` as one command line for the far host's shell, each word quoted as it is, except that a leading
+    `~` or `~/` is the far home directory: "$HOME" (expanded there, never split or globbed) before the quoted
+    rest. Quoted whole, `~/venv/bin/workbench` would name a folder called `~` in the login directory."""
+    parts = []
+    for word in words:
+        if word == "~" or word.startswith("~/"):
+            rest = word[1:]
+            parts.append('"$HOME"' + (shlex.quote(rest) if rest else ""))
+        else:
+            parts.append(shlex.quote(word))
+    return " ".join(parts)
+
+
 @contextlib.contextmanager
 def far_servers(
     text: str, remote_workbench: str = "workbench", insecure_host_keys: bool = False, say: Any = None
@@ -168,7 +182,7 @@ def far_servers(
         words = shlex.split(remote_workbench)  # e.g. "python3 -m workbench"
     except ValueError as exc:
         raise UsageError(f"--remote-workbench {remote_workbench!r}: {exc}", "e.g. /opt/wb/bin/workbench") from None
-    remote = shlex.join([*words, "servers", "over-ssh"])
+    remote = remote_shell_command([*words, "servers", "over-ssh"])
     argv = [*ssh_argv(dest, insecure_host_keys), remote]
     # Its own session: a Ctrl-C at the terminal reaches this process only, which then ends the session in order.
     try:
