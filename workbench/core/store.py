@@ -16,7 +16,7 @@ from typing import Any
 
 from workbench.core.results import Baseline, Result, RowExplanation, Run, explanation_from_json
 from workbench.core.schema import READABLE, SCHEMA, upgrade_link_v1, upgrade_stored_row, upgrade_v1
-from workbench.shared.errors import NotFoundError, UsageError, from_os_error
+from workbench.shared.errors import NotFoundError, UsageError, WorkbenchError, from_os_error
 from workbench.shared.validate import check_run_id
 
 _DDL = """
@@ -47,6 +47,14 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 
+LOCK_WAIT_S = 30.0  # a row's commit takes milliseconds; a migration of a large old database a few seconds
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 @dataclass(frozen=True)
 class RunSummary:
     id: int
@@ -61,26 +69,48 @@ class Store:
         self.path = path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(path)
-            self.db.executescript(_DDL)
-            self._add_missing_columns()
+            # the wait for another process's write lock (a row being saved, a migration) before "locked"
+            self.db = sqlite3.connect(path, timeout=LOCK_WAIT_S)
+            if not self._current():
+                self._migrate()
         except OSError as exc:
             raise from_os_error(exc, f"opening the results database {path}") from exc
+        except sqlite3.OperationalError as exc:
+            if _busy(exc):
+                raise WorkbenchError(
+                    f"the results database {path} stayed locked by another process for {LOCK_WAIT_S:.0f} s",
+                    "try again once the other workbench has finished, or choose another --db",
+                ) from exc
+            raise UsageError(f"{path} is not a workbench results database: {exc}", "choose another --db") from exc
         except sqlite3.DatabaseError as exc:
             raise UsageError(f"{path} is not a workbench results database: {exc}", "choose another --db") from exc
 
-    def _add_missing_columns(self) -> None:
-        """A database made by an older version lacks the columns added since: add them (empty)."""
-        have = {name for _, name, *_ in self.db.execute("PRAGMA table_info(runs)")}
-        if "verdict" not in have:
-            with self.db:
+    def _columns(self, table: str) -> set[str]:
+        return {name for _, name, *_ in self.db.execute(f"PRAGMA table_info({table})")}
+
+    def _current(self) -> bool:
+        """Both tables exist with this version's columns (read without any lock: most opens stop here)."""
+        return "verdict" in self._columns("runs") and "median_bytes_per_s" in self._columns("results")
+
+    def _migrate(self) -> None:
+        """Create the tables, then add what an older version's database lacks, in one transaction that holds
+        the write lock from its start (BEGIN IMMEDIATE) and looks again once it has it: two processes opening
+        one old database at once take turns, and the second finds the work done instead of altering twice."""
+        self.db.execute("BEGIN IMMEDIATE")  # waits up to LOCK_WAIT_S for another migration or writer
+        try:
+            for statement in _DDL.split(";"):
+                if statement.strip():
+                    self.db.execute(statement)
+            if "verdict" not in self._columns("runs"):
                 self.db.execute("ALTER TABLE runs ADD COLUMN verdict TEXT")
-        # Schema 1 named the column like its JSON, in bytes/s despite the "bps"; the rows' JSON keeps its own
-        # schema (each run's `schema` column), read by `load`.
-        results = {name for _, name, *_ in self.db.execute("PRAGMA table_info(results)")}
-        if "median_bps" in results:
-            with self.db:
+            # Schema 1 named the column like its JSON, in bytes/s despite the "bps"; the rows' JSON keeps its own
+            # schema (each run's `schema` column), read by `load`.
+            if "median_bps" in self._columns("results"):
                 self.db.execute("ALTER TABLE results RENAME COLUMN median_bps TO median_bytes_per_s")
+            self.db.commit()
+        except BaseException:
+            self.db.rollback()
+            raise
 
     def close(self) -> None:
         self.db.close()
@@ -102,7 +132,8 @@ class Store:
                 "INSERT INTO runs (schema, started_utc, label, meta) VALUES (?, ?, ?, ?)",
                 (SCHEMA, meta.get("started_utc", ""), label, json.dumps(meta)),
             )
-            return int(cur.lastrowid)
+            assert cur.lastrowid is not None  # an INSERT always sets it
+            return cur.lastrowid
 
     def save_baseline(self, run_id: int, baseline: Baseline) -> None:
         with self._tx() as cur:
