@@ -66,18 +66,71 @@ class FileCopy:
     size: int
 
 
+# Bounds of one remove_tree. A scratch directory is a few levels deep (files/<set>/..., incoming/run-.../...) and
+# holds at most the run's test files twice (up to 100 000 per small-file set, uploaded and downloaded): a server
+# listing deeper or more than this is looping (a link to an ancestor it follows) or hostile.
+REMOVE_MAX_DEPTH = 32
+REMOVE_MAX_ENTRIES = 1_000_000
+# Characters no name of a scratch directory holds, and FTP cannot even send (CR and LF end a command).
+_ODD_CHARACTERS = ("\0", "\r", "\n")
+
+
+class LeftInPlace(WorkbenchError):
+    """remove_tree left something on the server because deleting it could follow a link or never end: an entry
+    it could not prove to be a real directory, one swapped for a link meanwhile, a tree too deep or too large."""
+
+
 def listed_name(name: str, where: str, separators: str = "/") -> str:
     """A name from a server's directory listing, refused unless it names one entry of that very directory.
 
     remove_tree joins listed names onto the directory it deletes: a name such as "..", "a/b" or "/etc" from
-    a hostile or broken server would lead it elsewhere. `separators`: the protocol's path separators.
+    a hostile or broken server would lead it elsewhere, and a CR or LF would end an FTP command early.
+    `separators`: the protocol's path separators. The message shows the name escaped, on one line.
     """
-    if not name or name in (".", "..") or "\0" in name or any(sep in name for sep in separators):
+    if not name or name in (".", "..") or any(c in name for c in _ODD_CHARACTERS) or any(s in name for s in separators):
         raise WorkbenchError(
             f"{where} listed an entry named {name!r}, which is not a plain name: nothing was deleted through it",
             "delete what is left by hand",
         )
     return name
+
+
+class RemovalBudget:
+    """Counts one remove_tree's depth and entries against REMOVE_MAX_DEPTH and REMOVE_MAX_ENTRIES."""
+
+    def __init__(self, where: str, max_depth: int = REMOVE_MAX_DEPTH, max_entries: int = REMOVE_MAX_ENTRIES) -> None:
+        self.where = where
+        self.max_depth = max_depth
+        self.max_entries = max_entries
+        self.entries = 0
+
+    def enter(self, depth: int, path: str) -> None:
+        """Before listing a directory `depth` levels beneath the top (the top is 0)."""
+        if depth > self.max_depth:
+            raise LeftInPlace(
+                f"{path} on {self.where} is nested deeper than {self.max_depth} levels (a link loop?): left in place",
+                "delete it by hand",
+            )
+
+    def count(self, more: int, path: str) -> None:
+        """`more` entries listed in `path`."""
+        self.entries += more
+        if self.entries > self.max_entries:
+            raise LeftInPlace(
+                f"{path} on {self.where}: more than {self.max_entries} entries listed (a link loop?): the rest was "
+                "left in place",
+                "delete it by hand",
+            )
+
+
+def first_problem(problems: list[WorkbenchError]) -> WorkbenchError | None:
+    """The first of `problems` on one line, saying how many more there were; None when there were none."""
+    if not problems:
+        return None
+    first = problems[0]
+    if len(problems) == 1:
+        return first
+    return type(first)(f"{first.message} (and {len(problems) - 1} more)", first.hint)
 
 
 class Client(ABC):

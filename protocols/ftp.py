@@ -8,15 +8,17 @@ unless ClientOptions.verify_host_keys is off.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import ftplib
 import re
 import socket
 import ssl
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from workbench.protocols.base import Client, Progress, listed_name
+from workbench.protocols.base import Client, LeftInPlace, Progress, RemovalBudget, first_problem, listed_name
 from workbench.protocols.details import ClientDetails
 from workbench.shared.errors import (
     AuthError,
@@ -27,8 +29,6 @@ from workbench.shared.errors import (
     from_os_error,
 )
 
-# remove_tree's depth limit: deeper than any scratch directory, shallow enough to stop a server's link loop.
-MAX_TREE_DEPTH = 64
 _UNSUPPORTED = ("500", "501", "502", "504")  # reply codes of a server that lacks a command (e.g. MLSD)
 
 # One line of a Unix-style LIST: type and permissions, links, owner [group], size, month day time-or-year, one
@@ -183,7 +183,8 @@ class FtplibClient(Client):
             except (OSError, EOFError, ftplib.Error) as exc:
                 raise self._translate(exc, f"mkdir {path}") from exc
 
-    # -- remove_tree: depth first, deleting links as entries and never listing or entering through one
+    # -- remove_tree: depth first; a directory is entered (listed, emptied, RMD-ed) only when its parent's listing
+    # proves it a real directory, and never when it changed since; links are deleted as entries, never followed.
 
     def is_dir(self, remote: str) -> bool:
         return self._is_dir_path(self._path(remote))
@@ -204,85 +205,33 @@ class FtplibClient(Client):
             return True
         except (OSError, EOFError, ftplib.Error) as exc:
             raise self._translate(exc, f"looking up {path}") from exc
+        except ValueError as exc:  # ftplib refuses a path holding CR or LF
+            raise UsageError(f"FTP cannot name the path {path!r}: {exc}", "use a path without line breaks") from exc
 
     def remove_tree(self, remote_dir: str) -> None:
+        """Delete remote_dir and what it holds; what cannot be proven a real directory is left (LeftInPlace).
+
+        The top is looked up in its parent's listing like every other entry, so a scratch directory swapped for
+        a link is left alone, and whatever the link points to is never listed or touched.
+        """
         top = self._path(remote_dir)
         if not top:
             raise UsageError("refusing to delete the FTP login directory itself", "name a directory beneath it")
+        where = f"{self.target.host}:{self.target.port('ftp')}"
+        walk = _FtpRemoval(self.ftp, RemovalBudget(f"the FTP server {where}"), where)
         try:
-            self._remove_dir(top, 0)
+            walk.remove_top(top)
+        except WorkbenchError:
+            raise
         except ftplib.error_perm as exc:  # a 550 here is a refusal (not empty, no permission), not a missing path
             raise WorkbenchError(f"FTP: could not remove {top}: {exc}", "see what is left there") from exc
         except (OSError, EOFError, ftplib.Error) as exc:
             raise self._translate(exc, f"removing {top}") from exc
-
-    def _remove_dir(self, path: str, depth: int) -> None:
-        if depth > MAX_TREE_DEPTH:
-            raise WorkbenchError(f"FTP: {path} is nested deeper than {MAX_TREE_DEPTH} levels", "delete it by hand")
-        try:
-            entries = self._mlsd(path)
-            from_mlsd = entries is not None
-            if entries is None:
-                entries = self._list(path)
-        except ftplib.error_perm as exc:
-            # 550 is also "permission denied" (vsftpd): only a directory that is not there is "not found"
-            if depth == 0 and str(exc).startswith("550") and not self._is_dir_path(path):
-                raise NotFoundError(f"FTP: no directory {path} to remove ({exc})", "check the path") from exc
-            raise
-        self._remove_entries(path, entries, from_mlsd, depth)
-        try:
-            self.ftp.rmd(path)
-        except ftplib.error_perm as exc:
-            # MLSD may leave out what it cannot stat (pyftpdlib hides dangling links): LIST shows them
-            leftovers = self._list(path) if from_mlsd and str(exc).startswith("550") else []
-            if not leftovers:
-                raise
-            self._remove_entries(path, leftovers, False, depth)
-            self.ftp.rmd(path)
-
-    def _remove_entries(self, path: str, entries: list[tuple[str, str]], from_mlsd: bool, depth: int) -> None:
-        links: set[str] | None = None
-        for name, kind in entries:
-            child = f"{path}/{listed_name(name, f'the FTP server, in {path},')}"
-            if kind != "dir":
-                self.ftp.delete(child)  # files, specials and links alike: DELE unlinks, never follows
-                continue
-            if from_mlsd:
-                # MLSD may describe a link to a directory as the directory (pyftpdlib stats through links).
-                # DELE unlinks a link and is refused on a real directory, so try it first.
-                try:
-                    self.ftp.delete(child)
-                    continue
-                except ftplib.error_perm:
-                    pass
-                if links is None:
-                    links = {n for n, k in self._list(path) if k == "link"}
-                if name in links:
-                    raise WorkbenchError(
-                        f"FTP: the server refused to delete the link {child}", "delete it by hand; it was not followed"
-                    )
-            self._remove_dir(child, depth + 1)
-
-    def _mlsd(self, path: str) -> list[tuple[str, str]] | None:
-        """(name, kind) of each entry by MLSD, or None when the server has no MLSD."""
-        try:
-            facts = list(self.ftp.mlsd(path))
-        except ftplib.error_perm as exc:
-            if str(exc)[:3] in _UNSUPPORTED:
-                return None
-            raise
-        entries = []
-        for name, fact in facts:
-            kind = fact.get("type", "").lower()
-            if kind in ("cdir", "pdir") or name in (".", ".."):
-                continue
-            entries.append((name, "dir" if kind == "dir" else "other"))
-        return entries
-
-    def _list(self, path: str) -> list[tuple[str, str]]:
-        lines: list[str] = []
-        self.ftp.retrlines(f"LIST {path}", lines.append)
-        return [entry for line in lines if (entry := parse_list_line(line))]
+        except Exception as exc:  # ftplib's ValueError on a CR or LF, a reply it cannot parse: one line, never a trace
+            raise WorkbenchError(f"FTP: removing {top} stopped: {exc!r}", "delete what is left by hand") from exc
+        problem = first_problem(walk.problems)
+        if problem is not None:
+            raise problem
 
     def close(self) -> None:
         if self._ftp is not None:
@@ -305,3 +254,182 @@ class FtplibClient(Client):
         return ClientDetails(
             block_bytes=self.options.block_size, mode=mode, server_sendfile=None if self.target.stock else True
         )
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """What a directory's listings say of one entry."""
+
+    mlsd: str | None = None  # MLSD's type fact: "dir", "file" or another ("os.unix=symlink"); None: not in MLSD
+    listed: str | None = None  # a parsed LIST line's "dir", "link" or "other"; None: not in LIST
+    unique: str | None = None  # MLSD's unique fact (device and inode on Unix servers), when the server gives one
+
+
+@dataclass
+class _Listing:
+    """A directory's entries by name, from MLSD and LIST both: each can hide a link the other shows."""
+
+    entries: dict[str, _Entry] = field(default_factory=dict)
+    by_mlsd: bool = False  # the server answered MLSD
+    by_list: bool = False  # at least one LIST line parsed
+
+    def real_dir(self, entry: _Entry) -> bool:
+        """Whether every listing that spoke says "directory". MLSD alone is not enough where LIST parses: servers
+        such as pyftpdlib describe a link to a directory as the directory in MLSD, and LIST (lstat) as a link."""
+        if self.by_mlsd and entry.mlsd != "dir":
+            return False
+        if self.by_list and entry.listed != "dir":
+            return False
+        return self.by_mlsd or self.by_list
+
+
+def _child(path: str, name: str) -> str:
+    return f"{path}/{name}" if path != "/" else f"/{name}"
+
+
+def _parent(path: str) -> tuple[str, str]:
+    """(parent, name) of a path as the server sees it; the parent "" is the login directory."""
+    if "/" not in path:
+        return "", path
+    parent, name = path.rsplit("/", 1)
+    return parent or "/", name
+
+
+class _FtpRemoval:
+    """One remove_tree over an FTP session; `problems` collects what was left in place and why.
+
+    Every directory entered was listed as a real directory by its parent (MLSD type=dir and LIST "d" where each
+    is available). Where the server gives MLST and a unique fact, the directory's unique is checked again just
+    before each DELE, listing and RMD in it, so a directory swapped for a link mid-way is left, not followed.
+    """
+
+    def __init__(self, ftp: ftplib.FTP, budget: RemovalBudget, where: str) -> None:
+        self.ftp = ftp
+        self.budget = budget
+        self.where = f"the FTP server {where}"
+        self.problems: list[WorkbenchError] = []
+        self.mlst = True  # MLST answers (switched off at its first refusal)
+        self.exhausted = False  # the entry budget ran out: stop everything
+
+    def remove_top(self, top: str) -> None:
+        parent, name = _parent(top)
+        listed_name(name, f"the scratch path {top!r} on {self.where}")
+        with contextlib.suppress(ftplib.error_perm, ftplib.error_reply):
+            self.ftp.sendcmd("OPTS MLST type;unique;")  # servers that leave unique out by default
+        try:
+            listing = self._listing(parent, RemovalBudget(self.where))
+        except ftplib.error_perm as exc:
+            if str(exc).startswith("550"):
+                raise NotFoundError(f"FTP: no directory {parent or 'login directory'} holding {name} ({exc})") from exc
+            raise
+        entry = listing.entries.get(name)
+        if entry is None:
+            raise NotFoundError(f"FTP: no directory {top} to remove", "someone removed it already?")
+        if not listing.real_dir(entry):
+            raise LeftInPlace(
+                f"{top} on {self.where} is not a real directory ({_described(entry)}): left in place, nothing "
+                "through it touched",
+                "delete it by hand if it is yours",
+            )
+        self._remove_dir(top, entry.unique, 0)
+
+    def _remove_dir(self, path: str, unique: str | None, depth: int) -> bool:
+        """Empty and remove `path`; False when something in it had to stay (noted in problems)."""
+        self.budget.enter(depth, path)
+        self._unchanged(path, unique)
+        listing = self._listing(path, self.budget)
+        complete = True
+        for name, entry in listing.entries.items():
+            try:
+                child = _child(path, listed_name(name, f"{self.where}, in {path},"))
+                if listing.real_dir(entry):
+                    complete &= self._remove_dir(child, entry.unique, depth + 1)
+                    continue
+                self._unchanged(path, unique)
+                self.ftp.delete(child)  # files, specials and links alike: DELE unlinks, never follows
+            except LeftInPlace as exc:
+                if self.exhausted:
+                    raise
+                self.problems.append(exc)
+                complete = False
+            except WorkbenchError as exc:
+                self.problems.append(exc)
+                complete = False
+            except ftplib.error_perm as exc:
+                self.problems.append(
+                    LeftInPlace(f"{path}/{name} on {self.where} was left: DELE refused ({exc})", "delete it by hand")
+                )
+                complete = False
+        if not complete:
+            return False  # its RMD would only say "not empty" again
+        self._unchanged(path, unique)
+        self.ftp.rmd(path)
+        return True
+
+    def _unchanged(self, path: str, unique: str | None) -> None:
+        """Refuse to go on in `path` when MLST shows it is no longer the directory its parent listed."""
+        if unique is None or not self.mlst:
+            return
+        try:
+            reply = self.ftp.sendcmd(f"MLST {path}")
+        except ftplib.error_perm as exc:
+            if str(exc)[:3] in _UNSUPPORTED:
+                self.mlst = False
+                return
+            raise LeftInPlace(f"{path} on {self.where} is gone or changed mid-removal ({exc}): left in place") from exc
+        facts = _mlst_facts(reply)
+        if facts.get("type", "").lower() != "dir" or facts.get("unique") != unique:
+            raise LeftInPlace(
+                f"{path} on {self.where} was swapped for another directory or a link while it was being deleted: "
+                "left in place, nothing through it touched",
+                "delete it by hand if it is yours",
+            )
+
+    def _listing(self, path: str, budget: RemovalBudget) -> _Listing:
+        listing = _Listing()
+        found: dict[str, dict[str, str | None]] = {}
+
+        def note(name: str, **facts: str | None) -> None:
+            budget.count(1, path or "the login directory")
+            found.setdefault(name, {}).update(facts)
+
+        try:
+            for name, fact in self.ftp.mlsd(path):
+                kind = fact.get("type", "").lower()
+                if kind in ("cdir", "pdir") or name in (".", ".."):
+                    continue
+                note(name, mlsd=kind, unique=fact.get("unique"))
+            listing.by_mlsd = True
+        except ftplib.error_perm as exc:
+            if str(exc)[:3] not in _UNSUPPORTED:
+                raise
+        except LeftInPlace:
+            self.exhausted = True
+            raise
+
+        def line(text: str) -> None:
+            if entry := parse_list_line(text):
+                listing.by_list = True
+                note(entry[0], listed=entry[1])
+
+        try:
+            self.ftp.retrlines(f"LIST {path}" if path else "LIST", line)
+        except LeftInPlace:
+            self.exhausted = True
+            raise
+        listing.entries = {name: _Entry(**facts) for name, facts in found.items()}
+        return listing
+
+
+def _described(entry: _Entry) -> str:
+    said = [f"MLSD type={entry.mlsd}" if entry.mlsd else "", f"LIST says {entry.listed}" if entry.listed else ""]
+    return ", ".join(s for s in said if s) or "no listing says what it is"
+
+
+def _mlst_facts(reply: str) -> dict[str, str]:
+    """The facts of an MLST reply ("250-...", " type=dir;unique=801g2; /path", "250 End"), keys lowercased."""
+    for text in reply.splitlines():
+        if text.startswith(" "):
+            facts = text[1:].split(" ", 1)[0]
+            return {k.lower(): v for k, _, v in (f.partition("=") for f in facts.split(";") if f)}
+    return {}

@@ -19,6 +19,7 @@ by --protocols) and a `StockFarHost`, the runner's far host for it:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import posixpath
@@ -41,7 +42,7 @@ from workbench.fixtures import manifest as mf
 from workbench.fixtures.manifest import hash_file
 from workbench.probe import iperf
 from workbench.protocols import registry
-from workbench.protocols.base import Client, FileCopy
+from workbench.protocols.base import Client, FileCopy, LeftInPlace
 from workbench.protocols.mounts.stale import owned_prefix
 from workbench.shared import login as login_mod
 from workbench.shared import sshconfig, urls
@@ -350,7 +351,12 @@ class StockFarHost:
 
     def delete(self, path: str) -> None:
         if self.unavailable is None:
-            self._utility(lambda c: c.remove_tree(f"{self.scratch}/{path}"))
+            try:
+                self._utility(lambda c: c.remove_tree(f"{self.scratch}/{path}"))
+            except WorkbenchError:
+                raise
+            except Exception as exc:  # the runner expects WorkbenchErrors only
+                raise WorkbenchError(f"could not delete {path} in the scratch directory: {exc!r}") from exc
 
     def cpu_seconds(self) -> float | None:
         return None
@@ -416,22 +422,24 @@ class StockFarHost:
         )
 
     def finish(self) -> None:
-        """Delete the scratch directory (and everything the run left in it); close the utility session."""
+        """Delete the scratch directory (and everything the run left in it); close the utility session.
+
+        Raises one WorkbenchError (the run shows it as a warning) when something stays: what was no longer a real
+        directory (a link swapped in), what the server refused, a server that failed. Never anything else, so the
+        runner's own work after it (recording the run) always happens.
+        """
         try:
             if self._made:
+                self._made = False  # tried once: a failure is reported, not retried by a second finish()
                 try:
                     self._utility(lambda c: c.remove_tree(self.scratch))
                 except NotFoundError:
                     pass  # someone removed it already
-                except WorkbenchError as exc:
-                    raise WorkbenchError(
-                        f"could not remove the scratch directory {self.scratch_path} on {self.url.display()}: "
-                        f"{exc.one_line()}",
-                        "delete it by hand; the next run against this URL tries again",
-                    ) from exc
-                self._made = False
+                except Exception as exc:  # whatever the client raised, the run must still be recorded
+                    raise scratch_left(self.scratch_path, self.url.display(), exc) from exc
         finally:
-            self.close()
+            with contextlib.suppress(Exception):  # a session that cannot even close has nothing left to undo
+                self.close()
 
     def remove_scratch_of(self, server: Mapping[str, Any]) -> bool | None:
         """Remove a killed run's scratch directory if that run was against this same URL."""
@@ -446,9 +454,22 @@ class StockFarHost:
             self._utility(lambda c: c.remove_tree(name))
         except NotFoundError:
             return True
-        except WorkbenchError:
+        except Exception:  # left there (a link, a refusal, a failing server): the next run tries again
             return False
         return True
+
+
+def scratch_left(scratch_path: str, url: str, exc: BaseException) -> WorkbenchError:
+    """The one-line warning when (part of) the scratch directory stays on the server, naming it and why."""
+    why = exc.one_line() if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, LeftInPlace):
+        return WorkbenchError(
+            f"left in place on {url}: {why}", f"the scratch directory was {scratch_path}; delete what is yours by hand"
+        )
+    return WorkbenchError(
+        f"could not remove the scratch directory {scratch_path} on {url}: {why}",
+        "delete it by hand; the next run against this URL tries again",
+    )
 
 
 def connect_rtt_ms(host: str, port: int, count: int = RTT_CONNECTS, timeout_s: float = 3.0) -> float | None:
