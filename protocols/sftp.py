@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from workbench.protocols import paramiko_login
-from workbench.protocols.base import Client, Progress, listed_name
+from workbench.protocols.base import Client, LeftInPlace, Progress, RemovalBudget, first_problem, listed_name
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.openssh_sftp import known_host_hint, remote_path
 from workbench.shared import sshconfig
@@ -232,19 +232,24 @@ class ParamikoClient(Client):
             raise self._translate(exc, f"looking up {remote or 'the directory'}") from exc
 
     def remove_tree(self, remote_dir: str) -> None:
-        """Delete remote_dir and everything beneath it; a link is removed itself, never followed."""
-        sftp = self._client()
-        top = self._path(remote_dir)
+        """Delete remote_dir and everything beneath it; a link is removed itself, never followed (_SftpRemoval).
+
+        What cannot be proven the real directory it was (the top too) stays, named in a LeftInPlace."""
+        host, port = self._where
+        where = f"the SFTP server {host}:{port}"
+        walk = _SftpRemoval(self._client(), RemovalBudget(where), where)
         try:
-            mode = sftp.lstat(top).st_mode or 0
+            walk.remove_top(self._path(remote_dir))
+        except WorkbenchError:
+            raise
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._translate(exc, f"removing {remote_dir}") from exc
-        if not stat.S_ISDIR(mode):
-            raise UsageError(f"{remote_dir} is not a directory on the server", "remove_tree deletes directories only")
-        try:
-            _remove_dir(sftp, top)
-        except (OSError, paramiko.SSHException, EOFError) as exc:
-            raise self._translate(exc, f"removing {remote_dir}") from exc
+        except Exception as exc:  # a reply paramiko cannot parse: one line, never a trace
+            why = f"SFTP: removing {remote_dir} stopped: {exc!r}"
+            raise WorkbenchError(why, "delete what is left by hand") from exc
+        problem = first_problem(walk.problems)
+        if problem is not None:
+            raise problem
 
     def close(self) -> None:
         # A dead link makes paramiko's close raise; closing must still succeed.
@@ -271,23 +276,82 @@ class ParamikoClient(Client):
         )
 
 
-def _remove_dir(sftp: paramiko.SFTPClient, path: str) -> None:
-    """Depth-first removal of a directory whose lstat said directory.
+class _SftpRemoval:
+    """One remove_tree over an SFTP session; `problems` collects what was left in place and why.
 
-    A listing's attributes may come from stat() on some servers (OpenSSH's are lstat's), so an entry
-    listed as a directory is lstat-ed again before descending: a link to a directory is unlinked, and
-    what it points to is never touched.
+    SFTP removes by path, so a directory swapped for a link between two requests would lead the next one
+    elsewhere. Before each listing, removal and rmdir in a directory its path is checked again: lstat says a
+    directory (not a link) and the server's realpath of it is still the one worked out from the top down (a link
+    anywhere above it would change that). The top is proven so too, from its parent's realpath.
     """
-    for entry in sftp.listdir_attr(path):
-        child = posixpath.join(path, listed_name(entry.filename, f"the SFTP server's {path}"))
-        mode = entry.st_mode or 0
-        if stat.S_ISDIR(mode):
-            mode = sftp.lstat(child).st_mode or 0
-        if stat.S_ISDIR(mode):
-            _remove_dir(sftp, child)
-        else:
-            sftp.remove(child)
-    sftp.rmdir(path)
+
+    def __init__(self, sftp: paramiko.SFTPClient, budget: RemovalBudget, where: str) -> None:
+        self.sftp = sftp
+        self.budget = budget
+        self.where = where
+        self.problems: list[WorkbenchError] = []
+
+    def remove_top(self, top: str) -> None:
+        parent, name = posixpath.split(top.rstrip("/") or top)
+        listed_name(name, f"the scratch path {top!r} on {self.where}")
+        mode = self.sftp.lstat(top).st_mode or 0  # ENOENT: NotFoundError
+        if not stat.S_ISDIR(mode):
+            kind = "a link" if stat.S_ISLNK(mode) else "not a directory"
+            raise LeftInPlace(
+                f"{top} on {self.where} is {kind}: left in place, nothing through it touched",
+                "delete it by hand if it is yours",
+            )
+        self._remove_dir(top, posixpath.join(self.sftp.normalize(parent or "."), name), 0)
+
+    def _unchanged(self, path: str, real: str) -> None:
+        try:
+            is_dir = stat.S_ISDIR(self.sftp.lstat(path).st_mode or 0)
+            same = is_dir and self.sftp.normalize(path) == real
+        except FileNotFoundError:
+            same = False
+        if not same:
+            raise LeftInPlace(
+                f"{path} on {self.where} was swapped for a link or moved while it was being deleted: left in place, "
+                "nothing through it touched",
+                "delete it by hand if it is yours",
+            )
+
+    def _remove_dir(self, path: str, real: str, depth: int) -> bool:
+        """Empty and remove `path` (whose realpath must stay `real`); False when something in it had to stay."""
+        self.budget.enter(depth, path)
+        self._unchanged(path, real)
+        entries = []
+        for entry in self.sftp.listdir_iter(path):
+            self.budget.count(1, path)
+            entries.append(entry)
+        complete = True
+        for entry in entries:
+            try:
+                name = listed_name(entry.filename, f"{self.where}, in {path},")
+                child = posixpath.join(path, name)
+                mode = entry.st_mode or 0
+                if stat.S_ISDIR(mode):  # a listing may stat through links (OpenSSH's lstat): ask lstat itself
+                    mode = self.sftp.lstat(child).st_mode or 0
+                if stat.S_ISDIR(mode):
+                    complete &= self._remove_dir(child, posixpath.join(real, name), depth + 1)
+                    continue
+                self._unchanged(path, real)
+                self.sftp.remove(child)  # a file or a link: unlinked, never followed
+            except LeftInPlace as exc:
+                if self.budget.entries > self.budget.max_entries:
+                    raise
+                self.problems.append(exc)
+                complete = False
+            except WorkbenchError as exc:
+                self.problems.append(exc)
+                complete = False
+            except FileNotFoundError:
+                continue  # gone since the listing
+        if not complete:
+            return False  # its rmdir would only say "not empty" again
+        self._unchanged(path, real)
+        self.sftp.rmdir(path)
+        return True
 
 
 class _Replies:
