@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape  # messages quote user input such as '[ports]': print it, never parse it
 
 from workbench.cli.options import with_settings
 from workbench.core.settings import BY_NAME
-from workbench.shared import paths
+from workbench.shared import paths, signals
 from workbench.shared.errors import ExitCode, NotFoundError, Terminated, UsageError, WorkbenchError, from_os_error
+
+# messages quote user input such as '[ports]' and servers' words: print them, never parse them, no control codes
+from workbench.shared.safetext import for_markup as escape
 from workbench.shared.target import DEFAULT_PORTS
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ def _console(stderr: bool) -> Console:
     # the stream is looked up at each write (not bound here), so a test runner's capture still sees it
     stream = sys.stderr if stderr else sys.stdout
     piped = not stream.isatty() and "COLUMNS" not in os.environ
-    return Console(stderr=stderr, highlight=False, width=PIPED_WIDTH if piped else None)
+    # no emoji codes: a server's ":warning:" is text, as its "[bold]" is
+    return Console(stderr=stderr, highlight=False, emoji=False, width=PIPED_WIDTH if piped else None)
 
 
 err = _console(stderr=True)
@@ -293,7 +295,7 @@ def run(
                 explicit,
                 lambda start: present_run(out, db or paths.default_db(), outputs, start, wide),
                 label,
-                err.print,
+                _say_plainly,
             )
         )
         return
@@ -310,6 +312,11 @@ def run(
         wide,
     )
     _exit_for_rows(run)
+
+
+def _say_plainly(line: str) -> None:
+    """A line quoting a far host (its name, an IPv6 address in brackets, its state directory) on stderr, as text."""
+    err.print(escape(line), soft_wrap=True)
 
 
 def _check_url_flags(explicit: set[str]) -> None:
@@ -390,7 +397,7 @@ def _exit_for_rows(run: Run) -> None:
 
     failed = failed_rows(run)
     if failed:
-        names = ", ".join(sorted({f"{r.label} {r.direction}" for r in failed}))
+        names = escape(", ".join(sorted({f"{r.label} {r.direction}" for r in failed})))
         err.print(f"[bold red]error:[/] {len(failed)} of {len(run.results)} rows failed or did not verify: {names}")
         raise typer.Exit(ExitCode.ROWS_FAILED)
 
@@ -855,17 +862,12 @@ def _stock_lab(request: Any, db: Path | None, outputs: Outputs, label: str | Non
 
 
 # ---------------------------------------------------------------- entry point
-def _on_sigterm(signum: int, frame: object) -> None:
-    # Once: a second SIGTERM must not cut short the cleanup the first one started (SIGKILL still works).
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise Terminated()
-
-
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI, mapping every failure to one line and an exit code."""
-    # SIGTERM (systemd, a CI timeout, `kill`) unwinds like Ctrl-C: finished rows stay saved, the JSON is
-    # written, servers, mounts and namespaces are torn down by the `finally:` blocks on the way out.
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    # SIGTERM (systemd, a CI timeout, `kill`) and SIGHUP (a closed terminal, a dropped SSH session) unwind like
+    # Ctrl-C: finished rows stay saved, the JSON is written, servers, mounts, scratch directories and namespaces
+    # are torn down by the `finally:` blocks on the way out.
+    signals.install()
     try:
         # Outside standalone mode typer returns an exit code instead of exiting (Ctrl-C becomes 130).
         code = app(args=argv, standalone_mode=False, prog_name="workbench")
@@ -878,16 +880,18 @@ def main(argv: list[str] | None = None) -> None:
             raise
         err.print(f"[bold red]error:[/] {escape(exc.one_line())}", soft_wrap=True)
         sys.exit(exc.exit_code)
-    except Terminated:
-        err.print("terminated")
-        sys.exit(ExitCode.TERMINATED)
+    except Terminated as exc:
+        err.print(signals.last_words(exc))
+        sys.exit(signals.exit_code_of(exc))
     except (typer.Abort, KeyboardInterrupt):
         err.print("interrupted")
         sys.exit(ExitCode.INTERRUPTED)
     except SystemExit as exc:
-        # the lab turns SIGTERM into SystemExit(143) while its namespaces are up (workbench/lab/lifecycle.py)
+        # the lab turns SIGTERM (SIGHUP) into SystemExit(143 / 129) while its namespaces are up (lab/lifecycle.py)
         if exc.code == ExitCode.TERMINATED:
             err.print("terminated")
+        elif exc.code == ExitCode.HANGUP:
+            err.print("hung up")
         raise
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -9,13 +9,14 @@ from __future__ import annotations
 import math
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from workbench.cli.exports import markdown_table
 from workbench.cli.summary import SHORT_DIRECTION, mb
 from workbench.core.comparison import CONFIDENCE, RAW_TCP_TOLERANCE, Comparison, RowChange
 from workbench.core.noise import FASTER, SLOWER, TOO_FEW, Change
+from workbench.shared.safetext import for_markdown_line
+from workbench.shared.safetext import for_markup as escape  # a run's words: no markup, no control codes
 
 CHANGE = f"change ({CONFIDENCE * 100:g} % interval)"
 HEADERS = ("client", "dir", "set", "before MB/s", "after MB/s", CHANGE, "verdict", "n", "notes")
@@ -113,4 +114,4 @@ def compare_markdown(comparison: Comparison) -> str:
 
 def _prose(line: str) -> str:
     # a '<' (a host's kernel string, an error quoted in a warning) would open an HTML tag on GitHub and hide the rest
-    return line.replace("<", "&lt;")
+    return for_markdown_line(line)

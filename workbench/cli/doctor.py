@@ -124,7 +124,7 @@ def render_doctor(console: Console) -> None:
 
 def render_url_check(console: Console, found: Check) -> None:
     """One line each for reachability and the login, then the URL's clients: would run, or why not."""
-    from rich.markup import escape
+    from workbench.shared.safetext import for_markup as escape  # a server's words: no markup, no control codes
 
     console.print(f"[bold]{escape(found.url)}[/]")
     if found.connect_ms is not None:

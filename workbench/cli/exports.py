@@ -3,6 +3,10 @@ spreadsheet or a script. Both are built from workbench.cli.summary, as the termi
 says the same thing; the CSV carries the numbers themselves (bytes/s, seconds) under stable column names.
 
 MB/s is 10^6 bytes/s and Mbit/s 10^6 bits/s throughout, so figures compare directly with iperf.
+
+Words from outside (errors quoting a server, host names, labels, client names) are data in both: a Markdown cell
+or line adds no structure (workbench.shared.safetext.for_markdown_cell, for_markdown_line), a CSV cell is never
+taken for a formula (for_csv_cell); numbers stay numbers.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from workbench.cli.summary import (
     table_columns,
 )
 from workbench.core.results import Baseline, Result, RowExplanation, Run
+from workbench.shared.safetext import for_csv_cell, for_markdown_cell, for_markdown_line
 from workbench.shared.triage import TcpTriage
 
 # The CSV's header, in order: one line per line of the summary table (the raw-TCP lines first, `kind` raw-tcp,
@@ -68,8 +73,7 @@ _FULL_DIRECTION = {"up": "upload", "down": "download"}
 # ---------------------------------------------------------------- Markdown
 def markdown_cell(text: str) -> str:
     """`text` as one GitHub-flavoured Markdown table cell: a '|' would end the cell and a newline the row."""
-    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-    return "<br>".join(text.splitlines())
+    return for_markdown_cell(text)
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Collection[int] = ()) -> str:
@@ -91,8 +95,8 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right:
 
 
 def _text(line: str) -> str:
-    # a line of prose: '<' would open an HTML tag on GitHub and hide what follows
-    return line.replace("<", "&lt;")
+    # a line of prose: a newline would start a block, '<' open an HTML tag on GitHub and hide what follows
+    return for_markdown_line(line)
 
 
 def _when(utc: object) -> str:
@@ -157,7 +161,7 @@ def markdown(run: Run) -> str:
     table (one table line per SummaryRow), the window sweep in the lab, then the run's notes."""
     title = f"workbench run {run.id}" if run.id is not None else "workbench run"
     started = _when(run.meta.get("started_utc"))
-    parts = [f"### {title}" + (f" — {started}" if started else "") + "\n"]
+    parts = [f"### {title}" + (f" — {_text(started)}" if started else "") + "\n"]
     context = _context_lines(run)
     if context:
         parts.append("".join(f"- {_text(line)}\n" for line in context))
@@ -168,7 +172,7 @@ def markdown(run: Run) -> str:
         parts.append("TCP window sweep (predicted: window / RTT, or the path's rate once the window exceeds its BDP)\n")
         parts.append(_sweep_markdown(run.window_sweep))
     if run.warnings:
-        parts.append("Notes:\n\n" + "".join(f"- {_text(' '.join(w.splitlines()))}\n" for w in run.warnings))
+        parts.append("Notes:\n\n" + "".join(f"- {_text(w)}\n" for w in run.warnings))
     return "\n".join(parts)
 
 
@@ -257,7 +261,12 @@ def csv_records(run: Run) -> list[dict[str, Any]]:
     ]
     records += [_row_line(run, row, why, line) for (row, why), line in zip(run.explained_rows(), rows, strict=True)]
     columns = csv_columns(run)
-    return [{name: ("" if record.get(name) is None else record[name]) for name in columns} for record in records]
+    return [{name: _cell(record.get(name)) for name in columns} for record in records]
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: '' for None, a number as it is, text never taken for a formula."""
+    return "" if value is None else for_csv_cell(value)
 
 
 def write_csv(run: Run, stream: TextIO) -> None:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from html import escape
 from typing import Any
 
 from workbench import __version__
 from workbench.cli import plots
 from workbench.cli.summary import COLUMNS, SummaryRow, host_lines, link_line, mb, summary_rows, table_columns
 from workbench.core.results import Result, Run
+from workbench.shared.safetext import for_html as escape  # escaped, and no control characters
 
 CSS = """
 :root { color-scheme: light; --fg: #1d1d1f; --dim: #6e6e73; --rule: #d2d2d7; --band: #f5f5f7; }

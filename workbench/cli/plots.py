@@ -10,6 +10,10 @@ is prefixed with the plot's own name so several plots can sit in one HTML page w
 
 Throughput over time is in Mbit/s (as iperf and the link's rate), rates elsewhere in MB/s (10^6 B/s, as the
 summary table).
+
+Every word from the run on a plot (a client's name, a host's, a file set's) goes through
+workbench.shared.safetext.for_plot: its `$` are escaped, so mathtext never parses data (an unmatched `$` in a
+client name would make drawing fail), and control characters, which SVG text may not hold, are removed.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from matplotlib.patches import Patch
 
 from workbench.core.ceiling import link_goodput
 from workbench.core.results import INTERVAL_S, Result, Run, Sample
+from workbench.shared.safetext import for_plot
 
 # What SVG output reads from the global rcParams: text as <text> with a short family list (DejaVu Sans is
 # matplotlib's own, so the layout is measured with it; the browser falls back to its sans-serif), and a fixed
@@ -168,7 +173,7 @@ def throughput_over_time(run: Run, row: int | Result, prefix: str | None = None)
         ax.set_ylabel("Mbit/s")
         ax.set_xlim(0, max(copy_timeline(s)[0][-1] for _, s in copies))
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{result.label} {result.direction} {result.file_set}", loc="left")
+        ax.set_title(for_plot(f"{result.label} {result.direction} {result.file_set}"), loc="left")
         ax.grid(True, alpha=0.3)
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
         return _svg(fig, prefix or f"wb-time-{index}")
@@ -256,16 +261,16 @@ def spread_by_client(run: Run, prefix: str = "wb-spread") -> str | None:
             if tcp:
                 line = ax.axvline(tcp / 1e6, color=RAW_TCP_COLOUR, linestyle="--", linewidth=1)
                 line.set_gid(f"raw-tcp-{direction}")
-            ax.set_title(direction, loc="left")
+            ax.set_title(for_plot(direction), loc="left")
             ax.set_xlabel("MB/s (log)" if span > LOG_SPAN else "MB/s")
             ax.grid(True, axis="x", alpha=0.3)
         if span > LOG_SPAN:
             axes[0].set_xscale("log")
         else:
             axes[0].set_xlim(left=0)
-        axes[0].set_yticks(range(len(labels)), labels)
+        axes[0].set_yticks(range(len(labels)), [for_plot(label) for label in labels])
         axes[0].set_ylim(len(labels) - 0.5, -0.5)  # first client at the top, as in the table
-        handles = [Patch(color=c, label=f"set {name}") for c, name in zip(colours, sets, strict=True)]
+        handles = [Patch(color=c, label=for_plot(f"set {name}")) for c, name in zip(colours, sets, strict=True)]
         handles.append(Line2D([], [], color=RAW_TCP_COLOUR, linestyle="--", label="raw TCP"))
         fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6), frameon=False, fontsize=8)
         return _svg(fig, prefix)
@@ -338,14 +343,14 @@ def files_per_s(run: Run, prefix: str = "wb-files") -> str | None:
             each = [s.files / s.seconds for s in row.good_samples if s.seconds > 0]
             dots = ax.scatter(each, [y] * len(each), s=12, color=colour, linewidths=0)
             dots.set_gid(_slug("copies", row.direction, row.label, row.file_set))
-        ax.set_yticks(range(len(categories)), [f"{label} {name}" for label, name in categories])
+        ax.set_yticks(range(len(categories)), [for_plot(f"{label} {name}") for label, name in categories])
         ax.set_ylim(len(categories) - 0.5, -0.5)
         ax.set_xlim(left=0)
         ax.set_xlabel("files/s")
         ax.grid(True, axis="x", alpha=0.3)
         present = [d for d in DIRECTIONS if any(r.direction == d for r in rows)]
         ax.legend(
-            handles=[Patch(color=DIRECTION_COLOURS[d], alpha=0.55, label=d) for d in present],
+            handles=[Patch(color=DIRECTION_COLOURS[d], alpha=0.55, label=for_plot(d)) for d in present],
             loc="upper left",
             bbox_to_anchor=(1.01, 1),
             fontsize=8,

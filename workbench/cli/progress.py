@@ -31,6 +31,7 @@ from workbench.core.observe import CopyProgress, Recorder
 from workbench.core.results import Run
 from workbench.core.store import StoreRecorder
 from workbench.shared.errors import from_os_error
+from workbench.shared.safetext import for_terminal
 
 
 class _RowBar:
@@ -38,7 +39,7 @@ class _RowBar:
         self._observer, self._bar, self._task, self._total = observer, bar, task, total_bytes
 
     def restart(self, description: str) -> None:
-        self._bar.reset(self._task, total=self._total, description=description)
+        self._bar.reset(self._task, total=self._total, description=for_terminal(description))
 
     def advance(self, done_bytes: int) -> None:
         self._bar.update(self._task, completed=done_bytes)  # rich's Progress takes a lock: safe from the meter
@@ -78,13 +79,16 @@ class RichObserver:
         self._lock = threading.Lock()  # the copy meter's thread moves the pace, the refresh thread reads it
 
     def status(self, line: str) -> None:
-        self.console.print(line, markup=False)
+        # a status line quotes servers, fleet members and host names: printed as plain text, controls removed
+        self.console.print(for_terminal(line), markup=False, highlight=False)
 
     def _progress(self) -> Progress:
         if self._bar is None:  # started at the copies: the status lines before them print plainly
             # on a narrow terminal the bar and then the description give way; figures never fold
             columns = (
-                TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis")),
+                TextColumn(
+                    "{task.description}", markup=False, table_column=Column(no_wrap=True, overflow="ellipsis")
+                ),
                 BarColumn(),
                 DownloadColumn(table_column=Column(no_wrap=True)),
                 _TailColumn(self.overall_text),
@@ -128,7 +132,7 @@ class RichObserver:
 
     def row_progress(self, description: str, total_bytes: int) -> CopyProgress:
         bar = self._progress()
-        task = bar.add_task(description, total=total_bytes)
+        task = bar.add_task(for_terminal(description), total=total_bytes)
         return _RowBar(self, bar, task, total_bytes)
 
     def close(self) -> None:
@@ -250,6 +254,6 @@ def present_run(
             files.write(recorder.finished)
     render_run(console, run, wide)
     for line in files.lines():
-        console.print(line, markup=False, highlight=False)
+        console.print(for_terminal(line), markup=False, highlight=False)
     return run
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from rich.console import Console
-from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
 from workbench.cli.summary import ALL_HOSTS, SummaryRow, summary_rows, table_columns
 from workbench.core.results import Run
+from workbench.shared.safetext import for_markup
 
 # The default table's width at most: a row of typical content stays on one line in it.
 NARROW_WIDTH = 120
@@ -105,10 +105,10 @@ def results_table(run: Run, wide: bool = False, hidden: Collection[str] = ()) ->
         for index, line in enumerate(group):
             cells = line.named() if wide else _narrow_cells(line, marks[at])
             at += 1
-            shown = {name: escape(text) for name, text in cells.items()}
+            shown = {name: for_markup(text) for name, text in cells.items()}  # a server's words stay words
             if line.baseline:
                 shown["client"] = f"[bold]{shown['client']}[/]"
-            shown["verified"] = _STATUS_MARKUP.get(line.status, line.status or "—")
+            shown["verified"] = _STATUS_MARKUP.get(line.status, for_markup(line.status or "—"))
             last = index == len(group) - 1  # a rule under each protocol's rows
             row = [shown[name] for name, _ in columns]
             table.add_row(*row, style="dim" if line.unavailable else None, end_section=last)
@@ -134,7 +134,7 @@ def footnote_list(texts: Sequence[str]) -> Table:
     grid.add_column(justify="right", no_wrap=True)
     grid.add_column(overflow="fold")
     for number, text in enumerate(texts, start=1):
-        grid.add_row(f"\\[{number}]", escape(text))
+        grid.add_row(f"\\[{number}]", for_markup(text))
     return grid
 
 

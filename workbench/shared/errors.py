@@ -11,6 +11,11 @@ import errno
 import socket
 from enum import IntEnum
 
+from workbench.shared.safetext import strip_controls
+
+# A message longer than this (a server's reply quoted whole) is cut in one_line(): a line to read, not a dump.
+ONE_LINE_MAX_CHARS = 1000
+
 
 class ExitCode(IntEnum):
     OK = 0
@@ -22,6 +27,7 @@ class ExitCode(IntEnum):
     DISK = 6  # disk full or not writable
     UNAVAILABLE = 7  # the platform cannot do it (no namespaces, mount_afp on Linux)
     ROWS_FAILED = 8  # run/lab finished, but one or more rows failed or did not verify (all rows are saved)
+    HANGUP = 129  # SIGHUP (terminal closed, SSH session dropped), handled like SIGTERM (workbench/shared/signals.py)
     INTERRUPTED = 130  # Ctrl-C (SIGINT): finished rows are saved, everything started is torn down
     TERMINATED = 143  # SIGTERM, handled like Ctrl-C
 
@@ -45,10 +51,14 @@ class WorkbenchError(Exception):
         self.hint = hint
 
     def one_line(self) -> str:
-        text = self.message.rstrip(".")
+        """The message and its hint on one line, safe to show: a server's words quoted in them lose their line
+        breaks and control characters (ESC sequences included), and a message past ONE_LINE_MAX_CHARS is cut."""
+        text = strip_controls(self.message).strip().rstrip(".")
+        if len(text) > ONE_LINE_MAX_CHARS:
+            text = f"{text[:ONE_LINE_MAX_CHARS]}… ({len(text) - ONE_LINE_MAX_CHARS} more characters)"
         if self.hint:
-            text += f" ({self.hint.rstrip('.')})"
-        return text.replace("\n", " ")
+            text += f" ({strip_controls(self.hint).strip().rstrip('.')})"
+        return text
 
 
 class UsageError(WorkbenchError):
