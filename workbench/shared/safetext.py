@@ -23,12 +23,12 @@ import html
 import re
 
 # ESC sequences as terminals parse them, removed whole so that no part of one shows: CSI (ESC [ … final byte),
-# OSC, DCS, SOS, PM and APC strings (ending at BEL or ESC \ ; an unterminated one runs to the end of the
-# text), and two-byte ESC X. The 8-bit forms start with the C1 bytes 0x9b (CSI), 0x9d (OSC), 0x90, 0x98, 0x9e,
+# OSC, DCS, SOS, PM and APC strings (ending at BEL or ESC \ ; of an unterminated one only the introducer goes,
+# so that the words after it stay), and two-byte ESC X. The 8-bit forms start with the C1 bytes 0x9b (CSI), 0x9d (OSC), 0x90, 0x98, 0x9e,
 # 0x9f and end at 0x9c (ST).
 _SEQUENCES = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI: parameters, intermediates, the final byte (when there is one)
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC, DCS, SOS, PM, APC
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"  # OSC, DCS, SOS, PM, APC
     r"|\x1b[ -/]*[0-~]?",  # any other escape (ESC c resets the terminal), with its intermediate bytes
 )
 # What is left of control characters after the sequences: C0 but newline and tab, DEL, C1.
