@@ -12,8 +12,9 @@ Throughput over time is in Mbit/s (as iperf and the link's rate), rates elsewher
 summary table).
 
 Every word from the run on a plot (a client's name, a host's, a file set's) goes through
-workbench.shared.safetext.for_plot: its `$` are escaped, so mathtext never parses data (an unmatched `$` in a
-client name would make drawing fail), and control characters, which SVG text may not hold, are removed.
+workbench.shared.safetext.for_plot: its `$` are escaped, so mathtext never parses data (`$\\foo$` in a client
+name would make drawing fail), control characters, which SVG text may not hold, are removed, and a long name is
+cut.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def throughput_over_time(run: Run, row: int | Result, prefix: str | None = None)
         ax.set_ylabel("Mbit/s")
         ax.set_xlim(0, max(copy_timeline(s)[0][-1] for _, s in copies))
         ax.set_ylim(bottom=0)
-        ax.set_title(for_plot(f"{result.label} {result.direction} {result.file_set}"), loc="left")
+        ax.set_title(for_plot(f"{result.label} {result.direction} {result.file_set}", max_chars=80), loc="left")
         ax.grid(True, alpha=0.3)
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
         return _svg(fig, prefix or f"wb-time-{index}")

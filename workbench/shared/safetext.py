@@ -14,7 +14,7 @@ destination at the point of display or export, so that no destination interprets
 - for_markdown_cell / for_markdown_line: one table cell or one line of prose that adds no structure (no row
   break, cell break, HTML tag or link).
 - for_html: escaped text with the control characters removed (they are not allowed in HTML or SVG text).
-- for_plot: one line for a matplotlib text artist, `$` escaped so that mathtext never parses data.
+- for_plot: one short line for a matplotlib text artist, `$` escaped so that mathtext never parses data.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import re
 
 # ESC sequences as terminals parse them, removed whole so that no part of one shows: CSI (ESC [ … final byte),
 # OSC, DCS, SOS, PM and APC strings (ending at BEL or ESC \ ; of an unterminated one only the introducer goes,
-# so that the words after it stay), and two-byte ESC X. The 8-bit forms start with the C1 bytes 0x9b (CSI), 0x9d (OSC), 0x90, 0x98, 0x9e,
-# 0x9f and end at 0x9c (ST).
+# so that the words after it stay), and two-byte ESC X. The 8-bit forms start with the C1 bytes 0x9b (CSI),
+# 0x9d (OSC), 0x90, 0x98, 0x9e, 0x9f and end at 0x9c (ST).
 _SEQUENCES = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI: parameters, intermediates, the final byte (when there is one)
     r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"  # OSC, DCS, SOS, PM, APC
@@ -106,7 +106,14 @@ def for_html(text: object) -> str:
     return html.escape(strip_controls(str(text), one_line=False))
 
 
-def for_plot(text: object) -> str:
-    """`text` for a matplotlib text artist (a title, a tick label, a legend entry): one line, no control
-    characters, every `$` escaped so that mathtext never parses it."""
-    return strip_controls(str(text), one_line=True).replace("$", r"\$")
+# A plot's label longer than this is cut: a tick label of a few hundred characters squeezes the axes to nothing.
+PLOT_MAX_CHARS = 48
+
+
+def for_plot(text: object, max_chars: int = PLOT_MAX_CHARS) -> str:
+    """`text` for a matplotlib text artist (a title, a tick label, a legend entry): one line of at most
+    `max_chars` characters, no control characters, every `$` escaped so that mathtext never parses it."""
+    line = strip_controls(str(text), one_line=True)
+    if len(line) > max_chars:
+        line = line[: max_chars - 1] + "…"
+    return line.replace("$", r"\$")
