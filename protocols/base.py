@@ -185,6 +185,11 @@ class Client(ABC):
         """
         raise UnavailableError(f"{self.label} cannot delete a remote directory", "use another client of the URL")
 
+    def check_real_dir(self, remote: str) -> None:
+        """Raise LeftInPlace unless `remote` is a real directory, not a link to one. A run against a stock server
+        checks the scratch directory it just made with this, so that no copy goes through a link another user
+        (or the server) put in its place. Clients that cannot tell a link apart check nothing."""
+
     def is_dir(self, remote: str) -> bool:
         """Whether `remote` is an existing directory (a link to one counts). A run against a stock server checks
         the URL's directory with this before it makes its scratch directory there: mkdir would make a

@@ -208,6 +208,18 @@ class FtplibClient(Client):
         except ValueError as exc:  # ftplib refuses a path holding CR or LF
             raise UsageError(f"FTP cannot name the path {path!r}: {exc}", "use a path without line breaks") from exc
 
+    def check_real_dir(self, remote: str) -> None:
+        path = self._path(remote)
+        where = f"{self.target.host}:{self.target.port('ftp')}"
+        try:
+            _FtpRemoval(self.ftp, RemovalBudget(f"the FTP server {where}"), where).real_top(path)
+        except WorkbenchError:
+            raise
+        except (OSError, EOFError, ftplib.Error) as exc:
+            raise self._translate(exc, f"looking up {path}") from exc
+        except Exception as exc:  # ftplib's ValueError on a CR or LF
+            raise WorkbenchError(f"FTP: looking up {path} failed: {exc!r}") from exc
+
     def remove_tree(self, remote_dir: str) -> None:
         """Delete remote_dir and what it holds; what cannot be proven a real directory is left (LeftInPlace).
 
@@ -312,6 +324,10 @@ class _FtpRemoval:
         self.exhausted = False  # the entry budget ran out: stop everything
 
     def remove_top(self, top: str) -> None:
+        self._remove_dir(top, self.real_top(top), 0)
+
+    def real_top(self, top: str) -> str | None:
+        """Raise unless the parent's listing proves `top` a real directory; its unique fact (None: not given)."""
         parent, name = _parent(top)
         listed_name(name, f"the scratch path {top!r} on {self.where}")
         with contextlib.suppress(ftplib.error_perm, ftplib.error_reply):
@@ -331,7 +347,7 @@ class _FtpRemoval:
                 "through it touched",
                 "delete it by hand if it is yours",
             )
-        self._remove_dir(top, entry.unique, 0)
+        return entry.unique
 
     def _remove_dir(self, path: str, unique: str | None, depth: int) -> bool:
         """Empty and remove `path`; False when something in it had to stay (noted in problems)."""
@@ -376,11 +392,15 @@ class _FtpRemoval:
             if str(exc)[:3] in _UNSUPPORTED:
                 self.mlst = False
                 return
-            raise LeftInPlace(f"{path} on {self.where} is gone or changed mid-removal ({exc}): left in place") from exc
+            raise LeftInPlace(
+                f"{path} on {self.where} is gone or was swapped for a link while it was being deleted ({exc}): left "
+                "in place, nothing through it touched",
+                "delete it by hand if it is yours",
+            ) from exc
         facts = _mlst_facts(reply)
         if facts.get("type", "").lower() != "dir" or facts.get("unique") != unique:
             raise LeftInPlace(
-                f"{path} on {self.where} was swapped for another directory or a link while it was being deleted: "
+                f"{path} on {self.where} was swapped for a link or another directory while it was being deleted: "
                 "left in place, nothing through it touched",
                 "delete it by hand if it is yours",
             )

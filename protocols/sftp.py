@@ -231,6 +231,16 @@ class ParamikoClient(Client):
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._translate(exc, f"looking up {remote or 'the directory'}") from exc
 
+    def check_real_dir(self, remote: str) -> None:
+        host, port = self._where
+        where = f"the SFTP server {host}:{port}"
+        try:
+            _SftpRemoval(self._client(), RemovalBudget(where), where).real_top(self._path(remote))
+        except WorkbenchError:
+            raise
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise self._translate(exc, f"looking up {remote}") from exc
+
     def remove_tree(self, remote_dir: str) -> None:
         """Delete remote_dir and everything beneath it; a link is removed itself, never followed (_SftpRemoval).
 
@@ -292,6 +302,10 @@ class _SftpRemoval:
         self.problems: list[WorkbenchError] = []
 
     def remove_top(self, top: str) -> None:
+        self._remove_dir(top, self.real_top(top), 0)
+
+    def real_top(self, top: str) -> str:
+        """Raise unless lstat says `top` is a directory (not a link); its realpath."""
         parent, name = posixpath.split(top.rstrip("/") or top)
         listed_name(name, f"the scratch path {top!r} on {self.where}")
         mode = self.sftp.lstat(top).st_mode or 0  # ENOENT: NotFoundError
@@ -301,7 +315,7 @@ class _SftpRemoval:
                 f"{top} on {self.where} is {kind}: left in place, nothing through it touched",
                 "delete it by hand if it is yours",
             )
-        self._remove_dir(top, posixpath.join(self.sftp.normalize(parent or "."), name), 0)
+        return posixpath.join(self.sftp.normalize(parent or "."), name)
 
     def _unchanged(self, path: str, real: str) -> None:
         try:

@@ -315,6 +315,9 @@ class StockFarHost:
                 "check the URL's path; workbench makes only its own scratch directory there",
             )
         self._utility(lambda c: c.mkdir(self.scratch))
+        # What the server made (or another user put there meanwhile) may be a link to a folder of theirs: no copy
+        # goes through it, and finish() leaves it alone.
+        self._utility(lambda c: c.check_real_dir(self.scratch))
         self._made = True
         return doc
 

@@ -1,0 +1,376 @@
+"""A stranger's server loses nothing: the scratch directory of `workbench run URL` swapped for a link.
+
+Another user with write access to the URL's folder (a NAS's public share) may replace `workbench-<hex>` with a
+link to a folder the run's user can write, when it is made or while it is being deleted, or put a link to
+outside beneath it. Each test here has a victim folder beside the scratch directory, hashes every file in it
+before and after, and holds removal to: the victim folder is byte-identical, what cannot be proven the run's
+own real directory stays, and finish() says so in one line (a warning of the run, never a traceback).
+
+FTP runs against pyftpdlib in this process, its handler doing the swaps at the moment they hurt most (MKD of
+the scratch makes a link; a DELE swaps the directory it just deleted in); SFTP against the stock OpenSSH.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from tests.helpers import write_random
+from tests.stock_urls import StockSite, stock_site
+from workbench.core import stock
+from workbench.core.plan import Plan
+from workbench.protocols.base import REMOVE_MAX_DEPTH, LeftInPlace
+from workbench.shared import login as login_mod
+from workbench.shared import urls
+from workbench.shared.credentials import Credentials, generate
+from workbench.shared.errors import ExitCode, WorkbenchError
+
+pyftpdlib = pytest.importorskip("pyftpdlib")
+from pyftpdlib.authorizers import DummyAuthorizer  # noqa: E402
+from pyftpdlib.handlers import FTPHandler  # noqa: E402
+from pyftpdlib.servers import FTPServer  # noqa: E402
+
+SHARE = "pub"  # the URL's folder, writable by everyone on the "NAS"
+
+
+def hashes(folder: Path) -> dict[str, str]:
+    """Every entry beneath `folder` (links as their target text, folders as such) and each file's SHA-256."""
+    found: dict[str, str] = {}
+    for path in sorted(folder.rglob("*")):
+        rel = str(path.relative_to(folder))
+        if path.is_symlink():
+            found[rel] = f"link {os.readlink(path)}"
+        elif path.is_dir():
+            found[rel] = "dir"
+        else:
+            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def make_victim(share: Path) -> Path:
+    """A folder beside the scratch directory with files, a subfolder, and the names a scratch holds."""
+    victim = share / "victim"
+    write_random(victim / "thesis.pdf", 3000)
+    write_random(victim / "photos" / "cat.jpg", 2000)
+    for name in ("a.bin", "b.bin", "c.bin"):
+        write_random(victim / "files" / name, 500)
+    return victim
+
+
+def fill_scratch(scratch: Path, victim: Path) -> None:
+    """What a run leaves in its scratch directory, and a link to the victim planted beneath it."""
+    for name in ("a.bin", "b.bin", "c.bin"):
+        write_random(scratch / "files" / name, 100)
+    write_random(scratch / "incoming" / "run-1" / "up.bin", 100)
+    (scratch / "files" / "evil").symlink_to(victim)
+
+
+def one_line(error: BaseException) -> str:
+    assert isinstance(error, WorkbenchError), repr(error)
+    text = error.one_line()
+    assert "\n" not in text and "\r" not in text and "Traceback" not in text
+    return text
+
+
+# --- FTP: pyftpdlib whose handler swaps -----------------------------------------------------------------------
+
+
+class SwapHandler(FTPHandler):
+    """pyftpdlib as a hostile co-user sees to it: `swap` says when the scratch directory becomes a link."""
+
+    swap: ClassVar[str] = ""  # "mkd": MKD workbench-… makes a link; "top"/"files": the first DELE swaps that dir
+    victim: ClassVar[str] = ""
+    swapped: ClassVar[list[str]] = []
+
+    def ftp_MKD(self, path: str) -> Any:
+        if self.swap == "mkd" and os.path.basename(path).startswith("workbench-"):
+            os.symlink(self.victim, path)
+            self.respond(f'257 "{self.fs.fs2ftp(path)}" directory created.')
+            return path
+        return super().ftp_MKD(path)
+
+    def ftp_DELE(self, path: str) -> Any:
+        done = super().ftp_DELE(path)
+        parts = Path(path).parts
+        scratch = next((i for i, p in enumerate(parts) if p.startswith("workbench-")), None)
+        if self.swap in ("top", "files") and scratch is not None and not self.swapped:
+            swapped = Path(*parts[: scratch + 1]) if self.swap == "top" else Path(path).parent
+            target = Path(self.victim) if self.swap == "top" else Path(self.victim) / "files"
+            swapped.rename(swapped.with_name(swapped.name + ".moved"))
+            swapped.symlink_to(target)
+            self.swapped.append(str(swapped))
+        return done
+
+
+@dataclass
+class Ftpd:
+    root: Path
+    port: int
+    credentials: Credentials
+    handler: type[SwapHandler]
+
+    @property
+    def share(self) -> Path:
+        return self.root / SHARE
+
+    @property
+    def url(self) -> str:
+        return f"ftp://{self.credentials.user}@127.0.0.1:{self.port}/{SHARE}"
+
+
+@pytest.fixture
+def ftpd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ftpd]:
+    root = tmp_path / "ftp-root"
+    (root / SHARE).mkdir(parents=True)
+    creds = generate()
+    authorizer = DummyAuthorizer()
+    authorizer.add_user(creds.user, creds.password, str(root), perm="elradfmwMT")
+    handler = type("Handler", (SwapHandler,), {"authorizer": authorizer, "swapped": []})
+    server = FTPServer(("127.0.0.1", 0), handler)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            server.serve_forever(timeout=0.05, blocking=False, handle_exit=False)
+        server.close_all()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    monkeypatch.setenv("WORKBENCH_PASSWORD", creds.password)
+    try:
+        yield Ftpd(root, server.address[1], creds, handler)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def far_host(url_text: str, files_dir: Path) -> stock.StockFarHost:
+    """The run's far host for `url_text`, logged in, as prepare() makes it (no plan of copies needed)."""
+    url = urls.parse(url_text)
+    host, port, ssh_user = stock._address(url, url.user)
+    who = login_mod.resolve(url, prompt=False, ssh_user=ssh_user)
+    scratch = f"workbench-{secrets.token_hex(6)}"
+    creds = Credentials(who.user, who.password or "")
+    target = stock._target(url, host, port, creds, stock.join(url.path, scratch))
+    plan = Plan(target, (), ("upload",), (), (), "random", 1, 1, 0, 1.0, files_dir)
+    far = stock.StockFarHost(url, plan, scratch, who)
+    far.connect()
+    return far
+
+
+def finish_warning(far: stock.StockFarHost) -> str | None:
+    """finish() as the runner calls it: its WorkbenchError is the run's warning (one line); anything else fails."""
+    try:
+        far.finish()
+    except WorkbenchError as exc:
+        return one_line(exc)
+    return None
+
+
+@pytest.mark.parametrize("swap", ["top", "files"])
+def test_ftp_scratch_swapped_for_a_link_mid_removal_leaves_the_victim_whole(
+    ftpd: Ftpd, tmp_path: Path, swap: str
+) -> None:
+    victim = make_victim(ftpd.share)
+    before = hashes(victim)
+    ftpd.handler.victim, ftpd.handler.swap = str(victim), swap
+    far = far_host(ftpd.url, tmp_path)
+    far.info()
+    fill_scratch(ftpd.share / far.scratch, victim)
+    warning = finish_warning(far)
+    assert ftpd.handler.swapped, "the server never swapped: the test proves nothing"
+    assert hashes(victim) == before
+    assert warning is not None and "left in place" in warning and "while it was being deleted" in warning, warning
+
+
+def test_ftp_scratch_made_as_a_link_is_never_entered(ftpd: Ftpd, tmp_path: Path) -> None:
+    victim = make_victim(ftpd.share)
+    before = hashes(victim)
+    ftpd.handler.victim, ftpd.handler.swap = str(victim), "mkd"
+    far = far_host(ftpd.url, tmp_path)
+    with pytest.raises(LeftInPlace) as refused:
+        far.info()  # the run stops before it copies anything through the link
+    assert far.scratch in one_line(refused.value)
+    assert finish_warning(far) is None  # nothing of its own to remove
+    assert hashes(victim) == before
+    assert (ftpd.share / far.scratch).is_symlink()  # left where the other user put it
+
+
+def test_ftp_a_link_beneath_the_scratch_is_deleted_not_followed(ftpd: Ftpd, tmp_path: Path) -> None:
+    victim = make_victim(ftpd.share)
+    before = hashes(victim)
+    far = far_host(ftpd.url, tmp_path)
+    far.info()
+    fill_scratch(ftpd.share / far.scratch, victim)
+    (ftpd.share / far.scratch / "incoming" / "up").symlink_to(ftpd.share)  # to an ancestor: a loop
+    assert finish_warning(far) is None
+    assert not os.path.lexists(ftpd.share / far.scratch)
+    assert hashes(victim) == before
+
+
+def test_ftp_a_tree_deeper_than_the_bound_is_left_in_one_line(ftpd: Ftpd, tmp_path: Path) -> None:
+    far = far_host(ftpd.url, tmp_path)
+    far.info()
+    deep = ftpd.share / far.scratch / Path(*["d"] * (REMOVE_MAX_DEPTH + 2))
+    deep.mkdir(parents=True)
+    write_random(ftpd.share / far.scratch / "files" / "a.bin", 10)
+    warning = finish_warning(far)
+    assert warning is not None and f"deeper than {REMOVE_MAX_DEPTH} levels" in warning
+    assert not (ftpd.share / far.scratch / "files").exists()  # the rest was removed
+
+
+def test_ftp_a_name_with_a_carriage_return_is_one_line(ftpd: Ftpd, tmp_path: Path) -> None:
+    far = far_host(ftpd.url, tmp_path)
+    far.info()
+    write_random(ftpd.share / far.scratch / "odd\rname", 10)
+    write_random(ftpd.share / far.scratch / "files" / "a.bin", 10)
+    # ftplib reads listings with universal newlines: the name arrives as two ("odd", then "name" or a line of
+    # facts that is no entry); neither is deleted, the rest is, and the warning is one line.
+    warning = finish_warning(far)
+    assert warning is not None and "left in place" in warning
+    assert sorted(p.name for p in (ftpd.share / far.scratch).iterdir()) == ["odd\rname"]
+
+
+def _env(tmp_path: Path, password: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("WORKBENCH_USER", "NETRC")}
+    (tmp_path / "home").mkdir(exist_ok=True)
+    env.update(
+        HOME=str(tmp_path / "home"),
+        WORKBENCH_HOME=str(tmp_path / "workbench-home"),
+        WORKBENCH_PASSWORD=password,
+        COLUMNS="220",
+        PYTHONPATH=os.pathsep.join(x for x in (str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")) if x),
+    )
+    return env
+
+
+SMALL_RUN = ("--sizes", "64K", "--small", "2x4K", "--repeat", "1", "--warmup", "0")
+
+
+def test_a_whole_ftp_run_whose_scratch_the_server_made_a_link(ftpd: Ftpd, tmp_path: Path) -> None:
+    victim = make_victim(ftpd.share)
+    before = hashes(victim)
+    ftpd.handler.victim, ftpd.handler.swap = str(victim), "mkd"
+    argv = [sys.executable, "-m", "workbench", "run", ftpd.url, "--protocols", "ftp/ftplib", *SMALL_RUN]
+    argv += ["--files", str(tmp_path / "files")]
+    done = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path, ftpd.credentials.password),
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == ExitCode.ERROR, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "Traceback" not in done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if "not a real directory" in line]
+    assert len(said) == 1 and "workbench-" in said[0], done.stderr
+    assert hashes(victim) == before
+
+
+# --- SFTP: the stock OpenSSH ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ssh_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockSite]:
+    yield from stock_site(tmp_path_factory.mktemp("scratch-links"), ["ssh"])
+
+
+@pytest.fixture
+def sftp_share(ssh_site: StockSite, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    for key, value in ssh_site.env().items():
+        monkeypatch.setenv(key, value)
+    share = ssh_site.root("ssh") / f"share-{secrets.token_hex(4)}"
+    share.mkdir()
+    yield share
+
+
+def _sftp_url(site: StockSite, share: Path) -> str:
+    return f"sftp://{'stock-ssh'}{share.resolve()}"
+
+
+def _swap_after_first(far: stock.StockFarHost, method: str, swap: Callable[[str], None]) -> list[str]:
+    """Swap on the server's disk right after the utility session's first `method` call (remove, rmdir) returns:
+    the moment between two requests of the removal that a co-user's `mv; ln -s` would hit."""
+    client = far._client
+    sftp = client._sftp  # type: ignore[union-attr]
+    real = getattr(sftp, method)
+    done: list[str] = []
+
+    def wrapped(path: str) -> Any:
+        result = real(path)
+        if not done:
+            swap(path)
+            done.append(path)
+        return result
+
+    setattr(sftp, method, wrapped)
+    return done
+
+
+def test_sftp_scratch_swapped_for_a_link_before_removal(ssh_site: StockSite, sftp_share: Path, tmp_path: Path) -> None:
+    victim = make_victim(sftp_share)
+    before = hashes(victim)
+    far = far_host(_sftp_url(ssh_site, sftp_share), tmp_path)
+    far.info()
+    scratch = sftp_share / far.scratch
+    fill_scratch(scratch, victim)
+    scratch.rename(sftp_share / "moved")
+    scratch.symlink_to(victim)
+    warning = finish_warning(far)
+    assert warning is not None and "is a link" in warning and far.scratch in warning
+    assert hashes(victim) == before and scratch.is_symlink()
+
+
+@pytest.mark.parametrize("swap", ["top", "files"])
+def test_sftp_scratch_swapped_mid_removal(ssh_site: StockSite, sftp_share: Path, tmp_path: Path, swap: str) -> None:
+    victim = make_victim(sftp_share)
+    before = hashes(victim)
+    far = far_host(_sftp_url(ssh_site, sftp_share), tmp_path)
+    far.info()
+    scratch = sftp_share / far.scratch
+    fill_scratch(scratch, victim)
+
+    def do_swap(removed: str) -> None:  # the scratch, or the directory of the file just removed
+        swapped = scratch if swap == "top" else Path(removed).parent
+        swapped.rename(swapped.with_name(swapped.name + ".moved"))
+        swapped.symlink_to(victim if swap == "top" else victim / "files")
+
+    happened = _swap_after_first(far, "remove", do_swap)
+    warning = finish_warning(far)
+    assert happened, "no removal ran: the test proves nothing"
+    assert hashes(victim) == before
+    assert warning is not None and "while it was being deleted" in warning, warning
+
+
+def test_sftp_links_beneath_and_odd_names(ssh_site: StockSite, sftp_share: Path, tmp_path: Path) -> None:
+    victim = make_victim(sftp_share)
+    before = hashes(victim)
+    far = far_host(_sftp_url(ssh_site, sftp_share), tmp_path)
+    far.info()
+    scratch = sftp_share / far.scratch
+    fill_scratch(scratch, victim)
+    (scratch / "incoming" / "up").symlink_to(sftp_share)
+    write_random(scratch / "odd\nname", 10)
+    warning = finish_warning(far)
+    assert warning is not None and "not a plain name" in warning and "\\n" in warning
+    assert sorted(p.name for p in scratch.iterdir()) == ["odd\nname"]
+    assert hashes(victim) == before
+
+
+def test_sftp_a_tree_deeper_than_the_bound(ssh_site: StockSite, sftp_share: Path, tmp_path: Path) -> None:
+    far = far_host(_sftp_url(ssh_site, sftp_share), tmp_path)
+    far.info()
+    (sftp_share / far.scratch / Path(*["d"] * (REMOVE_MAX_DEPTH + 2))).mkdir(parents=True)
+    warning = finish_warning(far)
+    assert warning is not None and f"deeper than {REMOVE_MAX_DEPTH} levels" in warning
