@@ -21,9 +21,10 @@ import shlex
 import signal
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,13 @@ from workbench import __version__
 from workbench.cli.via_ssh import (
     INSTALL_HINT,
     Destination,
-    _Lines,
     _ssh_failure,
     end_ssh,
     main_thread,
     remote_shell_command,
     ssh_argv,
 )
+from workbench.core import fleet_scratch
 from workbench.core.fleet import (
     PROTOCOL,
     Barrier,
@@ -47,16 +48,36 @@ from workbench.core.fleet import (
     fleet_rows,
     together_baseline,
 )
+from workbench.core.fleet_lines import LineReader, Tail, TooLong
+from workbench.core.fleet_messages import (
+    BaselineMessage,
+    Begin,
+    Cleaned,
+    Copy,
+    Done,
+    Error,
+    Finish,
+    Hello,
+    MalformedMessage,
+    Message,
+    Row,
+    Together,
+    Wait,
+    parse_message,
+    short,
+)
 from workbench.core.observe import COPY_STEP, STEP_BASELINE, STEP_PREPARE, TOGETHER_STEP, Recorder, RunObserver
-from workbench.core.results import Baseline, Result, Run, Sample
+from workbench.core.results import Baseline, Result, Run
 from workbench.shared import hostinfo, procs
 from workbench.shared.errors import ExitCode, NotFoundError, UsageError, WorkbenchError
+from workbench.shared.safetext import for_terminal
 
 HELLO_TIMEOUT_S = 120.0  # ssh login and the member's start (a Python import on a slow host)
 END_TIMEOUT_S = 60.0  # for the members to finish their last row and remove their uploads after the end
+REFUSED_GRACE_S = 10.0  # a member that sent a malformed line: time to stop on its own before its session is cut
 MAX_CLIENTS = 64
 PING_S = 10.0  # a line to every member this often (see fleet_member.SILENCE_S)
-STDERR_KEEP = 40  # lines of a member's stderr kept to explain its failure
+SAID_CHARS = 300  # of a member's own words (its stderr, its error) in a one-line message
 
 
 @dataclass
@@ -66,12 +87,13 @@ class _Member:
     dest: Destination
     proc: subprocess.Popen[bytes]
     report: MemberReport
-    lines: _Lines
-    stderr: list[str] = field(default_factory=list)
-    stderr_ended: bool = False
+    out: LineReader
+    err: Tail
     hello: bool = False
     done: bool = False  # it said its run ended
     ended: bool = False  # its session closed
+    refused: bool = False  # it sent a malformed line: nothing more it says is read
+    cut_at: float | None = None  # when its session is ended for it (after a malformed line)
     go_wall_s: float = 0.0
     deadline: float = 0.0
 
@@ -110,17 +132,14 @@ def _close_stdin(member: _Member) -> None:
         member.proc.stdin.close()
 
 
-def _read_stderr(member: _Member) -> None:
-    assert member.proc.stderr is not None
-    if member.stderr_ended:
-        return
-    with contextlib.suppress(OSError, BlockingIOError):
-        chunk = os.read(member.proc.stderr.fileno(), 65536)
-        if not chunk:
-            member.stderr_ended = True  # select() would report it readable forever
+def _drain_stderr(member: _Member, within_s: float = 1.0) -> None:
+    """What is left of an ended session's stderr (bounded in time: a child of ssh may hold the pipe open)."""
+    deadline = time.monotonic() + within_s
+    while not member.err.closed and (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([member.err.fd], [], [], left)
+        if not ready:
             return
-        member.stderr.extend(chunk.decode(errors="replace").splitlines())
-        del member.stderr[:-STDERR_KEEP]
+        member.err.feed()
 
 
 def _step_text(step: tuple[int, ...]) -> str:
@@ -132,8 +151,16 @@ def _step_text(step: tuple[int, ...]) -> str:
     }.get(step, "copy")
 
 
+ScratchNote = Callable[[str, Mapping[str, Any] | None, bool], None]  # host, its scratch's server doc, removed
+
+
 class Controller:
-    """The fleet's sessions from login to end; `run()` returns every client's report."""
+    """The fleet's sessions from login to end; `run()` returns every client's report.
+
+    What a member says is parsed into typed messages (workbench.core.fleet_messages) and checked against the
+    plan; a line that is not one fails that member alone (its remaining rows), in one line naming it, and its
+    session is ended; the others go on.
+    """
 
     def __init__(
         self,
@@ -145,6 +172,9 @@ class Controller:
         on_row: Callable[[str, Result], None],
         spawn_context: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
         planned: Sequence[tuple[str, str]] = (),
+        on_scratch: ScratchNote | None = None,
+        on_cleaned: Callable[[int, Sequence[str]], None] | None = None,
+        left_scratches: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.dests = list(dests)
         self.job = dict(job)
@@ -152,8 +182,14 @@ class Controller:
         self.insecure = insecure_host_keys
         self.observer = observer
         self.on_row = on_row
+        self.on_scratch = on_scratch
+        self.on_cleaned = on_cleaned
+        self._left = list(left_scratches)  # earlier runs' scratch directories: for the first member to log in
+        self._cleaner: str | None = None  # the member they went to
         self.spawn_context = spawn_context
         self.planned = list(planned)  # (label, direction) in plan order: names for the status lines
+        self._labels = list(dict.fromkeys(label for label, _ in self.planned))
+        self._directions = list(dict.fromkeys(d for _, d in self.planned))
         self.members: list[_Member] = []
         self.barrier = Barrier([d.alias for d in self.dests])
 
@@ -164,21 +200,22 @@ class Controller:
             with self.spawn_context():
                 for dest in self.dests:
                     proc = _start(dest, self.remote, self.insecure)
-                    assert proc.stdout is not None
+                    assert proc.stdout is not None and proc.stderr is not None
                     self.members.append(
-                        _Member(dest, proc, MemberReport(dest.alias), _Lines(proc.stdout.fileno()),
-                                deadline=time.monotonic() + HELLO_TIMEOUT_S)
+                        _Member(dest, proc, MemberReport(dest.alias), LineReader(proc.stdout.fileno()),
+                                Tail(proc.stderr.fileno()), deadline=time.monotonic() + HELLO_TIMEOUT_S)
                     )  # fmt: skip
             self.observer.status(f"fleet: logging in to {len(self.members)} clients…")
             pinged = time.monotonic()
             while any(not m.ended for m in self.members):
                 self._pump(1.0)
                 self._check_hello_deadlines()
+                self._cut_refused()
                 self._release()
                 if time.monotonic() - pinged > PING_S:
                     pinged = time.monotonic()
                     for m in self.members:
-                        if m.hello and not m.ended and not m.done:
+                        if m.hello and not m.ended and not m.done and not m.refused:
                             _send(m, "ping")  # a member waiting at a step gives up after a minute of silence
         finally:
             self._end_all()
@@ -187,92 +224,158 @@ class Controller:
     # -- the loop ------------------------------------------------------------------------------------------
     def _pump(self, timeout_s: float) -> None:
         live = [m for m in self.members if not m.ended]
-        fds: dict[int, tuple[_Member, str]] = {}
+        feeds: dict[int, Callable[[], None]] = {}
         for m in live:
-            assert m.proc.stdout is not None and m.proc.stderr is not None
-            fds[m.proc.stdout.fileno()] = (m, "out")
-            if not m.proc.stderr.closed and not m.stderr_ended:
-                fds[m.proc.stderr.fileno()] = (m, "err")
-        if any(m.lines.buffer and b"\n" in m.lines.buffer for m in live):
+            if not m.out.closed:
+                feeds[m.out.fd] = m.out.feed
+            if not m.err.closed:
+                feeds[m.err.fd] = m.err.feed
+        if any(m.out.pending for m in live):
             timeout_s = 0
-        ready, _, _ = select.select(list(fds), [], [], timeout_s)
-        for fd in ready:
-            member, which = fds[fd]
-            if which == "err":
-                _read_stderr(member)
+        if feeds:
+            ready, _, _ = select.select(list(feeds), [], [], timeout_s)
+            for fd in ready:
+                feeds[fd]()  # one read each: bounded however much a member writes
         for m in live:
-            while True:
-                # a line already read, or one more from a readable pipe (never blocking: deadline now)
-                line = m.lines.read(time.monotonic() + (0.0 if m.proc.stdout.fileno() not in ready else 0.01))  # type: ignore[union-attr]
-                if line is None:
-                    break
-                self._event(m, line)
-            if m.lines.closed and b"\n" not in m.lines.buffer:
+            while (line := m.out.next()) is not None:
+                self._line(m, line)
+            if m.out.closed and not m.out.pending:
+                if m.out.unterminated and not m.done and not m.refused and m.report.failure is None:
+                    m.report.failure = "its session ended in the middle of a line"
                 self._ended(m)
 
-    def _event(self, m: _Member, line: str) -> None:
+    def _line(self, m: _Member, line: bytes | TooLong) -> None:
+        """One line from a member: its typed message acted on, or the member refused."""
+        if m.refused or m.done:
+            return  # after a malformed line, or after "done": nothing it says is read
+        if isinstance(line, TooLong):
+            self._refuse(m, f"a line longer than {line.limit_bytes // (1024 * 1024)} MiB")
+            return
         try:
-            data = json.loads(line)
-        except ValueError:
-            m.stderr.append(line)  # not ours: a far login script's chatter
+            message = parse_message(line)
+        except MalformedMessage as exc:
+            if not m.hello and not line.lstrip().startswith(b"{"):
+                m.err.add(line + b"\n")  # before its hello: a far login script's chatter, kept with stderr
+                return
+            self._refuse(m, str(exc))
             return
-        if not isinstance(data, dict):
+        try:
+            self._event(m, message)
+        except MalformedMessage as exc:
+            self._refuse(m, str(exc))
+
+    def _refuse(self, m: _Member, why: str) -> None:
+        """Fail the member for a malformed line: its remaining rows fail, the others go on without it."""
+        if m.refused or m.ended:
             return
-        event = data.get("event")
-        report = m.report
-        if event == "hello":
-            self._hello(m, data)
-        elif event == "wait":
-            self.barrier.wait(m.dest.alias, [int(x) for x in data["step"]])
-        elif event == "copy":
+        m.refused = True
+        m.report.failure = f"sent a malformed message: {short(why, SAID_CHARS)}"
+        self.barrier.gone(m.dest.alias)
+        _close_stdin(m)  # a member that still listens stops as on Ctrl-C (its uploads removed)
+        m.cut_at = time.monotonic() + REFUSED_GRACE_S
+        self.observer.status(f"fleet: {m.dest.alias} {m.report.failure}; its remaining rows fail")
+
+    def _cut_refused(self) -> None:
+        now = time.monotonic()
+        for m in self.members:
+            if m.refused and not m.ended and m.cut_at is not None and now > m.cut_at:
+                m.cut_at = None
+                with contextlib.suppress(ProcessLookupError):
+                    m.proc.terminate()  # ssh ends: the member's session closes, its pipes reach their end
+
+    def _event(self, m: _Member, message: Message) -> None:
+        report, alias = m.report, m.dest.alias
+        if isinstance(message, Hello):
+            if m.hello:
+                raise MalformedMessage("a second hello")
+            self._hello(m, message)
+            return
+        if not m.hello:
+            raise MalformedMessage(f"'{message.event}' before its hello")
+        if isinstance(message, Wait):
+            self._check_step(message.step)
+            self.barrier.wait(alias, message.step)
+        elif isinstance(message, Copy):
             # kept at once, named by its row: a client that stops mid-row still counted in the rounds it finished
-            label, direction, file_set = (str(x) for x in data["row"])
-            started = m.go_wall_s + float(data["started_after_go_s"])
-            step = tuple(int(x) for x in data["step"])
-            sample = _sample(data["sample"])
-            report.copies.append(CopyEvent(m.dest.alias, step, label, direction, file_set, started, sample))
-        elif event == "row":
-            row = Result.from_json(data["row"])
+            self._check_step(message.step)
+            label, direction, file_set = message.row
+            self._check_planned(label, direction)
+            started = m.go_wall_s + message.started_after_go_s
+            sample = message.sample.to_sample()
+            report.copies.append(CopyEvent(alias, message.step, label, direction, file_set, started, sample))
+        elif isinstance(message, Row):
+            row = message.row.to_result()
+            self._check_planned(row.label, row.direction)
+            if any((r.label, r.direction, r.file_set) == (row.label, row.direction, row.file_set) for r in report.rows):
+                raise MalformedMessage(f"a second row for {row.label} {row.direction} {row.file_set}")
             report.rows.append(row)
-            self.on_row(m.dest.alias, row)
-        elif event == "baseline":
-            report.baseline = Baseline.from_json(data["baseline"])
-        elif event == "together":
-            if data.get("error"):
-                m.report.warnings += (f"raw TCP {data['direction']} with every client at once: {data['error']}",)
+            self.on_row(alias, row)
+        elif isinstance(message, BaselineMessage):
+            report.baseline = message.baseline.to_baseline()
+        elif isinstance(message, Together):
+            if message.error:
+                report.warnings += (f"raw TCP {message.direction} with every client at once: {message.error}",)
             else:
-                started = m.go_wall_s + float(data["started_after_go_s"])
-                report.together[str(data["direction"])] = (started, float(data["seconds"]), int(data["bytes"]))
-        elif event == "begin":
-            report.meta = data.get("meta")
-        elif event == "finish":
-            report.warnings = tuple(data.get("warnings") or ())
-        elif event == "done":
+                started = m.go_wall_s + message.started_after_go_s
+                report.together[message.direction] = (started, message.seconds, message.bytes)
+        elif isinstance(message, Begin):
+            report.meta = message.meta.model_dump(exclude_unset=True)
+            server = message.meta.server
+            if self.on_scratch is not None and server is not None and server.kind == "stock" and server.scratch:
+                self.on_scratch(alias, server.model_dump(exclude_unset=True), False)  # recorded before any copy
+        elif isinstance(message, Finish):
+            report.warnings += message.warnings
+            if self.on_scratch is not None and message.meta is not None and message.meta.scratch_removed:
+                self.on_scratch(alias, None, True)
+        elif isinstance(message, Cleaned):
+            if alias != self._cleaner or self.on_cleaned is None:
+                raise MalformedMessage("'cleaned' without being asked to clean")
+            self.on_cleaned(message.run_id, message.hosts)
+        elif isinstance(message, Done):
             m.done = True
             _close_stdin(m)  # the member ends: its session closes after it
-        elif event == "error":
-            report.failure = str(data.get("message") or "failed")
+        elif isinstance(message, Error):
+            report.failure = message.message
 
-    def _hello(self, m: _Member, data: Mapping[str, Any]) -> None:
-        if data.get("protocol") != PROTOCOL:
+    def _check_step(self, step: tuple[int, ...]) -> None:
+        """A step of the plan: preparing, the baseline, raw TCP at once (up or down) or one of its copies."""
+        kind = step[0]
+        if step in (STEP_PREPARE, STEP_BASELINE) or (kind == TOGETHER_STEP and len(step) == 2 and step[1] < 2):
+            return
+        copy = kind == COPY_STEP and len(step) == 5
+        if copy and (not self.planned or (step[1] < len(self._labels) and step[2] < len(self._directions))):
+            return
+        raise MalformedMessage(f"a step the plan does not have: {list(step)}")
+
+    def _check_planned(self, label: str, direction: str) -> None:
+        if self.planned and (label, direction) not in self.planned:
+            raise MalformedMessage(f"a row the plan does not have: {label} {direction}")
+
+    def _hello(self, m: _Member, hello: Hello) -> None:
+        if hello.protocol != PROTOCOL:
             m.report.failure = (
-                f"workbench on {m.dest.alias} speaks {data.get('protocol')!r}, this one {PROTOCOL}: "
+                f"workbench on {m.dest.alias} speaks {hello.protocol!r}, this one {PROTOCOL}: "
                 f"install the same version there ({INSTALL_HINT}=={__version__})"
             )
             m.report.failure_exit = int(ExitCode.NOT_FOUND)
+            m.done = True  # nothing more it says is read
             _close_stdin(m)
             return
         m.hello = m.report.started = True
-        if data.get("version") != __version__:
-            m.report.warnings += (f"{m.dest.alias} runs workbench {data.get('version')}, this side {__version__}",)
-        _send(m, json.dumps({**self.job, "protocol": PROTOCOL, "client_host": m.dest.alias}))
-        self.observer.status(f"fleet: {m.dest.alias} logged in (workbench {data.get('version')})")
+        if hello.version != __version__:
+            m.report.warnings += (f"{m.dest.alias} runs workbench {hello.version}, this side {__version__}",)
+        job = {**self.job, "protocol": PROTOCOL, "client_host": m.dest.alias}
+        if self._left and self._cleaner is None:
+            job["left_scratches"], self._cleaner = self._left, m.dest.alias
+        _send(m, json.dumps(job))
+        self.observer.status(f"fleet: {m.dest.alias} logged in (workbench {hello.version})")
 
     def _check_hello_deadlines(self) -> None:
         now = time.monotonic()
         for m in self.members:
-            if not m.hello and not m.ended and now > m.deadline:
+            if not m.hello and not m.ended and not m.done and now > m.deadline:
                 m.report.failure = f"{m.dest.alias} did not start workbench within {HELLO_TIMEOUT_S:.0f} s"
+                m.done = True  # a late hello is not read
                 _close_stdin(m)
                 with contextlib.suppress(ProcessLookupError):
                     m.proc.terminate()
@@ -294,10 +397,8 @@ class Controller:
     def _copy_text(self, step: tuple[int, ...]) -> str:
         """'http/aiohttp download, set 2' for (COPY_STEP, entry, direction, set, attempt), as the plan names them."""
         _, entry, direction, file_set, _ = step
-        labels = list(dict.fromkeys(label for label, _ in self.planned))
-        directions = list(dict.fromkeys(d for _, d in self.planned))
-        if entry < len(labels) and direction < len(directions):
-            return f"{labels[entry]} {directions[direction]}, set {file_set + 1}"
+        if entry < len(self._labels) and direction < len(self._directions):
+            return f"{self._labels[entry]} {self._directions[direction]}, set {file_set + 1}"
         return f"copy {step[1:]}"
 
     def _ended(self, m: _Member) -> None:
@@ -310,17 +411,20 @@ class Controller:
         except subprocess.TimeoutExpired:
             m.proc.kill()
             code = m.proc.wait()
-        _read_stderr(m)
-        if m.done:
-            return
+        _drain_stderr(m)
+        if m.refused or (m.done and m.report.failure is None):
+            return  # said already, or finished
         if m.report.failure is None:
             if not m.hello:
                 error = _before_hello(m, code, self.remote)
-                m.report.failure, m.report.failure_exit = error.one_line(), int(error.exit_code)
+                m.report.failure, m.report.failure_exit = short(error.one_line(), 2 * SAID_CHARS), int(error.exit_code)
             else:
-                last = next((ln for ln in reversed(m.stderr) if ln.strip()), f"exit status {code}")
-                m.report.failure = f"the session ended mid-run: {last.strip()}"
-        self.observer.status(f"fleet: {m.dest.alias} stopped: {m.report.failure}")
+                last = next((ln for ln in reversed(m.err.lines()) if ln.strip()), f"exit status {code}")
+                m.report.failure = f"the session ended mid-run: {short(last.strip(), SAID_CHARS)}"
+        elif m.out.unterminated:
+            last = next((ln for ln in reversed(m.err.lines()) if ln.strip()), f"exit status {code}")
+            m.report.failure += f" ({short(last.strip(), SAID_CHARS)})"
+        self.observer.status(f"fleet: {m.dest.alias} stopped: {for_terminal(m.report.failure)}")
 
     def _end_all(self) -> None:
         """End every session: stdin closed (each member stops as on Ctrl-C and sends its last row), its output read
@@ -333,6 +437,7 @@ class Controller:
             while any(not m.ended for m in self.members) and time.monotonic() < deadline:
                 with contextlib.suppress(OSError, ValueError):
                     self._pump(0.5)
+                    self._cut_refused()
             for m in self.members:
                 if not m.ended:
                     m.report.failure = m.report.failure or "did not end within the time allowed"
@@ -345,19 +450,13 @@ class Controller:
 
 def _before_hello(m: _Member, code: int, remote: list[str]) -> WorkbenchError:
     """Why a session ended before its member said hello: no login, no workbench, an old one."""
-    text = "\n".join(m.stderr)
+    text = m.err.text()
     if code == 2 and "No such command" in text:
         return NotFoundError(
             f"workbench on {m.dest.alias} has no fleet-member command (an older version)",
             f"install this version there ({INSTALL_HINT}=={__version__})",
         )
     return _ssh_failure(m.dest, code, text, shlex.join(remote))
-
-
-def _sample(data: Mapping[str, Any]) -> Sample:
-    known = {k: data.get(k) for k in Sample.__dataclass_fields__ if k in data and k != "tcp"}
-    known["intervals"] = tuple(data.get("intervals") or ())
-    return Sample(**known)
 
 
 # ---------------------------------------------------------------- hosts
@@ -447,24 +546,49 @@ def run_fleet(
     spawn_context: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> Run:
     """Run the job on every client and store one run: aggregate and per-client rows. The run is recorded however it
-    ends (Ctrl-C, SIGTERM, a client failing): what the clients sent is kept."""
+    ends (Ctrl-C, SIGTERM, a client failing or sending garbage): what the clients sent is kept.
+
+    The run is in the database from the first scratch directory or row a member reports: each member's scratch
+    directory on the server is recorded before its first copy (workbench.core.fleet_scratch), so a later run
+    removes what a member could not. The scratch directories earlier fleet runs left go to the first member to
+    log in, to remove."""
     from datetime import UTC, datetime
 
     clients = [d.alias for d in dests]
     started = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    owner = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
+    running: dict[str, Any] = {"started_utc": started, "owner": owner, "fleet": {"clients": clients}}
     saved: list[tuple[str, Result]] = []
     run_id: int | None = None
+    left = {item["run_id"]: item for item in fleet_scratch.left_for_members(recorder)}
+    left_meta = {rid: meta for rid, meta in recorder.unfinished_runs() if rid in left}
 
-    def on_row(host: str, row: Result) -> None:
+    def begun() -> int:
         nonlocal run_id
         if run_id is None:
-            run_id = recorder.begin({"started_utc": started, "fleet": {"clients": clients}}, label, link, None)
-        recorder.row(run_id, len(saved), replace(row, client_host=host))
+            run_id = recorder.begin(running, label, link, None)
+        return run_id
+
+    def on_row(host: str, row: Result) -> None:
+        recorder.row(begun(), len(saved), replace(row, client_host=host))
         saved.append((host, row))
 
+    def on_scratch(host: str, server: Mapping[str, Any] | None, removed: bool) -> None:
+        nonlocal running
+        running = fleet_scratch.record(running, host, server, removed)
+        recorder.update_meta(begun(), running)
+
+    def on_cleaned(earlier: int, hosts: Sequence[str]) -> None:
+        if earlier not in left or not set(hosts) <= set(left[earlier]["scratches"]):
+            raise MalformedMessage(f"'cleaned' names scratch directories it was not given (run {earlier})")
+        left_meta[earlier] = fleet_scratch.mark_removed(left_meta[earlier], hosts)
+        recorder.update_meta(earlier, left_meta[earlier])
+
+    password_sent = insecure_host_keys and (job.get("login") or {}).get("password") is not None
     controller = Controller(
-        dests, job, remote_workbench, insecure_host_keys, observer, on_row, spawn_context=spawn_context, planned=planned
-    )
+        dests, job, remote_workbench, insecure_host_keys, observer, on_row, spawn_context=spawn_context,
+        planned=planned, on_scratch=on_scratch, on_cleaned=on_cleaned, left_scratches=list(left.values()),
+    )  # fmt: skip
     reports: list[MemberReport] = []
     try:
         reports = controller.run()
@@ -482,25 +606,52 @@ def run_fleet(
             meta = {"started_utc": started, **fleet_meta(reports, clients, at_once)}
             meta["started_utc"] = started
             meta["finished_utc"] = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            meta["owner"] = owner
             meta["fleet"]["together_up_bytes_per_s"] = together.up_bytes_per_s
             meta["fleet"]["together_down_bytes_per_s"] = together.down_bytes_per_s
-            if run_id is None:
-                run_id = recorder.begin(meta, label, link, None)
-            else:
-                recorder.update_meta(run_id, meta)
+            meta["fleet"]["scratches"] = running["fleet"].get("scratches", {})
+            meta = fleet_scratch.settled(meta)
+            run_id = begun()
+            recorder.update_meta(run_id, meta)
             recorder.baseline(run_id, together)
-            explanation = explain_fleet(rows, reports, together, link, far_host)
             warnings = [f"{host} failed: {why}" for host, why in meta["fleet"]["failed_clients"].items()]
-            warnings += list(explanation.notes)  # each client's own notes and warnings among them, each once
+            if password_sent:
+                warnings.append(INSECURE_PASSWORD)
+            explanation = _explained(rows, reports, together, link, far_host, warnings)
             run = Run(run_id, meta, together, tuple(rows), link=link, warnings=tuple(warnings), explanation=explanation)
             recorder.finish(run)
     if not any(r.started for r in reports):
         # no client ran anything: one line saying why (the first client's reason), as `run` says it for one host
         first = reports[0]
-        error = WorkbenchError(f"no client started; {first.failure or 'none answered'}")
+        error = WorkbenchError(f"no client started; {for_terminal(first.failure or 'none answered')}")
         error.exit_code = ExitCode(first.failure_exit or ExitCode.NETWORK)
         raise error
     return run
+
+
+INSECURE_PASSWORD = (
+    "the server's password went to every client without checking its host key (--insecure-host-keys): "
+    "whoever answered as a client has it"
+)
+
+
+def _explained(
+    rows: Sequence[Result],
+    reports: Sequence[MemberReport],
+    together: Baseline,
+    link: Mapping[str, Any] | None,
+    far_host: str,
+    warnings: list[str],
+) -> Any:
+    """The fleet's explanation, its notes added to `warnings`; None, said in a warning, if it cannot be made:
+    the rows the clients sent are recorded either way."""
+    try:
+        explanation = explain_fleet(rows, reports, together, link, far_host)
+    except (ArithmeticError, ValueError, TypeError, KeyError) as exc:
+        warnings.append(f"the rows could not be explained: {short(str(exc))}")
+        return None
+    warnings += list(explanation.notes)  # each client's own notes and warnings among them, each once
+    return explanation
 
 
 @contextlib.contextmanager
@@ -600,6 +751,9 @@ def fleet_urls(
     remote_command(remote_workbench)
     jobs = [url_job(text, values, config, explicit) for text in texts]
     insecure = not values.get("verify_host_keys", True)
+    if insecure and any((job.get("login") or {}).get("password") is not None for job, _ in jobs):
+        # the one thing a client's host key protects here: the server's password goes to whoever answers
+        print(f"warning: {INSECURE_PASSWORD}", file=sys.stderr, flush=True)
     runs = []
     for index, (text, (job, plan)) in enumerate(zip(texts, jobs, strict=True), start=1):
         url = urls_mod.parse(text)

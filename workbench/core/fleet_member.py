@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import queue
 import shutil
@@ -34,7 +35,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from workbench import __version__
+from workbench.core import fleet_scratch
 from workbench.core.fleet import PROTOCOL
+from workbench.core.fleet_messages import clean_text
 from workbench.core.observe import TOGETHER_STEP
 from workbench.core.results import Baseline, Result, Run, Sample
 from workbench.shared.errors import ExitCode, UsageError, WorkbenchError
@@ -67,8 +70,9 @@ class _Channel:
             os.kill(os.getpid(), signal.SIGINT)
 
     def send(self, event: str, **data: Any) -> None:
+        line = json.dumps(_sendable({"event": event, **data}), allow_nan=False)
         with self._lock, contextlib.suppress(OSError, ValueError):
-            self._out.write(json.dumps({"event": event, **data}) + "\n")
+            self._out.write(line + "\n")
             self._out.flush()
 
     def next_line(self, timeout_s: float | None = None) -> str | None:
@@ -81,6 +85,20 @@ class _Channel:
             # short waits: a signal (SIGTERM, SIGHUP) is handled between them
             with contextlib.suppress(queue.Empty):
                 return self.lines.get(timeout=left)
+
+
+def _sendable(value: Any) -> Any:
+    """`value` as the controller accepts it (workbench.core.fleet_messages): strings without control characters,
+    numbers finite (a figure that is not is sent as null)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {clean_text(str(k)): _sendable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_sendable(v) for v in value]
+    return value
 
 
 class Gate:
@@ -119,7 +137,7 @@ class Gate:
         """Each way a step of its own, so every client's probe starts at the same "go"."""
         from workbench.probe import client as probe_client
 
-        for index, direction in enumerate(("upload", "download")):
+        for index, direction in enumerate(probe_client.DIRECTIONS):
             self.wait((TOGETHER_STEP, index))
             if plan is None:
                 continue
@@ -144,16 +162,23 @@ class Gate:
 
 
 class _StreamRecorder:
-    """The runner's Recorder: every row and the baseline go to the controller; nothing is stored here."""
+    """The runner's Recorder: every row and the baseline go to the controller; nothing is stored here.
 
-    def __init__(self, channel: _Channel) -> None:
+    Its unfinished runs are the scratch directories earlier fleet runs left on this server, when the controller
+    sent them (workbench.core.fleet_scratch): the runner's leftovers pass removes them, and each removal goes
+    back to the controller, which records it."""
+
+    def __init__(self, channel: _Channel, left_scratches: Any = None) -> None:
         self._channel = channel
+        self._left = fleet_scratch.as_runs(left_scratches)
 
     def unfinished_runs(self) -> list[tuple[int, dict[str, Any]]]:
-        return []
+        return self._left
 
     def update_meta(self, run_id: int, meta: Mapping[str, Any]) -> None:
-        pass
+        scratches = (meta.get("fleet") or {}).get("scratches") or {}
+        removed = [host for host, entry in scratches.items() if isinstance(entry, Mapping) and entry.get("removed")]
+        self._channel.send("cleaned", run_id=run_id, hosts=removed)
 
     def begin(self, meta: Mapping[str, Any], label: str | None, link: Any, window_sweep: Any) -> int:
         self._channel.send("begin", meta=dict(meta))
@@ -219,7 +244,8 @@ def serve_member(inp: IO[str] | None = None) -> int:
             raise UsageError(f"the controller speaks {job.get('protocol')!r}, this member {PROTOCOL}")
         plan, far = _plan_and_far(job, keys_dir)
         runner.clean_leftovers()
-        run = runner.execute(plan, _StreamRecorder(channel), far=far, label=job.get("label"), gate=Gate(channel))
+        recorder = _StreamRecorder(channel, job.get("left_scratches"))
+        run = runner.execute(plan, recorder, far=far, label=job.get("label"), gate=Gate(channel))
         channel.finished.set()
         channel.send("done", failed_rows=len(runner.failed_rows(run)))
         return 0

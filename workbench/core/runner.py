@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from workbench.core import settings
+from workbench.core import fleet_scratch, settings
 from workbench.core.context import EmulatorReport, LabContext
 from workbench.core.farhost import FarHost, ServedFarHost, StockHost
 from workbench.core.fleet import ALL_CLIENTS
@@ -502,6 +502,10 @@ def _remove_uploads_of_killed_runs(recorder: Recorder, control: FarHost, target:
     """
     here = {"host": target.host, "ports": dict(target.ports)}
     for run_id, meta in recorder.unfinished_runs():
+        if fleet_scratch.is_fleet(meta):  # its members' scratch directories (their uploads were beneath them)
+            if isinstance(control, StockHost):
+                fleet_scratch.remove_left(recorder, run_id, meta, control.remove_scratch_of)
+            continue
         owner, token = meta.get("owner") or {}, meta.get("upload_token")
         if not token or meta.get("upload_removed") or meta.get("scratch_removed"):
             continue
