@@ -33,13 +33,22 @@ SLOWEST_HASH_BYTES_PER_S = 20_000_000
 class _DeadlineConnection(http.client.HTTPConnection):
     """An HTTP connection whose connect has its own, short deadline (urllib uses one timeout for both)."""
 
-    def __init__(self, *args: object, connect_timeout_s: float = CONNECT_TIMEOUT_S, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        host: str,
+        port: int | None = None,
+        timeout: float | None = None,  # urllib always passes the request's
+        source_address: tuple[str, int] | None = None,
+        *,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    ) -> None:
+        super().__init__(host, port, timeout, source_address)
+        self.bind_to = source_address
         self.connect_timeout_s = connect_timeout_s
 
     def connect(self) -> None:
         limit = self.connect_timeout_s if self.timeout is None else min(self.connect_timeout_s, self.timeout)
-        self.sock = socket.create_connection((self.host, self.port), limit, self.source_address)
+        self.sock = socket.create_connection((self.host, self.port), limit, self.bind_to)
         self.sock.settimeout(self.timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 

@@ -23,7 +23,7 @@ from workbench.shared.target import url_host
 AFP_PORT = 548
 
 # mount_afp reports "AFPMountURL returned error <afp code>, errno is <n>"; AFP result codes (AppleShare).
-_AFP_FAILURES: tuple[tuple[str, type], ...] = (
+_AFP_FAILURES: tuple[tuple[str, type[WorkbenchError]], ...] = (
     ("error -5023", AuthError),  # kFPUserNotAuth
     ("error -5000", AuthError),  # kFPAccessDenied
     ("error -5002", AuthError),  # kFPBadUAM

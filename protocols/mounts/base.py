@@ -16,7 +16,7 @@ import stat
 import sys
 import tempfile
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
@@ -62,7 +62,9 @@ class MountClient(Client):
 
     page_cache: ClassVar[str] = ""  # how downloads are kept off the local page cache, for details()
 
-    def __init__(self, target: Target, options: ClientOptions | None = None, *, runner: CommandRunner | None = None):
+    def __init__(
+        self, target: Target, options: ClientOptions | None = None, *, runner: CommandRunner | None = None
+    ) -> None:
         super().__init__(target, options)
         self.runner = runner or CommandRunner()
         self.mountpoint: Path | None = None
@@ -297,7 +299,14 @@ def readahead_bytes(path: Path) -> int | None:
     return kib * 1024 or None
 
 
-def _pump(src: io.FileIO, dst: io.FileIO, progress: Progress, block_size: int, read_error, write_error) -> int:
+def _pump(
+    src: io.FileIO,
+    dst: io.FileIO,
+    progress: Progress,
+    block_size: int,
+    read_error: Callable[[OSError], WorkbenchError],
+    write_error: Callable[[OSError], WorkbenchError],
+) -> int:
     """Copy src to dst in block_size pieces, reporting each piece once written; OSErrors go through the mappers."""
     buf = memoryview(bytearray(max(block_size, 64 * 1024)))
     total = 0
@@ -351,14 +360,16 @@ NETWORK_WORDS = (
 NOT_FOUND_WORDS = ("no such file or directory", "does not exist", "not found", "bad network name")
 
 
-def classify(label: str, outcome: Outcome, timeout: float, extra: Sequence[tuple[str, type]] = ()) -> WorkbenchError:
+def classify(
+    label: str, outcome: Outcome, timeout: float, extra: Sequence[tuple[str, type[WorkbenchError]]] = ()
+) -> WorkbenchError:
     """A one-line WorkbenchError for a failed mount, chosen from words in the helper's output."""
     if outcome.reprompted:
         return AuthError(f"{label}: the server refused the password", "check the user and password")
     if outcome.timed_out:
         return NetworkError(f"{label}: mounting did not finish within {timeout:.0f} s", "is the server up?")
     lines = [ln.strip() for ln in outcome.output.replace("\r", "\n").splitlines() if ln.strip()]
-    rules = [*((w, k) for w, k in extra), *((w, AuthError) for w in AUTH_WORDS)]
+    rules: list[tuple[str, type[WorkbenchError]]] = [*extra, *((w, AuthError) for w in AUTH_WORDS)]
     rules += [(w, NetworkError) for w in NETWORK_WORDS] + [(w, NotFoundError) for w in NOT_FOUND_WORDS]
     for word, kind in rules:
         for line in lines:

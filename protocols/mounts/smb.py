@@ -16,14 +16,15 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
+from workbench.protocols.base import ClientOptions
 from workbench.protocols.mounts.base import MountClient, classify, which
-from workbench.protocols.mounts.runner import Outcome
+from workbench.protocols.mounts.runner import CommandRunner, Outcome
 from workbench.protocols.mounts.stale import owned_prefix
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
-from workbench.shared.target import url_host
+from workbench.shared.target import Target, url_host
 
 # mount.cifs prints "mount error(N): <strerror>"; N is the kernel's errno.
-_CIFS_FAILURES: tuple[tuple[str, type], ...] = (
+_CIFS_FAILURES: tuple[tuple[str, type[WorkbenchError]], ...] = (
     ("mount error(13)", AuthError),
     ("mount error(2)", NotFoundError),
     ("mount error(19)", UnavailableError),  # ENODEV: no cifs filesystem in the kernel
@@ -33,7 +34,7 @@ _CIFS_FAILURES: tuple[tuple[str, type], ...] = (
     ("mount error(113)", NetworkError),
     ("mount error(115)", NetworkError),
 )
-_SMBFS_FAILURES: tuple[tuple[str, type], ...] = (
+_SMBFS_FAILURES: tuple[tuple[str, type[WorkbenchError]], ...] = (
     ("authentication error", AuthError),
     ("server rejected the connection", AuthError),
     ("share does not exist", NotFoundError),
@@ -59,8 +60,10 @@ class CifsClient(MountClient):
     name = "cifs"
     page_cache = "cifs cache=none (reads and writes go to the server) + fadvise DONTNEED"
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self, target: Target, options: ClientOptions | None = None, *, runner: CommandRunner | None = None
+    ) -> None:
+        super().__init__(target, options, runner=runner)
         self._secret_dir: Path | None = None
 
     @classmethod

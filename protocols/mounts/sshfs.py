@@ -20,19 +20,20 @@ import sys
 import tempfile
 from pathlib import Path
 
+from workbench.protocols.base import ClientOptions
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.mounts.base import MountClient, classify, readahead_bytes, which
-from workbench.protocols.mounts.runner import Outcome
+from workbench.protocols.mounts.runner import CommandRunner, Outcome
 from workbench.protocols.mounts.stale import owned_prefix
 from workbench.protocols.openssh_sftp import known_host_hint, ssh_host
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 from workbench.shared.sshconfig import config_args
-from workbench.shared.target import url_host
+from workbench.shared.target import Target, url_host
 
 REQUEST_BYTES = 32 * 1024  # the kernel splits FUSE reads and writes into SFTP requests of this size
 DEFAULT_CIPHER = "aes128-gcm@openssh.com"  # AES-NI: 20-45 % faster than chacha20-poly1305 (measured here)
 
-_SSHFS_FAILURES: tuple[tuple[str, type], ...] = (
+_SSHFS_FAILURES: tuple[tuple[str, type[WorkbenchError]], ...] = (
     ("host key verification failed", AuthError),
     ("remote host identification has changed", AuthError),
     ("no such file or directory", NotFoundError),
@@ -66,8 +67,10 @@ class SshfsClient(MountClient):
     def cipher(self) -> str:
         return self.options.cipher or DEFAULT_CIPHER
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self, target: Target, options: ClientOptions | None = None, *, runner: CommandRunner | None = None
+    ) -> None:
+        super().__init__(target, options, runner=runner)
         self._log_dir: Path | None = None
 
     def mount_argv(self, mountpoint: Path, ssh_log: Path | None = None) -> list[str]:

@@ -6,6 +6,7 @@ All error handling lives in main(): a WorkbenchError becomes one line on stderr 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -200,11 +201,10 @@ def tcp(
     check_range("duration", duration)
     window_bytes, sweep = check_windows(window, window_sweep, duration)
     creds = creds_mod.resolve(credentials, paths.default_credentials())
-    directions = ["download"] if reverse else ["upload", "download"]
     target = Target(host, creds, ports={**DEFAULT_PORTS, "tcp": port, "iperf3": iperf3_port, "http": http_port})
     doc = measure_tcp(
         target,
-        directions=directions,
+        directions=("download",) if reverse else ("upload", "download"),
         duration=duration,
         window=window_bytes,
         sweep=sweep,
@@ -372,9 +372,7 @@ def _run_urls(
                 out,
                 db or paths.default_db(),
                 outputs.numbered(index, len(texts)),
-                lambda recorder, observer, p=url_plan_, f=far: runner.execute(
-                    p, recorder, observer, far=f, label=label
-                ),
+                functools.partial(runner.execute, url_plan_, far=far, label=label),
                 wide,
             )
         except WorkbenchError as exc:
@@ -802,8 +800,8 @@ def _scenario_lab(
     from workbench.lab.run import run_lab, validate_request
 
     if name == "list":
-        for story, line in scenarios.listing():
-            out.print(f"{story:12} {line}", highlight=False)
+        for story_name, line in scenarios.listing():
+            out.print(f"{story_name:12} {line}", highlight=False)
         return
     story = scenarios.find(name)
     planned = scenarios.requests(story, settings, explicit, quick)
@@ -820,7 +818,7 @@ def _scenario_lab(
                 out,
                 db or paths.default_db(),
                 path,
-                lambda recorder, observer, request=request, title=title: run_lab(request, recorder, observer, title),
+                functools.partial(run_lab, request, label=title),
                 wide,
             )
         except UsageError:

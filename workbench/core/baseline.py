@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,7 @@ def measure_baseline(plan: Plan, watcher: CopyWatcher) -> Baseline:
 
 def measure_tcp(
     target: Target,
-    directions: list[str],
+    directions: Sequence[probe_client.Direction],
     duration: float,
     window: int | None = None,
     sweep: list[int] | None = None,

@@ -65,18 +65,18 @@ def bounds(
         measured = f"raw TCP {raw_tcp_bytes_per_s / 1e6:,.1f} MB/s measured"
         found.append(Bound("raw-tcp", float(raw_tcp_bytes_per_s), measured))
     path = path_rate(link_bytes_per_s, raw_tcp_bytes_per_s)
-    rtt_ok = rtt_s is not None and rtt_s > 0
-    w_rtt = window_rtt_s if window_rtt_s and window_rtt_s > 0 else rtt_s
-    if rtt_ok and window_bytes and window_bytes > 0 and w_rtt:
+    rtt = rtt_s if rtt_s is not None and rtt_s > 0 else None  # None: no round trip to bound by
+    w_rtt = window_rtt_s if window_rtt_s and window_rtt_s > 0 else rtt
+    if rtt and window_bytes and window_bytes > 0 and w_rtt:
         found.append(Bound("window", window_bytes / w_rtt, f"window {format_bytes(window_bytes)} / {format_ms(w_rtt)}"))
-    if rtt_ok and request_bytes and request_bytes > 0:
-        found.append(_requests_bound(request_bytes, max(1, requests_in_flight or 1), rtt_s, path, server_turnaround_s))
-    if rtt_ok and ssh_window_bytes and ssh_window_bytes > 0:
+    if rtt and request_bytes and request_bytes > 0:
+        found.append(_requests_bound(request_bytes, max(1, requests_in_flight or 1), rtt, path, server_turnaround_s))
+    if rtt and ssh_window_bytes and ssh_window_bytes > 0:
         found.append(
             Bound(
                 "ssh-window",
-                ssh_window_bytes / rtt_s,
-                f"SSH window {format_bytes(ssh_window_bytes)} / {format_ms(rtt_s)}",
+                ssh_window_bytes / rtt,
+                f"SSH window {format_bytes(ssh_window_bytes)} / {format_ms(rtt)}",
             )
         )
     cpu = _cpu_bound(client_cpu, server_cpu, measured_bytes_per_s)

@@ -309,7 +309,7 @@ class Baseline:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Baseline:
         data = data or {}
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 @dataclass(frozen=True)

@@ -80,8 +80,8 @@ def cleanup_stale() -> list[str]:
                 os.kill(pid, signal.SIGKILL)
             removed.append(f"forwarder pid {pid}")
     for name in netns.lab_namespaces():
-        owner = netns.owner_of(name)
-        if owner is not None and not pid_alive(owner):
+        ns_owner = netns.owner_of(name)
+        if ns_owner is not None and not pid_alive(ns_owner):
             netns.delete(name)  # its TUN device and every process inside go with it
             removed.append(f"namespace {name}")
     from workbench.lab.leftovers import cleanup_leftovers

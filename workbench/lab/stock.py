@@ -105,7 +105,7 @@ def _server_class(module: str, cls: str) -> type[ManagedServer] | str:
         found = getattr(importlib.import_module(f"workbench.server.stock.{module}"), cls)
     except (ImportError, AttributeError) as exc:
         return f"workbench.server.stock.{module}.{cls} is not available: {exc}"
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 class StockHost:

@@ -110,7 +110,7 @@ class WindowClamp:
         if key is not None:
             self._remember(key)[1] = window_shift(pkt, tcp) is not None
 
-    def from_client(self, pkt: bytes) -> bytes | bytearray:
+    def from_client(self, pkt: bytes) -> bytes:
         """A segment the client host sent, with its window field lowered to the clamp where it was above."""
         found = _tcp_offsets(pkt)
         if found is None:
@@ -126,10 +126,10 @@ class WindowClamp:
             flow[0] = window_shift(pkt, tcp)
             shift = 0  # a SYN's window is never scaled
         else:
-            flow = self._flows.get(key)
-            if flow is None:
+            seen = self._flows.get(key)
+            if seen is None:
                 return pkt  # handshake not seen: its scale is unknown
-            shift = flow[0] if flow[0] is not None and flow[1] is not False else 0
+            shift = seen[0] if seen[0] is not None and seen[1] is not False else 0
         limit = max(1, self.window_bytes >> shift)
         old = struct.unpack_from("!H", pkt, tcp + 14)[0]
         if old <= limit:
@@ -141,4 +141,4 @@ class WindowClamp:
             check = struct.unpack_from("!H", pkt, tcp + 16)[0]
             struct.pack_into("!H", out, tcp + 16, ~fold16((~check & 0xFFFF) + (~old & 0xFFFF) + limit) & 0xFFFF)
         self.clamped += 1
-        return out
+        return bytes(out)  # the line holds bytes: a clamped segment is copied once

@@ -44,6 +44,7 @@ from workbench.shared.validate import MAX_PROBE_DURATION_S as MAX_DURATION  # ev
 from workbench.shared.validate import MIN_WINDOW_BYTES as MIN_WINDOW
 
 Direction = Literal["upload", "download"]
+DIRECTIONS: tuple[Direction, ...] = ("upload", "download")
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ UPLOAD_STALL_S = 20.0  # a PUT body that delivers nothing for this long is abort
 
 SERVED_KEY = web.AppKey("served", ServedRoot)
 CREDS_KEY = web.AppKey("creds", Credentials)
-PGIDS_KEY = web.AppKey("pgids", Callable)
+PGIDS_KEY: web.AppKey[Callable[[], set[int]]] = web.AppKey("pgids")  # a callable is no class to name
 # Connections (aiohttp protocols, which take no weak references) accepted and not yet authorized; each
 # leaves the set at its first authorized request or at its deadline, whichever comes first.
 UNAUTHED_KEY = web.AppKey("unauthed", set)

@@ -38,7 +38,7 @@ def tcp_settings() -> dict[str, str | None]:
 def route_interface(host: str) -> tuple[str | None, int | None]:
     """The interface used to reach `host` and its MTU (Linux `ip route get`)."""
     try:
-        addr = socket.getaddrinfo(host, None)[0][4][0]
+        addr = str(socket.getaddrinfo(host, None)[0][4][0])  # an IP family: the address is a str
         out = subprocess.run(["ip", "route", "get", addr], capture_output=True, text=True, timeout=5).stdout
     except (OSError, subprocess.SubprocessError, socket.gaierror):
         return None, None

@@ -158,8 +158,12 @@ def classified(totals: TcpTriage, elapsed_s: float, copy_bytes: int | None) -> T
             max_sndbuf_bytes=None,
         )
         window, rtt_ms = totals.max_window_bytes, totals.rtt_ms
-        explains = bool(enough and positive and rtt_ms and window) and (
-            window / (rtt_ms / 1e3) <= WINDOW_EXPLAINS * totals.bytes_seen / elapsed_s
+        explains = bool(
+            enough
+            and positive
+            and rtt_ms
+            and window
+            and window / (rtt_ms / 1e3) <= WINDOW_EXPLAINS * totals.bytes_seen / elapsed_s
         )
         return replace(common, limit="receive-window") if explains else common
     sent = totals.bytes_sent or 0

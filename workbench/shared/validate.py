@@ -295,8 +295,8 @@ def validation_error(
     error = unknown[0] if unknown else errors[0]
     loc = tuple(error["loc"])
     if not loc:
-        kind, example = example_doc.split(":", 1)
-        return UsageError(f"{what} must be {kind}", f"e.g. {example.strip()}")
+        kind, sample = example_doc.split(":", 1)
+        return UsageError(f"{what} must be {kind}", f"e.g. {sample.strip()}")
     if error["type"] == "extra_forbidden":
         parent: type[BaseModel] | None = model
         for part in loc[:-1]:

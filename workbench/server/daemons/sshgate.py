@@ -125,7 +125,8 @@ _CREATING = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE (same values on x86_64 a
 
 # What each checked syscall gets: ("mode", i) = EPERM when args[i] has setid bits; ("open", f, m) = the
 # same for args[m] when args[f] creates; an int = that errno always. aarch64 has only the *at forms.
-_CHECKS_BY_ARCH: dict[int, dict[int, tuple[str, int] | tuple[str, int, int] | int]] = {
+_Check = tuple[str, int] | tuple[str, int, int] | int
+_CHECKS_BY_ARCH: dict[int, dict[int, _Check]] = {
     _AUDIT_ARCH_X86_64: {
         90: ("mode", 1),  # chmod(path, mode)
         91: ("mode", 1),  # fchmod(fd, mode)
@@ -177,7 +178,7 @@ def seccomp_program() -> list[tuple[int, int, int, int]]:
     for arch in _CHECKS_BY_ARCH:
         prog.append(("jeq", arch, f"arch{arch}", None))
     prog.append(("ret", _RET_KILL_PROCESS))
-    checks: dict[str, tuple] = {}
+    checks: dict[str, _Check] = {}
     for arch, table in _CHECKS_BY_ARCH.items():
         prog += [("label", f"arch{arch}"), ("ld", 0)]
         if arch == _AUDIT_ARCH_X86_64:
@@ -192,9 +193,9 @@ def seccomp_program() -> list[tuple[int, int, int, int]]:
         prog.append(("label", name))
         if isinstance(check, int):
             prog.append(("ret", _RET_ERRNO | check))
-        elif check[0] == "mode":
+        elif len(check) == 2:  # ("mode", i)
             prog += [("ld", _arg(check[1])), ("jset", _SETID_BITS, "eperm", None), ("ret", _RET_ALLOW)]
-        else:
+        else:  # ("open", f, m)
             prog += [("ld", _arg(check[1])), ("jset", _CREATING, f"{name}_mode", None), ("ret", _RET_ALLOW)]
             prog += [("label", f"{name}_mode"), ("ld", _arg(check[2])), ("jset", _SETID_BITS, "eperm", None)]
             prog.append(("ret", _RET_ALLOW))
