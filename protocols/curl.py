@@ -99,7 +99,8 @@ class _CurlClient(Client):
         """After curl exited 0: what --fail lets pass may still be no copy (see CurlHttpClient)."""
 
     def _error(self, done: Completed, remote: str) -> WorkbenchError:
-        text = last_line(done.stderr) or f"exit status {done.returncode}"
+        # curl's own line starts "curl: (N)": the messages below say "curl:" once, not twice
+        text = (last_line(done.stderr) or f"exit status {done.returncode}").removeprefix("curl: ")
         code = done.returncode
         if code == 67 or re.search(r"\b(401|530)\b", text):
             return AuthError(f"curl: the server refused the credentials ({text})", "check the credentials file")
