@@ -333,8 +333,8 @@ def serve_over_ssh(bind: str | None = None, only: list[str] | None = None) -> No
     base = Path(tempfile.mkdtemp(prefix="workbench-over-ssh-"))  # 0700: the credentials live beneath it
     root, state_dir = base / "root", base / "state"
     root.mkdir()
-    # sshd closes the session without a signal, but a hangup (or SIGTERM) must unwind the same way
-    signal.signal(signal.SIGHUP, signal.default_int_handler)
+    # sshd closes the session without a signal; a hangup or SIGTERM unwinds the same way (workbench's main
+    # turns both into exceptions: workbench/shared/signals.py), through the `finally:` below
     try:
         state = supervisor.up(root, bind, state_dir, only=only, ports=_free_ports(bind))
         _emit({"protocol": PROTOCOL, "state_dir": str(base), **served_hello(state_dir), "servers": state.lines()})

@@ -22,6 +22,7 @@ from typing import Any
 from workbench.lab import netns
 from workbench.shared.errors import UnavailableError, UsageError, WorkbenchError
 from workbench.shared.procs import pid_alive
+from workbench.shared.signals import TERMINATING, detach_terminal, exit_code_for, ignore_further
 
 LOOPBACK_HINT = "run 'workbench run' against 'workbench serve' on loopback instead"
 CLIENT_ADDR = "10.77.0.1"
@@ -110,8 +111,8 @@ def tune_host_namespace(ns: str, raised_buffers: bool) -> None:
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM while the block runs (a teardown): they are delivered, and raise, right after."""
-    held = {signal.SIGINT, signal.SIGTERM}
+    """Hold Ctrl-C, SIGTERM and SIGHUP while the block runs (a teardown): they are delivered, and raise, right after."""
+    held = {signal.SIGINT, *TERMINATING}
     main = threading.current_thread() is threading.main_thread()
     if main:
         signal.pthread_sigmask(signal.SIG_BLOCK, held)
@@ -160,7 +161,7 @@ class Lifecycle:
         self.notes = notes
         self.cc: dict[str, str] = {}  # namespace -> the congestion control its connections use
         self._route_cc: str | None = None
-        self._old_sigterm: Any = None
+        self._old_handlers: dict[int, Any] = {}  # SIGTERM, SIGHUP -> what they did before the lab
         self._up = False
         self._pm_qos: int | None = None
 
@@ -169,16 +170,22 @@ class Lifecycle:
         return self._pm_qos is not None
 
     def catch_sigterm(self) -> None:
-        # SIGTERM would kill Python without running __exit__: turn it into an exception that unwinds
+        # SIGTERM or SIGHUP would kill Python without running __exit__ (the lab is also a library, not only
+        # the CLI, which catches both itself): turn them into an exception that unwinds
         if threading.current_thread() is not threading.main_thread():
             return
 
         def on_term(signum: int, frame: Any) -> None:
-            # Once, as the CLI's own handler: a second SIGTERM must not cut short the teardown the first began.
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            raise SystemExit(128 + signum)
+            # Once, as the CLI's own handler: a second signal must not cut short the teardown the first began.
+            ignore_further()
+            if signum == signal.SIGHUP:
+                detach_terminal()  # writes to a hung-up terminal fail and would skip the rest of the teardown
+            raise SystemExit(exit_code_for(signum))
 
-        self._old_sigterm = signal.signal(signal.SIGTERM, on_term) or signal.SIG_DFL
+        for sig in TERMINATING:
+            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                continue  # started under nohup: stays ignored
+            self._old_handlers[sig] = signal.signal(sig, on_term) or signal.SIG_DFL
 
     def open_namespaces(self) -> None:
         """Hold the cores awake, then create and tune both namespaces (the emulator adds the TUN devices)."""
@@ -237,14 +244,15 @@ class Lifecycle:
 
     @contextlib.contextmanager
     def signals_held(self) -> Iterator[None]:
-        """Hold Ctrl-C and SIGTERM for the block (they are delivered, and raise, right after); restore SIGTERM."""
+        """Hold Ctrl-C, SIGTERM and SIGHUP for the block (delivered, and raising, right after); restore the
+        handlers SIGTERM and SIGHUP had before the lab."""
         with signals_held():
             try:
                 yield
             finally:
-                if self._old_sigterm is not None:
-                    signal.signal(signal.SIGTERM, self._old_sigterm)
-                    self._old_sigterm = None
+                for sig, old in self._old_handlers.items():
+                    signal.signal(sig, old)
+                self._old_handlers = {}
 
     def remove(self) -> None:
         """Delete both namespaces (with whatever runs inside) and drop the PM QoS request."""

@@ -112,7 +112,7 @@ async def _serve(
         if on_ready:
             on_ready(ports)
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal closed
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         await stop.wait()
@@ -122,7 +122,7 @@ async def _serve(
 
 
 def serve(cfg: ServeConfig, on_ready: Callable[[dict[str, int]], None] | None = None) -> None:
-    """Run until SIGINT/SIGTERM. `on_ready` receives the real ports once everything listens."""
+    """Run until SIGINT/SIGTERM/SIGHUP. `on_ready` receives the real ports once everything listens."""
 
     async def main() -> None:
         await _serve(cfg, on_ready, asyncio.Event())
