@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from workbench.protocols.base import Client, Progress, call_translating, listed_name
+from workbench.protocols.base import (
+    Client,
+    LeftInPlace,
+    Progress,
+    RemovalBudget,
+    call_translating,
+    first_problem,
+    listed_name,
+)
 from workbench.protocols.details import ClientDetails
 from workbench.shared.errors import (
     AuthError,
@@ -93,8 +101,9 @@ class DirEntry:
 class TreeOps(Protocol):
     """What remove_smb_tree needs from a client: list a directory, delete one entry."""
 
-    def list_dir(self, path: str) -> list[DirEntry]:
-        """Every entry of directory `path` (SMB form), "." and ".." included when the server lists them."""
+    def list_dir(self, path: str, pattern: str = "*") -> list[DirEntry]:
+        """The entries of directory `path` (SMB form) matching `pattern` (a name: that entry alone), "." and ".."
+        included when the server lists them."""
 
     def delete_entry(self, path: str, kind: str) -> int:
         """Delete one entry ("file", "dir" or "link", opened with FILE_OPEN_REPARSE_POINT); its NT status, 0 = done."""
@@ -104,24 +113,43 @@ SMB_SEPARATORS = "\\/"  # a listed name holding either would lead out of its dir
 
 
 def remove_smb_tree(ops: TreeOps, path: str, where: str) -> None:
-    """Delete directory `path` (SMB form) and everything in it, never following a link.
+    """Delete directory `path` (SMB form) and everything in it, never following a link, the top included.
 
     An entry the server flags as a reparse point is deleted itself, never entered. Samba shows a symlink as
-    what it points to and hides one that leads out of the share (wide links = no); a directory reached
-    through such a link is told apart by its ".." entry, which names the real parent: it is deleted as a
-    link when the server allows, else left alone and reported. Entries the server hides cannot be deleted
-    over SMB; the directory holding them is then reported as not empty. Everything else is deleted before
-    the first problem is raised.
+    what it points to (and hides one that leads out of the share: wide links = no); a directory reached
+    through such a link is told apart by its file id: the same id as another entry of the same listing (a link
+    to a sibling), or as the listing's own "." (a link to its parent), or a ".." whose id is not the parent's
+    (a link to elsewhere). Such an entry is deleted as a link when the server allows, else left and reported.
+    The top is judged so too, from its parent's listing: a scratch directory swapped for a link stays as it is.
+    Entries the server hides cannot be deleted over SMB; the directory holding them is then reported as not
+    empty. Everything else is deleted before the first problem is raised. Depth and entries are bounded
+    (RemovalBudget); whatever the client raises otherwise comes out as a WorkbenchError.
     """
     if not path:
         raise UsageError("refusing to delete the share's root directory", "give a directory beneath it")
-    parent = path.rpartition("\\")[0]
+    parent, _, name = path.rpartition("\\")
     problems: list[WorkbenchError] = []
-    _remove_dir(ops, path, _own_id(ops.list_dir(parent)), where, problems)
-    if problems:
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise type(first)(first.message + more, first.hint)
+    budget = RemovalBudget(where)
+    try:
+        listed_name(name, f"the scratch path {posix(path)!r} on {where}", SMB_SEPARATORS)
+        siblings = ops.list_dir(parent)
+        entry = next((e for e in siblings if e.name == name), None)
+        if entry is None:
+            raise NotFoundError(f"no directory {posix(path)} on {where} to remove", "someone removed it already?")
+        if not _real_dir(entry, siblings):
+            raise LeftInPlace(
+                f"{posix(path)} on {where} is not a real directory (a link or a file, as the share lists it): "
+                "left in place, nothing through it touched",
+                "delete it by hand if it is yours",
+            )
+        _remove_dir(ops, path, (_own_id(siblings), entry.file_id or None), where, problems, budget, 0)
+    except WorkbenchError:
+        raise
+    except Exception as exc:  # a reply the library cannot parse: one line, never a trace
+        raise WorkbenchError(f"SMB: removing {posix(path)} on {where} stopped: {exc!r}", "delete what is left") from exc
+    problem = first_problem(problems)
+    if problem is not None:
+        raise problem
 
 
 def _own_id(entries: list[DirEntry]) -> int | None:
@@ -130,30 +158,91 @@ def _own_id(entries: list[DirEntry]) -> int | None:
     return dot.file_id if dot is not None and dot.file_id else None
 
 
-def _remove_dir(ops: TreeOps, path: str, parent_id: int | None, where: str, problems: list[WorkbenchError]) -> bool:
-    """Delete `path` and its contents; False (with the reason in `problems`) when something had to stay."""
+def _real_dir(entry: DirEntry, listing: list[DirEntry]) -> bool:
+    """Whether `entry` of `listing` is a directory and nothing says it is a link: no reparse flag, and (where the
+    server gives file ids) an id no other entry of the listing, nor the listed directory itself, has."""
+    if not entry.is_dir or entry.is_link:
+        return False
+    if not entry.file_id:
+        return True
+    return not any(e is not entry and e.name != ".." and e.file_id == entry.file_id for e in listing)
+
+
+def _remove_dir(
+    ops: TreeOps,
+    path: str,
+    ids: tuple[int | None, int | None],
+    where: str,
+    problems: list[WorkbenchError],
+    budget: RemovalBudget,
+    depth: int,
+) -> bool:
+    """Delete `path` and its contents; False (with the reason in `problems`) when something had to stay.
+
+    `ids`: the parent's file id and this directory's, as the parent's listing gave them (None: not given).
+    """
+    parent_id, own_id = ids
+    budget.enter(depth, path)
     entries = ops.list_dir(path)
+    budget.count(len(entries), posix(path))
     dotdot = next((e for e in entries if e.name == ".."), None)
     if parent_id is not None and dotdot is not None and dotdot.file_id and dotdot.file_id != parent_id:
         # Its real parent is elsewhere: `path` is a link the server resolved. Delete the link, never its contents.
         return _deleted(ops.delete_entry(path, "link"), path, where, problems, through_link=True)
     here = _own_id(entries)
+    if own_id is not None and here is not None and here != own_id:
+        raise _swapped(path, where)
     complete = True
     for entry in entries:
         if entry.name in (".", ".."):
             continue
-        child = f"{path}\\{listed_name(entry.name, f'{where}, in {posix(path)},', SMB_SEPARATORS)}"
-        if entry.is_link:
-            complete &= _deleted(ops.delete_entry(child, "link"), child, where, problems)
+        try:
+            child = f"{path}\\{listed_name(entry.name, f'{where}, in {posix(path)},', SMB_SEPARATORS)}"
+        except WorkbenchError as exc:
+            problems.append(exc)
+            complete = False
+            continue
+        if own_id is not None:  # SMB deletes by path: is the path still this directory, not a link swapped in?
+            _unchanged(ops, path, own_id, where)
+        if entry.is_link or (entry.is_dir and not _real_dir(entry, entries)):
+            complete &= _deleted(ops.delete_entry(child, "link"), child, where, problems, through_link=entry.is_dir)
         elif entry.is_dir:
             try:
-                complete &= _remove_dir(ops, child, here, where, problems)
+                complete &= _remove_dir(ops, child, (here, entry.file_id or None), where, problems, budget, depth + 1)
             except NotFoundError:
                 continue  # gone since the listing (or a link whose target went: Samba hides it from now on)
+            except LeftInPlace as exc:
+                if budget.entries > budget.max_entries:
+                    raise
+                problems.append(exc)
+                complete = False
         else:
             complete &= _deleted(ops.delete_entry(child, "file"), child, where, problems)
     # A directory still holding what could not be deleted stays: its own "not empty" would only repeat that.
-    return complete and _deleted(ops.delete_entry(path, "dir"), path, where, problems)
+    if not complete:
+        return False
+    if own_id is not None:
+        _unchanged(ops, path, own_id, where)
+    return _deleted(ops.delete_entry(path, "dir"), path, where, problems)
+
+
+def _unchanged(ops: TreeOps, path: str, own_id: int, where: str) -> None:
+    """Raise LeftInPlace unless `path` still resolves to the directory whose file id is `own_id`."""
+    parent, _, name = path.rpartition("\\")
+    try:  # the parent's listing of this one name: the id of what the path leads to now, through any link
+        now = next((e.file_id for e in ops.list_dir(parent, name) if e.name == name), -1)
+    except NotFoundError:
+        now = -1
+    if now != own_id:
+        raise _swapped(path, where)
+
+
+def _swapped(path: str, where: str) -> LeftInPlace:
+    return LeftInPlace(
+        f"{posix(path)} on {where} was swapped for a link or another directory while it was being deleted: left "
+        "in place, nothing through it touched",
+        "delete it by hand if it is yours",
+    )
 
 
 def _deleted(status: int, path: str, where: str, problems: list[WorkbenchError], through_link: bool = False) -> bool:
@@ -511,9 +600,11 @@ class _PysmbTree:
         self.share = client.target.share
         self.timeout = client.options.timeout
 
-    def list_dir(self, path: str) -> list[DirEntry]:
+    def list_dir(self, path: str, pattern: str = "*") -> list[DirEntry]:
         what = f"listing {posix(path) or 'the share root'}"
-        found = self.client._call(self.conn.listPath, self.share, path, timeout=self.timeout, what=what)
+        found = self.client._call(
+            self.conn.listPath, self.share, path, pattern=pattern, timeout=self.timeout, what=what
+        )
         return [DirEntry(f.filename, f.file_attributes, f.file_id or 0) for f in found]
 
     def delete_entry(self, path: str, kind: str) -> int:

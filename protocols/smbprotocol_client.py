@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import socket
 import struct
 import uuid
@@ -469,7 +470,7 @@ class SmbprotocolClient(Client):
             fh.write(data)
             progress(length)
 
-    def _push(self, handle: Any, fh: BinaryIO, progress: Progress) -> None:
+    def _push(self, handle: Any, fh: io.BufferedReader, progress: Progress) -> None:
         chunk = self._request_size(self._conn.max_write_size)
         # One reusable buffer: each request leaves the process before the next read refills it.
         buffer = bytearray(chunk)
@@ -536,7 +537,7 @@ class _SmbprotocolTree:
         self.client = client
         self.tree = client._require_tree()
 
-    def list_dir(self, path: str) -> list[DirEntry]:
+    def list_dir(self, path: str, pattern: str = "*") -> list[DirEntry]:
         from smbprotocol.exceptions import NoMoreFiles
         from smbprotocol.file_info import FileInformationClass
         from smbprotocol.open import CreateDisposition, CreateOptions, DirectoryAccessMask, ImpersonationLevel, Open
@@ -558,7 +559,7 @@ class _SmbprotocolTree:
         try:
             while True:  # each QUERY_DIRECTORY continues where the last ended, until STATUS_NO_MORE_FILES
                 try:
-                    batch = handle.query_directory("*", FileInformationClass.FILE_ID_BOTH_DIRECTORY_INFORMATION)
+                    batch = handle.query_directory(pattern, FileInformationClass.FILE_ID_BOTH_DIRECTORY_INFORMATION)
                 except NoMoreFiles:
                     break
                 except Exception as exc:

@@ -374,3 +374,90 @@ def test_sftp_a_tree_deeper_than_the_bound(ssh_site: StockSite, sftp_share: Path
     (sftp_share / far.scratch / Path(*["d"] * (REMOVE_MAX_DEPTH + 2))).mkdir(parents=True)
     warning = finish_warning(far)
     assert warning is not None and f"deeper than {REMOVE_MAX_DEPTH} levels" in warning
+
+
+# --- SMB: the stock Samba (follow symlinks = yes, wide links = no: a link inside the share shows as a directory)
+
+
+@pytest.fixture(scope="module")
+def smb_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockSite]:
+    yield from stock_site(tmp_path_factory.mktemp("scratch-links-smb"), ["smb"])
+
+
+@pytest.fixture
+def smb_share(smb_site: StockSite, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path]]:
+    for key, value in smb_site.env().items():
+        monkeypatch.setenv(key, value)
+    name = f"share-{secrets.token_hex(4)}"
+    folder = smb_site.root("smb") / name
+    folder.mkdir()
+    folder.chmod(0o777)
+    yield f"{smb_site.url('smb').rstrip('/')}/{name}", folder
+
+
+def _swap_smb_after_first_delete(far: stock.StockFarHost, swap: Callable[[str], None]) -> list[str]:
+    """Swap on the server's disk right after the utility session's first delete returns (see _swap_after_first)."""
+    conn = far._client._conn  # type: ignore[union-attr]
+    real = conn.delete_entry
+    done: list[str] = []
+
+    def wrapped(tid: int, path: str, options: int, timeout: float) -> int:
+        status = real(tid, path, options, timeout)
+        if not done:
+            swap(path)
+            done.append(path)
+        return int(status)
+
+    conn.delete_entry = wrapped
+    return done
+
+
+def test_smb_scratch_swapped_for_a_link_to_a_sibling(smb_share: tuple[str, Path], tmp_path: Path) -> None:
+    url, share = smb_share
+    victim = make_victim(share)
+    before = hashes(victim)
+    far = far_host(url, tmp_path)
+    far.info()
+    scratch = share / far.scratch
+    fill_scratch(scratch, victim)
+    scratch.rename(share / "moved")
+    scratch.symlink_to(victim)
+    warning = finish_warning(far)
+    assert warning is not None and "not a real directory" in warning and far.scratch in warning, warning
+    assert hashes(victim) == before and scratch.is_symlink()
+
+
+@pytest.mark.parametrize("swap", ["top", "files"])
+def test_smb_scratch_swapped_mid_removal(smb_share: tuple[str, Path], tmp_path: Path, swap: str) -> None:
+    url, share = smb_share
+    victim = make_victim(share)
+    before = hashes(victim)
+    far = far_host(url, tmp_path)
+    far.info()
+    scratch = share / far.scratch
+    for name in ("a.bin", "b.bin", "c.bin"):
+        write_random(scratch / "files" / name, 100)
+
+    def do_swap(removed: str) -> None:
+        swapped = scratch if swap == "top" else scratch / "files"
+        swapped.rename(swapped.with_name(swapped.name + ".moved"))
+        swapped.symlink_to(victim if swap == "top" else victim / "files")
+
+    happened = _swap_smb_after_first_delete(far, do_swap)
+    warning = finish_warning(far)
+    assert happened, "no removal ran: the test proves nothing"
+    assert hashes(victim) == before
+    assert warning is not None and "while it was being deleted" in warning, warning
+
+
+def test_smb_a_link_beneath_the_scratch_is_never_entered(smb_share: tuple[str, Path], tmp_path: Path) -> None:
+    url, share = smb_share
+    victim = make_victim(share)
+    before = hashes(victim)
+    far = far_host(url, tmp_path)
+    far.info()
+    fill_scratch(share / far.scratch, victim)
+    (share / far.scratch / "incoming" / "up").symlink_to(share)  # to an ancestor: a loop
+    finish_warning(far)  # Samba may refuse to delete a link it shows as a directory: then it says so
+    assert hashes(victim) == before
+    assert not (share / far.scratch / "files" / "a.bin").exists()
