@@ -118,6 +118,7 @@ class FtplibClient(Client):
         try:
             # from here on (and for every data connection) a stall is options.timeout without a byte
             ftp.timeout = self.options.timeout
+            assert ftp.sock is not None  # connect() above opened it
             ftp.sock.settimeout(self.options.timeout)
             if isinstance(ftp, ftplib.FTP_TLS):
                 self._secure(ftp)

@@ -14,7 +14,7 @@ import socket
 import stat
 from collections import deque
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol, cast
 
 from workbench.protocols import paramiko_login
 from workbench.protocols.base import Client, LeftInPlace, Progress, RemovalBudget, first_problem, listed_name
@@ -42,7 +42,7 @@ PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes128-ctr")  # AES-NI beats cha
 
 
 def _pick_cipher(wanted: str | None) -> str:
-    supported = paramiko.Transport._preferred_ciphers
+    supported: tuple[str, ...] = vars(paramiko.Transport)["_preferred_ciphers"]  # listed on the class only
     if wanted:
         if wanted not in supported:
             raise UsageError(f"paramiko does not support cipher {wanted!r}", f"choose from {', '.join(supported)}")
@@ -94,7 +94,7 @@ class ParamikoClient(Client):
             )
             if self._sftp is None:
                 raise NetworkError(f"{host}:{port} refused the SFTP subsystem", "is sftp enabled on the server?")
-            self._sftp.get_channel().settimeout(self.options.timeout)
+            self._sftp.sock.settimeout(self.options.timeout)
         except BaseException as exc:
             self.close()
             if isinstance(exc, WorkbenchError):
@@ -368,6 +368,14 @@ class _SftpRemoval:
         return True
 
 
+class _Plumbing(Protocol):
+    """paramiko's private SFTP request plumbing, which its published types leave out."""
+
+    def _async_request(self, fileobj: object, t: int, *args: object) -> int: ...
+    def _read_response(self, waitfor: int | None = None) -> object: ...
+    def _convert_status(self, msg: paramiko.Message) -> None: ...
+
+
 class _Replies:
     """Collects SFTP replies by request number (paramiko hands out-of-turn replies to their file object)."""
 
@@ -386,20 +394,21 @@ def _pipelined_read(sftp: paramiko.SFTPClient, src: paramiko.SFTPFile, size: int
     Uses paramiko's request plumbing (_async_request/_read_response), stable since paramiko 1.x.
     """
     replies = _Replies()
+    plumbing = cast(_Plumbing, sftp)
     pending: deque[tuple[int, int, int]] = deque()
     offset = 0
     while offset < size or pending:
         while offset < size and len(pending) < PREFETCH_REQUESTS:
             length = min(REQUEST_BYTES, size - offset)
-            num = sftp._async_request(replies, CMD_READ, src.handle, int64(offset), length)
+            num = plumbing._async_request(replies, CMD_READ, src.handle, int64(offset), length)
             pending.append((num, offset, length))
             offset += length
         num, start, length = pending.popleft()
         while num not in replies.by_num:
-            sftp._read_response()
+            plumbing._read_response()
         kind, msg = replies.by_num.pop(num)
         if kind == CMD_STATUS:
-            sftp._convert_status(msg)  # raises the server's error; EOF here means the file shrank
+            plumbing._convert_status(msg)  # raises the server's error; EOF here means the file shrank
             raise EOFError(f"file ended at {start} of {size} bytes")
         data = msg.get_string()
         if len(data) < length:  # a short read: fetch the rest before moving on
@@ -416,22 +425,23 @@ def _pipelined_write(sftp: paramiko.SFTPClient, dst: paramiko.SFTPFile, src: Any
     the window moves costs less Python per request and keeps a steady number in flight.
     """
     replies = _Replies()
+    plumbing = cast(_Plumbing, sftp)
     pending: deque[tuple[int, int]] = deque()
     offset = 0
     while True:
         while len(pending) < PREFETCH_REQUESTS and (chunk := src.read(REQUEST_BYTES)):
-            num = sftp._async_request(replies, CMD_WRITE, dst.handle, int64(offset), chunk)
+            num = plumbing._async_request(replies, CMD_WRITE, dst.handle, int64(offset), chunk)
             pending.append((num, len(chunk)))
             offset += len(chunk)
         if not pending:
             return
         num, length = pending.popleft()
         while num not in replies.by_num:
-            sftp._read_response()
+            plumbing._read_response()
         kind, msg = replies.by_num.pop(num)
         if kind != CMD_STATUS:
             raise paramiko.SSHException(f"unexpected reply {kind} to a write")
-        sftp._convert_status(msg)  # returns on SSH_FX_OK, raises the server's error otherwise
+        plumbing._convert_status(msg)  # returns on SSH_FX_OK, raises the server's error otherwise
         progress(length)
 
 

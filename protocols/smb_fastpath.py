@@ -52,7 +52,7 @@ def _signer(conn: Any, key: bytes) -> Callable[[Sequence[Buffer], int, bool], by
         if algorithm == _AES_CMAC:
             mac = cmac.CMAC(algorithms.AES(key))
             for part in parts:
-                mac.update(part)
+                mac.update(part)  # type: ignore[arg-type]  # its stub says bytes; it takes any buffer, as GMAC does
             return mac.finalize()
         digest = hmac.new(key, digestmod=hashlib.sha256)
         for part in parts:

@@ -24,8 +24,10 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -34,10 +36,13 @@ from workbench.core.ceiling import link_goodput
 from workbench.core.results import INTERVAL_S, Result, Run, Sample
 from workbench.shared.safetext import for_plot
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 # What SVG output reads from the global rcParams: text as <text> with a short family list (DejaVu Sans is
 # matplotlib's own, so the layout is measured with it; the browser falls back to its sans-serif), and a fixed
 # hash salt so the same run draws the same file.
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",
     "svg.hashsalt": "workbench",
     "font.family": "sans-serif",
@@ -143,7 +148,7 @@ def throughput_over_time(run: Run, row: int | Result, prefix: str | None = None)
     with _drawing():
         fig = Figure(figsize=(TIME_WIDTH_IN, 2.6), layout="constrained")
         ax = fig.add_subplot()
-        handles = []
+        handles: list[Artist] = []
         for n, sample in copies:
             times, rates_bytes_per_s = copy_timeline(sample)
             rates = [_mbit(rate) for rate in rates_bytes_per_s]
@@ -271,7 +276,9 @@ def spread_by_client(run: Run, prefix: str = "wb-spread") -> str | None:
             axes[0].set_xlim(left=0)
         axes[0].set_yticks(range(len(labels)), [for_plot(label) for label in labels])
         axes[0].set_ylim(len(labels) - 0.5, -0.5)  # first client at the top, as in the table
-        handles = [Patch(color=c, label=for_plot(f"set {name}")) for c, name in zip(colours, sets, strict=True)]
+        handles: list[Artist] = [
+            Patch(color=c, label=for_plot(f"set {name}")) for c, name in zip(colours, sets, strict=True)
+        ]
         handles.append(Line2D([], [], color=RAW_TCP_COLOUR, linestyle="--", label="raw TCP"))
         fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6), frameon=False, fontsize=8)
         return _svg(fig, prefix)
@@ -339,7 +346,7 @@ def files_per_s(run: Run, prefix: str = "wb-files") -> str | None:
         for row in rows:
             y = categories.index((row.label, row.file_set)) + offsets.get(row.direction, 0)
             colour = DIRECTION_COLOURS.get(row.direction, "C2")
-            (bar,) = ax.barh([y], [row.files_per_s], height=0.38, color=colour, alpha=0.55)
+            (bar,) = ax.barh([y], [row.files_per_s or 0.0], height=0.38, color=colour, alpha=0.55)
             bar.set_gid(_slug("bar", row.direction, row.label, row.file_set))
             each = [s.files / s.seconds for s in row.good_samples if s.seconds > 0]
             dots = ax.scatter(each, [y] * len(each), s=12, color=colour, linewidths=0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from workbench.cli.run_table import print_results, table_width
@@ -119,7 +119,13 @@ def render_story(console: Console, story: Any, runs: Mapping[str, Any], quick: b
 
     form = " (reduced form: small files, fewer copies; figures are not the story's)" if quick else ""
     table = Table(title=f"story: {for_markup(story.name)}{form}", title_justify="left")
-    for name, justify in (("what", "left"), ("published", "right"), ("lab", "right"), ("unit", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("what", "left"),
+        ("published", "right"),
+        ("lab", "right"),
+        ("unit", "left"),
+    )
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     for published, measured in figures(story, runs):
         if measured is None:

@@ -328,10 +328,13 @@ class StockFarHost:
             return manifest.to_json()
         files = [f for s in manifest.sets for f in s.files]
         for parent in sorted({posixpath.dirname(f.name) for f in files}):
-            self._utility(lambda c, p=parent: c.mkdir(join(self.scratch, join(FILES_DIR, p) if p else FILES_DIR)))
+            self._mkdir(join(self.scratch, join(FILES_DIR, parent) if parent else FILES_DIR))
         jobs = [FileCopy(self.plan.files_dir / f.name, f"{self.scratch}/{FILES_DIR}/{f.name}", f.size) for f in files]
         self._utility(lambda c: c.upload_many(jobs, _ignore))
         return manifest.to_json()
+
+    def _mkdir(self, path: str) -> None:
+        self._utility(lambda c: c.mkdir(path))
 
     def hash(self, path: str, size_bytes: int = 0) -> dict[str, Any]:
         """Read the file back with the utility client into a private temporary file, and hash that."""
