@@ -224,3 +224,94 @@ def test_a_client_with_an_incompatible_workbench_is_named_with_the_install(
         why = doc["run"]["fleet"]["failed_clients"][host]
         assert expected in why and "pip install filecopy-workbench" in why, why
     assert all(r["error"] for r in doc["results"] if r["client_host"] in ALIASES)
+
+
+# ---------------------------------------------------------------- a hostile member
+FAKE = Path(__file__).resolve().parents[1] / "fleet_fake_member.py"
+SMALL = ["--protocols", "http/aiohttp", "--sizes", "1M", "--repeat", "1", "--warmup", "0", "--tcp-duration", "1"]
+# mode of tests/fleet_fake_member.py: what the one line naming farbox2 says
+HOSTILE = {
+    "wait-without-step": "wait.step: Field required",
+    "step-of-strings": "wait.step.0: Input should be a valid integer",
+    "infinite-number": "Input should be a finite number",
+    "nan": "Input should be a finite number",
+    "deep": "nested deeper than 16 levels",
+    "bytes-zz": "row.row.bytes: Input should be a valid integer",
+    "unknown-event": "Input tag 'take-over'",
+    "ten-megabytes": "a line longer than 4 MiB",
+    "binary": "Invalid JSON",
+    "escapes": "control character",
+    "second-row": "a second row for http/aiohttp",
+    "foreign-row": "a row the plan does not have: http/evil",
+    "no-newline": "its session ended in the middle of a line",
+    "endless-stderr": "the session ended mid-run: the last words",
+}
+
+
+def _hostile_run(site: StockSite, login_host: LoginHost, tmp_path: Path, mode: str) -> subprocess.CompletedProcess:
+    hosts = _hosts(login_host, tmp_path)
+    site.start("webdav")
+    env = site.env(WORKBENCH_SSH_CONFIG=str(login_host.ssh_config))
+    argv = workbench_argv("fleet", "--clients", str(hosts), site.url("webdav"), *SMALL)
+    argv += ["--remote-workbench", f"{sys.executable} {FAKE} {mode}", "--json", str(tmp_path / "fleet.json")]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+
+
+def _runs(db: Path) -> list[tuple[int, str | None, dict]]:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return [(i, f, json.loads(m)) for i, f, m in conn.execute("SELECT id, finished_utc, meta FROM runs")]
+
+
+@pytest.mark.parametrize("mode", list(HOSTILE))
+def test_a_hostile_member_fails_only_its_rows_in_one_line(
+    site: StockSite, login_host: LoginHost, tmp_path: Path, mode: str
+) -> None:
+    done = _hostile_run(site, login_host, tmp_path, mode)
+    text = done.stdout + done.stderr
+    assert done.returncode == ExitCode.ROWS_FAILED, text
+    assert "internal error" not in text.lower() and "Traceback" not in text, text
+    assert not any(c in text for c in ("\x1b", "\x9b", "\x07", "\u202e")), text  # none of its escapes shown
+    said = [ln for ln in text.splitlines() if ln.startswith("fleet: farbox2") and HOSTILE[mode] in ln]
+    assert len(said) == 1 and len(said[0]) < 600, text
+    doc = json.loads((tmp_path / "fleet.json").read_text())
+    good = [r for r in doc["results"] if r["client_host"] == "farbox"]
+    bad = [r for r in doc["results"] if r["client_host"] == "farbox2"]
+    assert len(good) == 2 and all(r["error"] is None and r["verified"] for r in good), good
+    # its first row arrived before the hostile line and stands; the rest fail, naming why
+    assert bad[0]["error"] is None and bad[0]["verified"], bad
+    assert bad[1:] and all("farbox2 stopped" in r["error"] and HOSTILE[mode] in r["error"] for r in bad[1:]), bad
+    # the run is finished in the database and reads back
+    db = site.base / "workbench-home" / "runs.sqlite"
+    (run_id, finished, meta), *_ = _runs(db)
+    assert finished and set(meta["fleet"]["scratches"]) == set(ALIASES), meta["fleet"]
+    env = site.env(WORKBENCH_SSH_CONFIG=str(login_host.ssh_config))
+    report = subprocess.run(workbench_argv("report", str(run_id)), capture_output=True, text=True, env=env, timeout=60)
+    assert report.returncode == 0 and "farbox2" in report.stdout and "Traceback" not in report.stderr, report
+    assert _gone() == []
+
+
+def test_a_killed_members_scratch_is_removed_by_the_next_run(
+    site: StockSite, login_host: LoginHost, tmp_path: Path
+) -> None:
+    done = _hostile_run(site, login_host, tmp_path, "no-newline")  # the member beneath is killed: no clean-up
+    assert done.returncode == ExitCode.ROWS_FAILED, done.stdout + done.stderr
+    db = site.base / "workbench-home" / "runs.sqlite"
+    (run_id, _, meta), *_ = _runs(db)
+    scratches = meta["fleet"]["scratches"]
+    assert scratches["farbox"]["removed"] and not scratches["farbox2"]["removed"], scratches
+    left = site.root("webdav") / scratches["farbox2"]["server"]["scratch"]
+    assert left.is_dir() and "scratch_removed" not in meta
+    assert [p.name for p in site.root("webdav").iterdir()] == [left.name]  # farbox removed its own
+    # a later fleet against the same URL: its first member removes it, the controller records that
+    hosts = tmp_path / "hosts"
+    site.start("webdav")
+    env = site.env(WORKBENCH_SSH_CONFIG=str(login_host.ssh_config))
+    argv = workbench_argv("fleet", "--clients", str(hosts), site.url("webdav"), *SMALL, "--remote-workbench")
+    again = subprocess.run([*argv, REMOTE_WORKBENCH], capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not left.exists() and list(site.root("webdav").iterdir()) == []
+    runs = {i: m for i, _, m in _runs(db)}
+    assert runs[run_id]["fleet"]["scratches"]["farbox2"]["removed"] and runs[run_id]["scratch_removed"] is True
+    assert all(m.get("scratch_removed") is True for m in runs.values())
