@@ -1,0 +1,146 @@
+"""`workbench run ftp://…` against a real FTP server whose replies are hostile (tests/hostile_servers.py), then
+`workbench report --markdown --csv --html --json` on the stored run.
+
+Each reply is tried on each command it can answer: the scratch directory (MKD), an upload (STOR), a download
+(RETR), the clean-up (DELE, RMD) and the login (PASS); and files with hostile names in the scratch directory.
+Whatever the server says, workbench prints one line per error, exits with its documented code, never says
+"internal error" nor shows a traceback, sends no control code to the terminal and shows markup as typed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import free_port
+from tests.hostile_servers import HostileStockFtp
+from tests.stock_urls import StockSite, run_workbench
+from workbench.server.daemons.base import ServerContext
+from workbench.shared.errors import ExitCode
+
+OSC52 = "\x1b]52;c;aGVsbG8=\x07"
+CLEAR = "\x1b[2J"
+REPLIES = {
+    "escapes": f"550 {OSC52}{CLEAR}\x1bc\x9b31m refused \u202eRLO",
+    "markup": "550 [/] not empty [link=http://x]click[/link] [bold]B :warning:",
+    "formula": '550 =HYPERLINK("http://x","y") | $x^2$ $\\undefinedcmd$ <script>alert(1)</script>',
+    "lines": f"550-first [/] line\r\n {CLEAR}middle\r\n550 last line",
+    "megabyte": "550 " + "x" * (1 << 20),
+}
+# What each command refused means for the run (name: the command, the argument it is refused for, the exit codes
+# the documentation allows).
+COMMANDS: dict[str, tuple[str, str, set[int]]] = {
+    "MKD": ("MKD", "", {ExitCode.ERROR, ExitCode.NOT_FOUND, ExitCode.DISK}),  # no scratch directory: no run
+    "STOR-files": ("STOR", "files/", {ExitCode.NOT_FOUND, ExitCode.DISK}),  # the test files cannot be put there
+    "STOR": ("STOR", "incoming", {ExitCode.ROWS_FAILED}),  # the timed uploads fail: their rows
+    "RETR": ("RETR", "files/", {ExitCode.ROWS_FAILED}),  # the downloads fail: their rows
+    "DELE": ("DELE", "", {ExitCode.OK, ExitCode.ROWS_FAILED}),  # clean-up refused: a note
+    "RMD": ("RMD", "", {ExitCode.OK}),  # the scratch directory stays: a note says so
+    "PASS": ("PASS", "", {ExitCode.AUTH}),  # the login refused
+}
+ODD_NAMES = (f"odd{OSC52}{CLEAR}[/]name", "=cmd|x[link=http://x]", "$x^2$ <b>")
+RUN = ("--protocols", "ftp/ftplib", "--sizes", "64K", "--small", "2x4K", "--repeat", "1", "--warmup", "0")
+ACTED_ON = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StockSite, HostileStockFtp]]:
+    base = tmp_path_factory.mktemp("hostile")
+    site = StockSite(base)
+    root = base / "ftp" / "root"
+    root.mkdir(parents=True)
+    ctx = ServerContext(
+        root=root,
+        bind="127.0.0.1",
+        state_dir=base / "ftp" / "state",
+        credentials=site.credentials,
+        ports={"ftp": free_port()},
+    )
+    server = HostileStockFtp(ctx)
+    server.start()
+    site.servers["ftp"] = server
+    site._write_client_side()  # the client's ~/.netrc
+    try:
+        yield site, server
+    finally:
+        site.stop()
+
+
+def _assert_shown_safely(text: str) -> None:
+    assert not ACTED_ON.search(text), repr(ACTED_ON.search(text))
+    assert "52;c;" not in text and "[2J" not in text
+    assert "internal error" not in text and "Traceback" not in text
+    assert "click[/link]" in text or "[link=" not in text  # markup is never interpreted, only shown
+
+
+def _report_everything(site: StockSite, tmp_path: Path, db: Path) -> None:
+    """`report` of the latest run to every format: exit 0, files written, each safe for its reader."""
+    files = {ext: tmp_path / f"report.{ext}" for ext in ("md", "csv", "html", "json")}
+    proc = run_workbench(
+        site,
+        "report",
+        "--db",
+        str(db),
+        "--wide",
+        *("--markdown", str(files["md"]), "--csv", str(files["csv"])),
+        *("--html", str(files["html"]), "--json", str(files["json"])),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    _assert_shown_safely(proc.stdout + proc.stderr)
+    assert proc.stderr == ""
+    markdown = files["md"].read_text(encoding="utf-8")
+    assert not ACTED_ON.search(markdown.replace("\n", "")) and "<script" not in markdown
+    for record in csv.DictReader(io.StringIO(files["csv"].read_text(encoding="utf-8"), newline="")):
+        for cell in record.values():
+            assert cell[:1] not in ("=", "+", "@", "\t", "\r"), cell
+    page = files["html"].read_text(encoding="utf-8")
+    assert "<script" not in page and not ACTED_ON.search(page.replace("\n", ""))
+    json.loads(files["json"].read_text())
+
+
+@pytest.mark.parametrize("reply", list(REPLIES))
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_hostile_reply_is_one_safe_line_and_the_documented_exit(
+    hostile: tuple[StockSite, HostileStockFtp], tmp_path: Path, command: str, reply: str
+) -> None:
+    site, server = hostile
+    db = tmp_path / "runs.sqlite"
+    verb, match, codes = COMMANDS[command]
+    words = REPLIES[reply].replace("550", "530") if verb == "PASS" else REPLIES[reply]  # 530: not logged in
+    server.set_case((verb,), words, match)
+    try:
+        proc = run_workbench(site, "run", site.url("ftp"), *RUN, "--db", str(db), timeout=240)
+    finally:
+        server.set_case()
+    shown = proc.stdout + proc.stderr
+    _assert_shown_safely(shown)
+    if reply == "megabyte":  # past 8 KiB the client drops the reply and the connection: a generic failure
+        codes = codes | {ExitCode.ERROR, ExitCode.ROWS_FAILED}
+    assert proc.returncode in codes, (proc.returncode, proc.stderr[-2000:])
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) <= 1 and len(proc.stderr.splitlines()) <= 2, proc.stderr[-2000:]  # one line per error
+    assert all(len(line) < 4000 for line in shown.splitlines())  # a megabyte is cut, not printed
+    if proc.returncode in (ExitCode.OK, ExitCode.ROWS_FAILED):
+        _report_everything(site, tmp_path, db)
+
+
+def test_hostile_file_names_in_the_scratch_directory(
+    hostile: tuple[StockSite, HostileStockFtp], tmp_path: Path
+) -> None:
+    site, server = hostile
+    db = tmp_path / "runs.sqlite"
+    server.set_case(odd_names=ODD_NAMES)
+    try:
+        proc = run_workbench(site, "run", site.url("ftp"), *RUN, "--db", str(db), timeout=240)
+    finally:
+        server.set_case()
+    _assert_shown_safely(proc.stdout + proc.stderr)
+    assert proc.returncode in (ExitCode.OK, ExitCode.ROWS_FAILED), proc.stderr[-2000:]
+    _report_everything(site, tmp_path, db)
