@@ -1,14 +1,17 @@
 """Mounts and temporary files a SIGKILLed workbench left behind: find them, and remove only those.
 
-Everything workbench creates in the temporary directory is named ``workbench-<kind>-<owner pid>-<random>``
-(mount points, the sshfs log, the CIFS credentials). A leftover is one whose owner pid no longer
-runs; a live run's or lab's files are never touched. A FUSE mount at an older, ownerless
-``workbench-`` mount point is detached when its daemon is gone (it is dead for everyone).
+Everything workbench creates in the temporary directory is named ``workbench-<kind>-<owner pid>.<tag>-<random>``
+(mount points, the sshfs log, the CIFS credentials), the tag naming the owner's host and boot. A leftover is
+one whose owner pid no longer runs, or whose host rebooted since; a live run's or lab's files, and any
+other host's (a temporary directory shared between hosts), are never touched. Names without a tag (older
+versions, the lab's work directory) are this host's. A FUSE mount at an older, ownerless ``workbench-``
+mount point is detached when its daemon is gone (it is dead for everyone).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import subprocess
@@ -19,13 +22,40 @@ from workbench.shared import procs
 from workbench.shared.procs import pid_alive
 
 # The random tail is mkdtemp's 8 characters, which never contain '-': an old-style name whose random part
-# happens to be all digits ("workbench-sshfs-12345678") cannot be mistaken for an owner pid.
-OWNED_NAME = re.compile(r"^workbench-(?P<kind>[a-z0-9_]+(?:-[a-z0-9_]+)*?)-(?P<pid>\d+)-[a-z0-9_]{8}$")
+# happens to be all digits ("workbench-sshfs-12345678") cannot be mistaken for an owner pid. The tag after the
+# pid (6 hex of the host name's hash, 6 of the boot id's) is absent from names older versions made.
+OWNED_NAME = re.compile(
+    r"^workbench-(?P<kind>[a-z0-9_]+(?:-[a-z0-9_]+)*?)-(?P<pid>\d+)"
+    r"(?:\.(?P<host>[0-9a-f]{6})(?P<boot>[0-9a-f]{6}))?-[a-z0-9_]{8}$"
+)
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:6]
+
+
+def owner_tag() -> str:
+    """This host's and this boot's part of an owned name."""
+    return _short_hash(procs.hostname()) + _short_hash(procs.boot_id() or "")
 
 
 def owned_prefix(kind: str) -> str:
-    """The mkdtemp prefix for something this process owns: `workbench-<kind>-<pid>-`."""
-    return f"workbench-{kind}-{os.getpid()}-"
+    """The mkdtemp prefix for something this process owns: `workbench-<kind>-<pid>.<tag>-`."""
+    return f"workbench-{kind}-{os.getpid()}.{owner_tag()}-"
+
+
+def owner_gone(name: str) -> bool | None:
+    """Whether the owner of an owned name is gone: None for any other name; never for another host's (its
+    pid means nothing here); always for an earlier boot of this host's."""
+    match = OWNED_NAME.match(name)
+    if match is None:
+        return None
+    if match.group("host") is not None:
+        if match.group("host") != _short_hash(procs.hostname()):
+            return False
+        if match.group("boot") != _short_hash(procs.boot_id() or ""):
+            return True
+    return not pid_alive(int(match.group("pid")))
 
 
 def owner_of(path: str | Path) -> int | None:
@@ -69,8 +99,8 @@ def stale_mounts() -> list[tuple[str, str]]:
         name = Path(path).name
         if not name.startswith("workbench-"):
             continue
-        owner = owner_of(name)
-        if (not pid_alive(owner)) if owner is not None else _daemon_gone(path, fstype):
+        gone = owner_gone(name)
+        if gone if gone is not None else _daemon_gone(path, fstype):
             stale.append((path, fstype))
     return stale
 
@@ -120,8 +150,7 @@ def remove_stale_temp(tmp: Path | None = None, keep_kinds: tuple[str, ...] = ())
             match = OWNED_NAME.match(entry.name)
             if match is None or match.group("kind") in keep_kinds:
                 continue
-            owner = int(match.group("pid"))
-            if pid_alive(owner) or _holds_a_mount(entry, points):
+            if not owner_gone(entry.name) or _holds_a_mount(entry, points):
                 continue
             if remove_tree(entry):
                 removed.append(f"temporary {entry}")

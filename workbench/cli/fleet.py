@@ -518,7 +518,7 @@ def fleet_meta(
     first = next((dict(r.meta) for r in reports if r.meta), {})
     first.pop("upload_token", None)
     first.pop("upload_dir", None)
-    first["owner"] = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
+    first["owner"] = procs.owner_record()
     first["controller"] = hostinfo.describe(None)
     first["fleet"] = {
         "clients": list(clients),
@@ -556,7 +556,7 @@ def run_fleet(
 
     clients = [d.alias for d in dests]
     started = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    owner = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
+    owner = procs.owner_record()
     running: dict[str, Any] = {"started_utc": started, "owner": owner, "fleet": {"clients": clients}}
     saved: list[tuple[str, Result]] = []
     run_id: int | None = None

@@ -29,12 +29,9 @@ OWNER_CHECKED = "owner_gone"  # set only in a member's copy of a run whose owner
 
 
 def owner_gone(owner: Any) -> bool:
-    """Whether the process that owned a run is gone from this host (a run naming no owner is never taken for
-    gone: its files might be another's)."""
-    if not isinstance(owner, Mapping):
-        return False
-    pid, start = owner.get("pid"), owner.get("start_ticks")
-    return isinstance(pid, int) and procs.start_ticks(pid) != start
+    """Whether the process that owned a run is gone from this host (a run naming no owner, or owned by another
+    host sharing the data directory, is never taken for gone: its files might be another's)."""
+    return procs.owner_state(owner) == procs.OWNER_DEAD
 
 
 def is_fleet(meta: Mapping[str, Any]) -> bool:

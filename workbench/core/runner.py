@@ -391,9 +391,11 @@ def execute(
         # Uploads go under a directory no other client can pick: the database id alone is per client, so two
         # clients with their own databases would share incoming/run-1 and delete each other's files.
         meta["upload_token"] = secrets.token_hex(8)
-        # Who runs it: a later run from this database can tell a killed run (owner gone) from a live one.
-        meta["owner"] = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
-        _remove_uploads_of_killed_runs(recorder, control, plan.target)
+        # Who runs it: a later run from this database can tell a killed run (owner gone) from a live one, and a
+        # run of another host sharing the data directory from either (procs.owner_state).
+        meta["owner"] = procs.owner_record()
+        url = (meta.get("server") or {}).get("url")
+        left_notes = _remove_uploads_of_killed_runs(recorder, control, plan.target, url)
         link = dict(lab.link) if lab is not None else None
         window_sweep = lab.window_sweep if lab is not None else None
         run_id = recorder.begin(meta, label, link, window_sweep)
@@ -402,6 +404,7 @@ def execute(
         baseline = Baseline()
         rows: list[Result] = []  # the runner's own list: the Run is made once, from it, when the run ends
         warnings: list[str] = list(meta["server"].get("notes") or ()) if _is_stock(meta) else []
+        warnings += left_notes
         explanation: Explanation | None = None  # of the rows, once they are all measured
         try:
             observer.status(f"run {run_id}: preparing test files on both hosts…")
@@ -492,15 +495,19 @@ def _run_dir(run_id: int, token: str) -> str:
     return f"{INCOMING_DIR}/run-{run_id}-{token}"
 
 
-def _remove_uploads_of_killed_runs(recorder: Recorder, control: FarHost, target: Target) -> None:
+def _remove_uploads_of_killed_runs(
+    recorder: Recorder, control: FarHost, target: Target, url: str | None = None
+) -> list[str]:
     """Delete on the far host the upload directory of each earlier run of this database that was killed.
 
     A run ended by Ctrl-C or SIGTERM removes its own; one killed outright (SIGKILL) cannot, and no other
     client may guess it (its name holds a random token). Only runs against this same target whose owning
     process is gone are touched: a run still going in another shell keeps its files. Against a stock server
-    (a URL) that is the killed run's whole scratch directory, when it was against the same URL.
+    (a URL) that is the killed run's whole scratch directory, when it was against the same URL. A run that
+    another host (sharing this data directory) owns is never taken for killed: a note says it was left.
     """
     here = {"host": target.host, "ports": dict(target.ports)}
+    notes: list[str] = []
     for run_id, meta in recorder.unfinished_runs():
         if fleet_scratch.is_fleet(meta):  # its members' scratch directories (their uploads were beneath them)
             if isinstance(control, StockHost):
@@ -512,8 +519,13 @@ def _remove_uploads_of_killed_runs(recorder: Recorder, control: FarHost, target:
         stock = _is_stock(meta)
         if stock != isinstance(control, StockHost) or (not stock and meta.get("target") != here):
             continue
-        pid, start = owner.get("pid"), owner.get("start_ticks")
-        if not isinstance(pid, int) or procs.start_ticks(pid) == start:
+        state = procs.owner_state(owner)
+        if state == procs.OWNER_ELSEWHERE:
+            if not stock or meta["server"].get("url") == url:  # only where this run would have removed it
+                what = "scratch directory" if stock else "upload directory"
+                notes.append(procs.elsewhere_note(owner, f"run {run_id}'s {what}"))
+            continue
+        if state != procs.OWNER_DEAD:
             continue  # still running, or not a run that says who owns it
         if isinstance(control, StockHost):
             # A stock server: the killed run's whole scratch directory, if it was against this very URL.
@@ -529,6 +541,7 @@ def _remove_uploads_of_killed_runs(recorder: Recorder, control: FarHost, target:
                 continue  # the far host is unwell: try again next run
             meta["upload_removed"] = True
         recorder.update_meta(run_id, meta)
+    return notes
 
 
 def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, observer: RunObserver) -> float | None:

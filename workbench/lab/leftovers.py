@@ -43,8 +43,10 @@ def remove_stale_lab_dirs(tmp: Path | None = None) -> list[str]:
         for entry in base.iterdir():
             if not entry.name.startswith(LAB_DIR_PREFIX) or entry.is_symlink() or not entry.is_dir():
                 continue
+            by_name = stale.owner_gone(entry.name)  # tagged with another host's name: never gone from here
             owner = lab_dir_owner(entry)
-            if owner is None or pid_alive(owner) or stale._holds_a_mount(entry, points):
+            gone = by_name if by_name is not None else owner is not None and not pid_alive(owner)
+            if not gone or stale._holds_a_mount(entry, points):
                 continue
             with contextlib.suppress(WorkbenchError, OSError):
                 supervisor.down(entry / "state")  # normally nothing: the namespace took its servers with it

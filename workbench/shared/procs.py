@@ -1,10 +1,15 @@
-"""Process facts read from /proc: is a pid alive, which processes run below it, what CPU they used."""
+"""Process facts read from /proc: is a pid alive, which processes run below it, what CPU they used, and
+whether the owner a run recorded (pid, start time, host, boot) still runs."""
 
 from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Iterable
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
 
 
 def pid_alive(pid: int) -> bool:
@@ -168,3 +173,65 @@ def in_group(pgid: int, snap: dict[int, list[str]] | None = None) -> list[int]:
     """Processes of process group `pgid` (zombies excluded: they are already dead)."""
     snap = snap if snap is not None else snapshot()
     return [pid for pid, fields in snap.items() if int(fields[2]) == pgid and fields[0] != "Z"]
+
+
+# ---------------------------------------------------------------- who owns a run's leftovers
+# A run records its owner so that a later run can tell a killed run's leftovers (remove them) from a live
+# run's (keep them). pid + start time name a process only on one host during one boot: a data directory
+# shared between hosts (an NFS home, a bind mount) holds runs of other hosts, whose pids mean nothing here,
+# and a reboot restarts the clock the start time counts from. So the owner also names its host and boot.
+OWNER_ALIVE = "alive"  # this host, this boot, the same process still runs
+OWNER_DEAD = "dead"  # this host, and the process is gone (or the host rebooted since)
+OWNER_ELSEWHERE = "elsewhere"  # another host's run: it cannot be known here, so it is never taken for dead
+OWNER_UNKNOWN = "unknown"  # the record names no pid
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def boot_id() -> str | None:
+    """What names this boot of this host: Linux's random boot id; on macOS the boot time; else None."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        pass
+    if sys.platform == "darwin":
+        try:
+            done = subprocess.run(
+                ["sysctl", "-n", "kern.boottime"], capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        found = re.search(r"sec\s*=\s*(\d+)", done.stdout)  # "{ sec = 1700000000, usec = 123 } ..."
+        return f"boottime-{found.group(1)}" if found else None
+    return None
+
+
+def owner_record(pid: int | None = None) -> dict[str, object]:
+    """Who runs this (or `pid`'s) run, as its metadata keeps it: pid, start time, host name and boot id."""
+    pid = os.getpid() if pid is None else pid
+    return {"pid": pid, "start_ticks": start_ticks(pid), "host": hostname(), "boot_id": boot_id()}
+
+
+def owner_state(record: object) -> str:
+    """What an owner record names now (OWNER_*). A record written before host and boot were kept is taken
+    to be this host's, as it always was."""
+    if not isinstance(record, Mapping) or not isinstance(record.get("pid"), int):
+        return OWNER_UNKNOWN
+    host = record.get("host")
+    if isinstance(host, str) and host != hostname():
+        return OWNER_ELSEWHERE
+    recorded_boot, now_boot = record.get("boot_id"), boot_id()
+    if isinstance(recorded_boot, str) and now_boot is not None and recorded_boot != now_boot:
+        return OWNER_DEAD  # every process of an earlier boot is gone, whatever has its pid now
+    return OWNER_ALIVE if start_ticks(record["pid"]) == record.get("start_ticks") else OWNER_DEAD
+
+
+def elsewhere_note(record: Mapping[str, object], what: str) -> str:
+    """One line saying `what` was left because another host owns it."""
+    return (
+        f"{what} was left alone: its run was started on host {record.get('host')}, which shares this data "
+        "directory; only a run there can tell whether it still runs"
+    )
