@@ -22,11 +22,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+from xml.etree import ElementTree
 
 import aiohttp
 from yarl import URL
 
-from workbench.protocols.base import Client, Progress
+from workbench.protocols.base import Client, LeftInPlace, Progress
 from workbench.protocols.details import ClientDetails
 from workbench.shared.errors import (
     AuthError,
@@ -72,6 +73,22 @@ def webdav_parents(remote_dir: str) -> list[str]:
     """Every directory from the first component of `remote_dir` down to itself: "a/b" -> ["a", "a/b"]."""
     parts = [p for p in remote_dir.split("/") if p]
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+PROPFIND_MAX_BYTES = 1 << 20  # a Depth: 0 answer about one resource is a few hundred bytes
+
+
+def is_plain_collection(body: bytes) -> bool:
+    """Whether a PROPFIND (Depth: 0) answer says its resource is a collection and not a redirect reference."""
+    try:
+        root = ElementTree.fromstring(body)
+    except ElementTree.ParseError:
+        return False
+    kinds = root.findall(".//{DAV:}resourcetype")
+    if len(kinds) != 1:
+        return False
+    children = {child.tag for child in kinds[0]}
+    return "{DAV:}collection" in children and "{DAV:}redirectref" not in children
 
 
 def removable(target: Target, remote_dir: str) -> str:
@@ -437,6 +454,30 @@ class AiohttpClient(Client):
 
         return bool(self._run(propfind()))
 
+    def check_real_dir(self, remote: str) -> None:
+        if self.stock:
+            self._run(self._collection(remote))
+
+    async def _collection(self, remote: str) -> None:
+        """Raise unless PROPFIND says `remote` is a plain collection (not a redirect reference, not a file)."""
+        assert self._session is not None
+        url = self._url(remote, collection=True)
+        headers = {"Depth": "0", "Content-Type": "application/xml; charset=utf-8"}
+        async with self._session.request(
+            "PROPFIND", url, data=PROPFIND_BODY, headers=headers, allow_redirects=False
+        ) as resp:
+            body = await resp.content.read(PROPFIND_MAX_BYTES)
+            status = resp.status
+        path = webdav_path(self.target, remote, collection=True)
+        if status != 207:
+            raise webdav_error(status, path)  # 404: NotFoundError; a redirect: an error, never followed
+        if not is_plain_collection(body):
+            raise LeftInPlace(
+                f"{path} on the WebDAV server is not a plain collection (its resourcetype says otherwise): left in "
+                "place, nothing through it touched",
+                "delete it by hand if it is yours",
+            )
+
     def remove_tree(self, remote_dir: str) -> None:
         if not self.stock:
             super().remove_tree(remote_dir)
@@ -445,6 +486,9 @@ class AiohttpClient(Client):
 
         async def delete() -> None:
             assert self._session is not None
+            # A link is the server's to see (WebDAV has no links, only redirect references): the server walks the
+            # collection; the client makes sure the top is a plain collection first.
+            await self._collection(remote_dir)
             # DELETE of a collection is always recursive (RFC 4918 9.6.1); the server, not the client, walks it.
             url = self._url(remote_dir, collection=True)
             async with self._session.delete(url, headers={"Depth": "infinity"}, allow_redirects=False) as resp:

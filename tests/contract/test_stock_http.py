@@ -372,7 +372,8 @@ def test_a_redirect_is_refused_never_followed(cls: type[Client], tmp_path: Path)
                 lambda: client.download("run/up.bin", tmp_path / "down.bin", Counter()),
                 lambda: client.mkdir("run/sub"),
             ):
-                with pytest.raises(WorkbenchError, match=r"redirect|HTTP 307"):
+                # remove_tree's PROPFIND finds no plain collection there and sends no DELETE at all
+                with pytest.raises(WorkbenchError, match=r"redirect|HTTP 307|not a plain collection"):
                     action()
     finally:
         server.stop()
