@@ -1,8 +1,8 @@
 """SIGHUP is handled as SIGTERM everywhere: a closed terminal or a dropped SSH session never kills workbench
 outright. `run URL` under a real pseudo-terminal whose other end closes mid-copy (the kernel's own hangup,
 after which every write to the terminal fails) exits 129 and removes its scratch directory; `serve` stops
-cleanly; the lab's own handler turns SIGHUP into exit 129 like the CLI's; a process started with SIGHUP
-ignored (nohup) keeps it ignored."""
+cleanly; a fleet's controller ends every client's session and keeps the rows; the lab's own handler turns
+SIGHUP into exit 129 like the CLI's; a process started with SIGHUP ignored (nohup) keeps it ignored."""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.far_host import saved_rows
 from tests.helpers import free_port
 from tests.integration.test_stranger_files_safe import LONG_RUN, _plant, _scratch_dirs, _tree
+from tests.ssh_login import LoginHost
 from tests.stock_urls import StockSite, workbench_argv
 from workbench.shared.errors import ExitCode
 from workbench.shared.net import port_open
@@ -157,3 +159,32 @@ def test_a_hangup_ignored_at_start_stays_ignored(ignored: bool) -> None:
         preexec_fn=lambda: signal.signal(signal.SIGHUP, handler),
     )
     assert proc.stdout == ("still here\n" if ignored else "hung up\n"), proc.stderr
+
+
+def test_fleet_hangup_ends_every_client_session_and_keeps_the_rows(
+    site: StockSite, login_host: LoginHost, tmp_path: Path
+) -> None:
+    from tests.integration.test_fleet_cli import _gone, _hosts
+    from tests.integration.test_fleet_cli import _start as start_fleet
+
+    # the controller inherits SIGHUP's disposition: a test run under nohup must not hand it SIGHUP ignored
+    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        proc = start_fleet(site, login_host, tmp_path, _hosts(login_host, tmp_path), "--repeat", "6")
+    finally:
+        signal.signal(signal.SIGHUP, old)
+    db = site.base / "workbench-home" / "runs.sqlite"
+    try:
+        deadline = time.monotonic() + 120
+        while saved_rows(db) < 1:  # copies under way on both clients
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGHUP)  # the controller's terminal closed
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == ExitCode.HANGUP, out + err
+    assert err.strip().splitlines()[-1] == "hung up" and "Traceback" not in err, err
+    assert saved_rows(db) >= 1
+    assert _gone() == []  # every member ended with its session
