@@ -96,8 +96,8 @@ def test_a_run_of_another_host_keeps_its_scratch_and_an_earlier_boots_loses_it(
     assert meta["owner"]["host"] == procs.hostname() and meta["owner"]["boot_id"] == procs.boot_id()
     # the same run, as a host sharing this data directory recorded it: its pid means nothing here
     _set_owner(db, {"host": OTHER_HOST})
-    args: tuple[str, ...] = ("--protocols", "ftp/ftplib", "--sizes", "1M", "--repeat", "1", "--warmup", "0", "--directions", "upload")
-    args += ("--files", str(tmp_path / "files"), "--db", str(db))
+    args = ["--protocols", "ftp/ftplib", "--sizes", "1M", "--repeat", "1", "--warmup", "0", "--directions", "upload"]
+    args += ["--files", str(tmp_path / "files"), "--db", str(db)]
     doc = tmp_path / "next.json"
     done = run_workbench(site, "run", site.url("ftp"), *args, "--json", str(doc))
     assert done.returncode == 0, done.stderr
