@@ -88,6 +88,13 @@ class FtplibClient(Client):
             return from_os_error(exc, f"FTP {what}", self.target.host, self.target.port("ftp"))
         return WorkbenchError(f"FTP {what} failed: {exc}")
 
+    def _login_refused(self, exc: ftplib.Error) -> WorkbenchError:
+        """A refusal of the login: whatever its code (a 550 to PASS is no missing path), the credentials' fault,
+        but 421, the server going away."""
+        if str(exc).startswith(("421", "530")):
+            return self._translate(exc, "login")
+        return AuthError(f"FTP server refused the login: {exc}", "check --credentials / WORKBENCH_PASSWORD")
+
     def _path(self, remote: str) -> str:
         """The path as the server sees it, relative to the login directory."""
         return self.target.remote_path(remote) if self.target.stock else remote
@@ -122,7 +129,11 @@ class FtplibClient(Client):
             ftp.sock.settimeout(self.options.timeout)
             if isinstance(ftp, ftplib.FTP_TLS):
                 self._secure(ftp)
-            ftp.login(self.target.credentials.user, self.target.credentials.password)
+            try:
+                ftp.login(self.target.credentials.user, self.target.credentials.password)
+            except (ftplib.error_perm, ftplib.error_temp) as exc:  # USER, PASS or ACCT refused
+                ftp.close()
+                raise self._login_refused(exc) from exc
             if isinstance(ftp, ftplib.FTP_TLS):
                 ftp.prot_p()  # encrypt the data connections too, not only the login
             ftp.voidcmd("TYPE I")

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str, set[int]]] = {
     "DELE": ("DELE", "", {ExitCode.OK, ExitCode.ROWS_FAILED}),  # clean-up refused: a note
     "RMD": ("RMD", "", {ExitCode.OK}),  # the scratch directory stays: a note says so
     "PASS": ("PASS", "", {ExitCode.AUTH}),  # the login refused
+    "PASS-550": ("PASS", "", {ExitCode.AUTH}),  # refused with another code: still the login's, no missing path
 }
 ODD_NAMES = (f"odd{OSC52}{CLEAR}[/]name", "=cmd|x[link=http://x]", "$x^2$ <b>")
 RUN = ("--protocols", "ftp/ftplib", "--sizes", "64K", "--small", "2x4K", "--repeat", "1", "--warmup", "0")
@@ -113,7 +114,7 @@ def test_a_hostile_reply_is_one_safe_line_and_the_documented_exit(
     site, server = hostile
     db = tmp_path / "runs.sqlite"
     verb, match, codes = COMMANDS[command]
-    words = REPLIES[reply].replace("550", "530") if verb == "PASS" else REPLIES[reply]  # 530: not logged in
+    words = REPLIES[reply].replace("550", "530") if command == "PASS" else REPLIES[reply]  # 530: not logged in
     server.set_case((verb,), words, match)
     try:
         proc = run_workbench(site, "run", site.url("ftp"), *RUN, "--db", str(db), timeout=240)
