@@ -22,10 +22,14 @@ from typing import Any
 import pytest
 
 from tests.helpers import free_port
+from tests.platform_clients import expected_clients
 from tests.schema_check import assert_valid_run_document
 from tests.stock_urls import StockSite, run_workbench, workbench_argv
+from workbench.core.stock import clients_for
 from workbench.core.store import Store
+from workbench.protocols import registry
 from workbench.shared.errors import ExitCode
+from workbench.shared.urls import parse
 
 SMALL_RUN = ("--sizes", "1M", "--small", "4x4K", "--repeat", "1", "--warmup", "0")
 
@@ -41,8 +45,15 @@ def _document(path: Path) -> dict[str, Any]:
 
 
 def _check_rows(doc: dict[str, Any], families: tuple[str, ...]) -> None:
-    """Every row a client here could run is verified; upload rows say how; at least one ran per family."""
-    ran = [r for r in doc["results"] if not (r["error"] or "").startswith("unavailable:")]
+    """Every client of the URL's protocol has rows; those this platform must run (tests/platform_clients.py)
+    verified, only the others are 'unavailable:'; upload rows say how; at least one ran per family."""
+    expected = expected_clients()
+    labels = [f"{r['protocol']}/{r['client']}" for r in doc["results"]]
+    of_url = {e.label for e in clients_for(parse(doc["run"]["server"]["url"]), registry.KNOWN_CLIENTS)}
+    assert set(labels) == of_url, (sorted(set(labels)), sorted(of_url))
+    ran = [r for r, label in zip(doc["results"], labels, strict=True) if label in expected]
+    for row, label in zip(doc["results"], labels, strict=True):
+        assert label in expected or (row["error"] or "").startswith("unavailable:"), row
     assert ran, doc["results"]
     for family in families:
         assert any(r["protocol"] == family for r in ran), (family, [r["client"] for r in ran])
