@@ -123,7 +123,7 @@ def serve(
     ftp_port: Annotated[int, typer.Option(help="FTP port (0: any free).")] = DEFAULT_PORTS["ftp"],
     tcp_port: Annotated[int, typer.Option(help="Raw-TCP probe port (0: any free).")] = DEFAULT_PORTS["tcp"],
     iperf3_port: Annotated[
-        int, typer.Option(help="iperf3 server port, when iperf3 is installed.")
+        int, typer.Option(help="iperf3 server port, when iperf3 is installed (0: any free).")
     ] = DEFAULT_PORTS["iperf3"],
     no_iperf3: Annotated[bool, typer.Option("--no-iperf3", help="Do not start an iperf3 server.")] = False,
     no_target_file: Annotated[

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,11 +74,11 @@ async def _serve(
                 # Authenticated like everything else served: RSA key pair + users file from the credentials.
                 auth = write_server_auth(cfg.state_dir / "iperf3", creds.user, creds.password)
                 app[IPERF3_KEY_KEY] = auth.public_key
-                iperf = Iperf3Server(cfg.bind, wanted["iperf3"], auth)
+                iperf = Iperf3Server(cfg.bind, wanted["iperf3"] or _free_port(cfg.bind), auth)
                 with contextlib.suppress(Exception):  # iperf3 is only a cross-check
                     iperf.start()
                     stack.callback(iperf.stop)
-                    iperf3_port = wanted["iperf3"]
+                    iperf3_port = iperf.port
 
         # Stop promptly on SIGTERM (`servers down`): in-flight copies get 2 s, not aiohttp's default 60.
         runner = AuthDeadlineRunner(app, access_log=None, shutdown_timeout=2.0)
@@ -119,6 +120,13 @@ async def _serve(
         await runner.cleanup()
     finally:
         stack.close()
+
+
+def _free_port(bind: str) -> int:
+    """A port free on `bind` now: iperf3 asked for port 0 (any free) cannot say which one it got."""
+    with socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET) as sock:
+        sock.bind((bind, 0))
+        return int(sock.getsockname()[1])
 
 
 def serve(cfg: ServeConfig, on_ready: Callable[[dict[str, int]], None] | None = None) -> None:
