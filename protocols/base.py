@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar, ParamSpec, TypeVar
 
 from workbench.protocols.details import ClientDetails
 from workbench.shared.errors import UnavailableError, WorkbenchError
@@ -27,13 +27,17 @@ Progress = Callable[[int], None]
 """Called with the number of bytes just moved (not a running total)."""
 
 
+_Params = ParamSpec("_Params")
+_Result = TypeVar("_Result")
+
+
 def call_translating(
     translate: Callable[[Exception, str], WorkbenchError | None],
     what: str,
-    fn: Callable[..., Any],
-    *args: Any,
-    **kwargs: Any,
-) -> Any:
+    fn: Callable[_Params, _Result],
+    *args: _Params.args,
+    **kwargs: _Params.kwargs,
+) -> _Result:
     """Run one library call, turning its exceptions into WorkbenchErrors with `translate` (None: re-raise as is)."""
     try:
         return fn(*args, **kwargs)

@@ -16,6 +16,7 @@ import urllib.request
 from typing import Any
 
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
+from workbench.shared.jsontypes import JSONValue
 from workbench.shared.target import Target, url_host
 
 # Deadlines (issue 8, "nothing hangs"). A reachable host answers a TCP connect in milliseconds, so a few
@@ -79,7 +80,7 @@ class Control:
         method: str,
         name: str,
         params: dict[str, str] | None = None,
-        body: Any = None,
+        body: JSONValue = None,
         raw: bool = False,
         timeout: float | None = None,
     ) -> Any:

@@ -13,6 +13,7 @@ import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from urllib.parse import quote
 
 from workbench.protocols.base import Client, FileCopy, Progress
@@ -127,7 +128,7 @@ class _CurlClient(Client):
 _STATUS_MARK = "workbench-http-status="  # marks the --write-out line of each transfer on stdout
 
 
-def _webdav():  # type: ignore[no-untyped-def]
+def _webdav() -> ModuleType:
     """protocols/http.py's WebDAV helpers (paths, auth choice, status errors), shared with aiohttp."""
     from workbench.protocols import http
 

@@ -83,14 +83,14 @@ class ClientDetails:
         return cls(**known, unknown=unknown)
 
 
-def _is(value: Any, kind: type) -> bool:
+def _is(value: object, kind: type) -> bool:
     # bool is an int in Python: a count or size must not be a bool, nor a flag an int
     if kind is int:
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, kind)
 
 
-def _value_kind(hint: Any) -> type | None:
+def _value_kind(hint: object) -> type | None:
     """`int | None` -> int; the one non-None type of an optional field."""
     if isinstance(hint, types.UnionType):
         kinds = [k for k in hint.__args__ if k is not type(None)]

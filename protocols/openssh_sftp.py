@@ -11,11 +11,11 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Unpack
 
 from workbench.protocols.base import Client, ClientOptions, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
-from workbench.protocols.process import Completed, last_line, run_native
+from workbench.protocols.process import Completed, Watch, last_line, run_native
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError
 from workbench.shared.sshconfig import config_args
 from workbench.shared.target import Target, url_host
@@ -257,7 +257,7 @@ class OpenSSHSftpClient(Client):
     def _remote(self, remote: str) -> str:
         return _quote(remote_path(self.target, remote))
 
-    def _run(self, batch: list[str], progress: Progress, total: int, what: str, **watch: Any) -> None:
+    def _run(self, batch: list[str], progress: Progress, total: int, what: str, **watch: Unpack[Watch]) -> None:
         argv = [
             "sftp",
             "-b",

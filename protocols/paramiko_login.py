@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import hmac
 import re
 import shlex
 import shutil
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from workbench.shared.errors import AuthError, NotFoundError, UsageError, from_os_error
 from workbench.shared.sshconfig import SshHost, config_args, substitute
@@ -35,7 +36,7 @@ except ImportError:  # the registry reports sftp/paramiko as unavailable
 _KEY_TYPE = {"rsa-sha2-512": "ssh-rsa", "rsa-sha2-256": "ssh-rsa"}
 
 
-def fingerprint(key: Any) -> str:
+def fingerprint(key: paramiko.PKey) -> str:
     """OpenSSH's SHA256 fingerprint of a public key: `SHA256:` and unpadded base64."""
     digest = hashlib.sha256(key.asbytes()).digest()
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
@@ -44,7 +45,7 @@ def fingerprint(key: Any) -> str:
 # --- the connection: direct, through ProxyJump hosts, or a ProxyCommand ---------------------------------
 
 
-def open_socket(host: SshHost, connect_timeout_s: float, io_timeout_s: float) -> Any:
+def open_socket(host: SshHost, connect_timeout_s: float, io_timeout_s: float) -> socket.socket | paramiko.ProxyCommand:
     """A connected socket (or paramiko.ProxyCommand) to the host as ssh would reach it."""
     command = proxy_argv(host, connect_timeout_s)
     if command is None:
@@ -164,7 +165,7 @@ def known_keys(files: list[str], name: str) -> list[KnownKey]:
     return found
 
 
-def prefer_known_types(transport: Any, known: list[KnownKey]) -> None:
+def prefer_known_types(transport: paramiko.Transport, known: list[KnownKey]) -> None:
     """Offer first the host-key algorithms known_hosts has a key for, as OpenSSH does."""
     types = {k.key_type for k in known if not k.marker}
     if not types:
@@ -175,7 +176,7 @@ def prefer_known_types(transport: Any, known: list[KnownKey]) -> None:
     options.key_types = tuple(algorithms)
 
 
-def check_host_key(key: Any, host: SshHost, files: list[str], hint: str) -> None:
+def check_host_key(key: paramiko.PKey, host: SshHost, files: list[str], hint: str) -> None:
     """Raise AuthError unless known_hosts holds exactly this key for the host (StrictHostKeyChecking=yes)."""
     name = host.known_hosts_name
     known = known_keys(files, name)
@@ -212,7 +213,7 @@ def _public_blob(path: Path) -> bytes | None:
 
 
 def authenticate(
-    transport: Any,
+    transport: paramiko.Transport,
     user: str,
     identity_files: list[str],
     identities_only: bool,
@@ -225,7 +226,7 @@ def authenticate(
     allowed: list[str] | None = None  # what the server still accepts, once it has said
     offered: set[bytes] = set()
 
-    def attempt(method: str, call: Any) -> bool:
+    def attempt(method: str, call: Callable[[], list[str]]) -> bool:
         nonlocal allowed
         if allowed is not None and method not in allowed:
             return False
@@ -246,19 +247,19 @@ def authenticate(
     wanted = {b for b in (_public_blob(f) for f in files) if b}
     agent = _agent()
     try:
-        for key in agent.get_keys() if agent is not None else ():
-            blob = key.asbytes()
+        for agent_key in agent.get_keys() if agent is not None else ():
+            blob = agent_key.asbytes()
             if identities_only and blob not in wanted:
                 continue
             offered.add(blob)
-            if attempt("publickey", lambda key=key: transport.auth_publickey(user, key)):
+            if attempt("publickey", functools.partial(transport.auth_publickey, user, agent_key)):
                 return
         for path in files:
             key = _load_key(path, notes)
             if key is None or key.asbytes() in offered:
                 continue
             offered.add(key.asbytes())
-            if attempt("publickey", lambda key=key: transport.auth_publickey(user, key)):
+            if attempt("publickey", functools.partial(transport.auth_publickey, user, key)):
                 return
     finally:
         if agent is not None:
@@ -277,14 +278,14 @@ def authenticate(
     )
 
 
-def _agent() -> Any:
+def _agent() -> paramiko.Agent | None:
     try:
         return paramiko.Agent()
     except (paramiko.SSHException, OSError):
         return None  # no agent, or one that speaks something else: ssh would go on without it too
 
 
-def _load_key(path: Path, notes: list[str]) -> Any:
+def _load_key(path: Path, notes: list[str]) -> paramiko.PKey | None:
     if not path.exists():
         return None
     try:
@@ -296,7 +297,7 @@ def _load_key(path: Path, notes: list[str]) -> Any:
     return None
 
 
-def _answer_with(password: str) -> Any:
+def _answer_with(password: str) -> Callable[[str, str, list[tuple[str, bool]]], list[str]]:
     def handler(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
         # Hidden prompts are the password; an echoed one (a user name, a question) gets nothing.
         return [password if not echo else "" for _, echo in prompts]

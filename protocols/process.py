@@ -17,10 +17,24 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TypedDict
 
 from workbench.protocols.base import Progress
 from workbench.shared.errors import NetworkError, WorkbenchError
+
+
+class Watch(TypedDict, total=False):
+    """run_native's ways of seeing a copy move besides the tool's output, as a client's _run passes them on."""
+
+    watch_file: Path | None
+    watch_reads: bool
+    watch: Callable[[], int | None] | None
+
+
+class WatchAndInput(Watch, total=False):
+    """Watch, and what the tool reads on its standard input."""
+
+    stdin_text: str | None
 
 POLL_SECONDS = 0.05
 

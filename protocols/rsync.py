@@ -17,11 +17,11 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import ClassVar, Unpack
 
-from workbench.protocols.base import Client, FileCopy, Progress
+from workbench.protocols.base import Client, ClientOptions, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.openssh_sftp import (
     DEFAULT_CIPHER,
@@ -33,9 +33,9 @@ from workbench.protocols.openssh_sftp import (
     ssh_login,
     ssh_options,
 )
-from workbench.protocols.process import Completed, last_line, run_native
+from workbench.protocols.process import Completed, WatchAndInput, last_line, run_native
 from workbench.shared.errors import AuthError, DiskError, NetworkError, NotFoundError, WorkbenchError
-from workbench.shared.target import url_host
+from workbench.shared.target import Target, url_host
 
 MAX_BUDGET_BYTES = 1 << 40  # caps the deadline when a download's size is unknown
 MIN_RATE = 1_000_000  # bytes/s below which a whole copy is declared dead (besides --timeout)
@@ -117,7 +117,7 @@ class _RsyncClient(Client):
             argv.append("-z")
         return argv + self._transport_args() + list(extra)
 
-    def _run(self, argv: list[str], progress: Progress, total: int, what: str, **kw: Any) -> None:
+    def _run(self, argv: list[str], progress: Progress, total: int, what: str, **kw: Unpack[WatchAndInput]) -> None:
         done = run_native(
             argv,
             progress=progress,
@@ -146,7 +146,7 @@ class _RsyncClient(Client):
 
     def _download(
         self,
-        argv_of: Any,
+        argv_of: Callable[..., list[str]],  # the argv for these extra arguments (strings)
         args: list[str],
         finals: list[Path],
         progress: Progress,
@@ -235,8 +235,8 @@ class RsyncSshClient(_RsyncClient):
             None if shutil.which("ssh") else "ssh not installed: apt-get install openssh-client"
         )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, target: Target, options: ClientOptions | None = None) -> None:
+        super().__init__(target, options)
         self._askpass: dict[str, str] = {}
 
     @property
@@ -251,7 +251,7 @@ class RsyncSshClient(_RsyncClient):
             joined += "/"
         return f"{ssh_login(self.target)}:{joined}"
 
-    def _run(self, argv: list[str], progress: Progress, total: int, what: str, **kw: Any) -> None:
+    def _run(self, argv: list[str], progress: Progress, total: int, what: str, **kw: Unpack[WatchAndInput]) -> None:
         # A stock server's password reaches ssh through SSH_ASKPASS, set up for this one rsync (see _env).
         with askpass_env(self.target) as env:
             self._askpass = env

@@ -14,6 +14,7 @@ uploads with one login. Directories are made by copying an empty local tree with
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import secrets
 import shutil
@@ -21,7 +22,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import ClassVar, Unpack
 
 from workbench.protocols.base import Client, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
@@ -39,7 +40,7 @@ from workbench.protocols.openssh_sftp import (
     ssh_options,
     total_size,
 )
-from workbench.protocols.process import Completed, run_native
+from workbench.protocols.process import Completed, Watch, run_native
 from workbench.shared.errors import UsageError
 
 CHANNEL_WINDOW_BYTES = 2 * 1024 * 1024  # OpenSSH's session channel window: the legacy protocol streams in it
@@ -101,12 +102,12 @@ class _ScpClient(Client):
             argv.append("-C")
         return [*argv, *ssh_options(self.target, self.options), *args]
 
-    def _run(self, args: list[str], progress: Progress, total: int, what: str, **watch: Any) -> None:
+    def _run(self, args: list[str], progress: Progress, total: int, what: str, **watch: Unpack[Watch]) -> None:
         done = self._scp(args, progress, total, **watch)
         if done.returncode != 0:
             raise ssh_error(done, what, self._where, self.target)
 
-    def _scp(self, args: list[str], progress: Progress, total: int, **watch: Any) -> Completed:
+    def _scp(self, args: list[str], progress: Progress, total: int, **watch: Unpack[Watch]) -> Completed:
         with askpass_env(self.target) as env:
             return run_native(
                 self._argv(*args),
@@ -170,7 +171,7 @@ class _ScpClient(Client):
                 progress,
                 sum(f.size for f in items),
                 f"downloading {len(items)} files from {remote_dir}",
-                watch=lambda locals_=locals_: total_size(locals_),
+                watch=functools.partial(total_size, locals_),
             )
         for f in singles:
             self.download(f.remote, f.local, progress)

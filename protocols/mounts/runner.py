@@ -20,7 +20,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workbench.protocols.base import Client
 
 PROMPT_WORDS = ("password", "passphrase")
 
@@ -46,7 +49,7 @@ class Outcome:
 class CommandRunner:
     """The real host: runs commands, tells whether a path is mounted and whether a client can run."""
 
-    def unavailable(self, client_cls: Any) -> str | None:
+    def unavailable(self, client_cls: type[Client]) -> str | None:
         return client_cls.unavailable_reason()
 
     def is_mounted(self, path: Path) -> bool:

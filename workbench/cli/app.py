@@ -28,6 +28,7 @@ from workbench.shared.target import DEFAULT_PORTS
 if TYPE_CHECKING:
     from workbench.cli.progress import Outputs
     from workbench.core.results import Run
+    from workbench.lab.run import LabRequest, StartRun
 
 app = typer.Typer(
     add_completion=False,
@@ -838,13 +839,13 @@ def _scenario_lab(
         raise typer.Exit(codes[0])
 
 
-def _stock_lab(request: Any, db: Path | None, outputs: Outputs, label: str | None, wide: bool = False) -> None:
+def _stock_lab(request: LabRequest, db: Path | None, outputs: Outputs, label: str | None, wide: bool = False) -> None:
     """`lab --servers stock`: one run per stock server's URL, each shown and recorded as `run` shows one; exits
     with the first failure's code once all ran (ROWS_FAILED when rows failed)."""
     from workbench.cli.progress import RichObserver, present_run
     from workbench.lab.run import run_stock_lab
 
-    def present(name: str, start: Any) -> Run:
+    def present(name: str, start: StartRun) -> Run:
         return present_run(out, db or paths.default_db(), outputs.suffixed(name), start, wide)
 
     with RichObserver(out) as observer:

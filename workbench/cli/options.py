@@ -8,16 +8,16 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import typer
 
-from workbench.core.settings import for_command
+from workbench.core.settings import Setting, for_command
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _option(command: str, setting: Any) -> inspect.Parameter:
+def _option(command: str, setting: Setting) -> inspect.Parameter:
     # a list option's default stays None ("not given"): typer cannot tell a given empty list from none
     is_list = typing.get_origin(setting.type) is list or any(
         typing.get_origin(a) is list for a in typing.get_args(setting.type)
@@ -49,9 +49,10 @@ def with_settings(command: str) -> Callable[[F], F]:
 
         required = [p for p in own if p.default is inspect.Parameter.empty]  # e.g. typer.Context
         parameters = [*required, *added, *(p for p in own if p not in required)]
+        # inspect.signature() (so typer) reads __signature__, which typeshed does not declare on functions
         command_fn.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         command_fn.__annotations__ = {p.name: p.annotation for p in parameters}
         del command_fn.__wrapped__  # typer must read the signature above, not the function's own
-        return command_fn  # type: ignore[return-value]
+        return cast(F, command_fn)  # only typer calls it, by the signature set above
 
     return wrap

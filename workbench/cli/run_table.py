@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from workbench.cli.summary import ALL_HOSTS, SummaryRow, summary_rows, table_columns
+from workbench.cli.summary import ALL_HOSTS, Justify, SummaryRow, summary_rows, table_columns
 from workbench.core.results import Run
 from workbench.shared.safetext import for_markup
 
@@ -26,7 +26,7 @@ from workbench.shared.safetext import for_markup
 NARROW_WIDTH = 120
 
 # (name, justify) of the default table's columns; the last holds the footnote number.
-NARROW_COLUMNS: tuple[tuple[str, str], ...] = (
+NARROW_COLUMNS: tuple[tuple[str, Justify], ...] = (
     ("client", "left"),
     ("dir", "left"),
     ("set", "left"),
@@ -97,7 +97,7 @@ def results_table(run: Run, wide: bool = False, hidden: Collection[str] = ()) ->
     lines = summary_rows(run)
     columns = table_columns(lines) if wide else tuple(c for c in NARROW_COLUMNS if c[0] not in hidden)
     for name, justify in columns:
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, overflow="fold")
     groups = grouped(lines if wide else [line for line in lines if not line.folded])
     marks, texts = footnotes([line for group in groups for line in group])
     at = 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from workbench.core.ceiling import UNEXPLAINED
 from workbench.core.results import Baseline, Result, RowExplanation, Run
@@ -23,7 +23,8 @@ from workbench.shared.triage import TcpTriage
 SHORT_DIRECTION = {"upload": "up", "download": "down"}
 
 # (name, justify) of each cell of a SummaryRow, in order; `notes` is the last.
-COLUMNS: tuple[tuple[str, str], ...] = (
+Justify = Literal["left", "right"]  # a column's alignment, as rich and Markdown take it
+COLUMNS: tuple[tuple[str, Justify], ...] = (
     ("client", "left"),
     ("dir", "left"),
     ("set", "left"),
@@ -39,7 +40,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 # A fleet run's tables have this column after `client`: the client host, "all" for the clients together.
-HOST_COLUMN: tuple[str, str] = ("host", "left")
+HOST_COLUMN: tuple[str, Justify] = ("host", "left")
 ALL_HOSTS = "all"  # the client_host of an aggregate row
 
 
@@ -256,7 +257,9 @@ def aggregate_notes(row: Result) -> tuple[str, ...]:
     return tuple(said)
 
 
-def _baseline_line(run: Run, base: Baseline, direction: str, client: str, host: str, **kw: Any) -> SummaryRow:
+def _baseline_line(
+    run: Run, base: Baseline, direction: str, client: str, host: str, *, folded: bool = False, per_client: str = ""
+) -> SummaryRow:
     tcp = base.for_direction(direction)
     return SummaryRow(
         group="raw TCP",
@@ -274,7 +277,8 @@ def _baseline_line(run: Run, base: Baseline, direction: str, client: str, host: 
         notes=baseline_notes(run, direction, base),
         baseline=True,
         host=host,
-        **kw,
+        folded=folded,
+        per_client=per_client,
     )
 
 
@@ -382,7 +386,7 @@ def summary_rows(run: Run) -> list[SummaryRow]:
     return lines
 
 
-def table_columns(lines: Sequence[SummaryRow]) -> tuple[tuple[str, str], ...]:
+def table_columns(lines: Sequence[SummaryRow]) -> tuple[tuple[str, Justify], ...]:
     """The full table's columns for `lines`: COLUMNS, with HOST_COLUMN after `client` in a fleet run."""
     if not any(line.host for line in lines):
         return COLUMNS

@@ -184,7 +184,7 @@ def _raw_tcp_warnings(before: Run, after: Run) -> list[str]:
     return said
 
 
-def _mbit(bits_per_s: Any) -> str:
+def _mbit(bits_per_s: object) -> str:
     return f"{bits_per_s / 1e6:,.0f}" if isinstance(bits_per_s, int | float) else "?"
 
 
@@ -193,7 +193,7 @@ def _rates_of(link: Mapping[str, Any]) -> tuple[Any, Any]:
     return link.get("rate_up_bits_per_s") or rate, link.get("rate_down_bits_per_s") or rate
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     return "none" if value is None else " ".join(str(value).split())
 
 
@@ -241,7 +241,7 @@ def _link_warnings(before: Run, after: Run) -> list[str]:
     return []
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
@@ -275,7 +275,7 @@ def _host_warnings(before: Run, after: Run) -> list[str]:
     return said
 
 
-def _sizes(value: Any) -> str:
+def _sizes(value: object) -> str:
     if isinstance(value, Sequence) and not isinstance(value, str):
         return ",".join(format_size(v) if isinstance(v, int) else str(v) for v in value) or "none"
     return _show(value)

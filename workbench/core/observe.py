@@ -9,9 +9,12 @@ that tests can watch a run's orchestration with plain objects.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from workbench.core.results import Baseline, Result, Run, Sample
+
+if TYPE_CHECKING:
+    from workbench.core.plan import Plan
 
 # The steps a CopyGate holds, in the order a run reaches them: a fleet's clients compare them as tuples.
 STEP_PREPARE = (0,)  # make the test files on both hosts
@@ -89,7 +92,7 @@ class CopyGate(Protocol):
         time.perf_counter() at its first request."""
         ...
 
-    def together(self, plan: Any) -> None:
+    def together(self, plan: Plan | None) -> None:
         """Measure the raw-TCP rate each way again, every client at once (each direction a step of its own);
         `plan` None: the far host has no probe (a server given by URL), the steps are only waited for."""
         ...

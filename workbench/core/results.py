@@ -21,6 +21,7 @@ from workbench.core.ceiling import Bound
 from workbench.core.schema import SCHEMA, upgrade_document
 from workbench.core.stats import Summary, find_stalls, summarize
 from workbench.protocols.details import ClientDetails
+from workbench.shared.jsontypes import JSONValue
 from workbench.shared.triage import TcpTriage, merge
 
 INTERVAL_S = 0.1  # per-interval throughput sampling period
@@ -123,7 +124,7 @@ AGGREGATE_KEYS = (
 )
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: JSONValue) -> JSONValue:
     """`value` as its JSON document holds it: mappings as dicts, tuples as lists."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}

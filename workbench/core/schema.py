@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+from workbench.shared.jsontypes import JSONValue
+
 SCHEMA = 3
 READABLE = (1, 2, 3)  # the schemas upgrade_document and the results database read
 
@@ -35,7 +37,7 @@ def _key_v1(key: str) -> str:
     return f"{match.group(1)}_bytes_per_s" if match.group(1) else "bytes_per_s"
 
 
-def upgrade_v1(value: Any) -> Any:
+def upgrade_v1(value: JSONValue) -> JSONValue:
     """A schema-1 value (any part of the document) with schema 2's names; the numbers are unchanged."""
     if isinstance(value, Mapping):
         return {_key_v1(str(k)): upgrade_v1(v) for k, v in value.items()}

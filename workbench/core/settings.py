@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.shared.validate import range_text
+
+if TYPE_CHECKING:
+    from workbench.core.plan import Plan
 
 _SAME: Any = object()  # lab_default: the same default as run's
 
@@ -30,7 +33,7 @@ class Setting:
     lab_default: Any = _SAME
     lab_help: str | None = None
     meta: str | None = None  # the key in the run metadata's `plan` object, if recorded there
-    from_plan: Callable[[Any], Any] | None = None  # its value there, from the parsed Plan
+    from_plan: Callable[[Plan], Any] | None = None  # its value there, from the parsed Plan
     unit: str = ""  # a ranged setting's unit, in the words of `expects` ("seconds")
 
     @property
@@ -252,6 +255,6 @@ def lab_defaults() -> dict[str, Any]:
     return {s.name: s.default_for("lab") for s in for_command("lab")}
 
 
-def plan_json(plan: Any) -> dict[str, Any]:
+def plan_json(plan: Plan) -> dict[str, Any]:
     """The run metadata's `plan` object: the parsed value of each recorded setting."""
     return {s.meta: s.from_plan(plan) for s in SETTINGS if s.meta and s.from_plan}

@@ -17,7 +17,7 @@ import tempfile
 import threading
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Protocol
 
 from workbench.lab.linkemu import EmuConfig
 from workbench.shared.errors import WorkbenchError
@@ -40,7 +40,7 @@ class Emulator:
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log: Any = None
+        self._log: IO[bytes] | None = None
         self._lock = threading.Lock()
 
     def start(self, cfg: EmuConfig) -> list[str]:
@@ -102,7 +102,8 @@ class Emulator:
         proc, self._proc = self._proc, None
         if proc is not None:
             with contextlib.suppress(OSError):
-                proc.stdin.close()  # type: ignore[union-attr]
+                if proc.stdin is not None:
+                    proc.stdin.close()
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
             try:
@@ -111,7 +112,8 @@ class Emulator:
                 proc.kill()
                 proc.wait(timeout=3)
             with contextlib.suppress(OSError):
-                proc.stdout.close()  # type: ignore[union-attr]
+                if proc.stdout is not None:
+                    proc.stdout.close()
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.core.context import EmulatorReport, LabContext
 from workbench.core.observe import Recorder, RunObserver
@@ -29,6 +29,11 @@ from workbench.core.results import Run
 from workbench.core.settings import default
 from workbench.shared import paths
 from workbench.shared.errors import UsageError, WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.core.plan import Plan
+    from workbench.lab.link import Lab
+    from workbench.lab.stock import StockHost
 
 DEFAULT_PRESET = "wifi-ac"
 SERVER_KINDS = ("workbench", "stock")  # --servers: workbench's own (`servers up`), or plainly configured daemons
@@ -204,7 +209,7 @@ def run_lab(req: LabRequest, recorder: Recorder, observer: RunObserver, label: s
 
 
 @contextlib.contextmanager
-def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Any, Path, dict[str, Any]]]:
+def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Lab, Path, dict[str, Any]]]:
     """The request checked, stale labs removed, the lab built and measured (idle RTT, goodput): (lab, a private
     work directory, the link document). The lab and the directory go when the block ends, however it ends."""
     from workbench.lab import Lab, check_available, cleanup_stale
@@ -229,7 +234,7 @@ def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Any, Pa
 
 
 def _run_inside(
-    lab: Any,
+    lab: Lab,
     req: LabRequest,
     root: Path,
     state: Path,
@@ -308,7 +313,7 @@ def run_fleet_lab(req: LabRequest, clients: int, drive: DriveFleet, observer: Ru
 
 
 def _servers_up(
-    lab: Any, req: LabRequest, root: Path, state: Path, link: dict[str, Any], observer: RunObserver
+    lab: Lab, req: LabRequest, root: Path, state: Path, link: dict[str, Any], observer: RunObserver
 ) -> None:
     """workbench's servers on the server host, their lines shown; the client window clamp narrowed to the
     services the request names, now that their ports are known (the servers go down again if that fails)."""
@@ -338,7 +343,7 @@ def run_stock_lab(req: LabRequest, present: Present, observer: RunObserver, labe
 
 
 def _stock_runs(
-    lab: Any, req: LabRequest, work: Path, link: dict[str, Any], present: Present, observer: RunObserver, label: str
+    lab: Lab, req: LabRequest, work: Path, link: dict[str, Any], present: Present, observer: RunObserver, label: str
 ) -> list[Run]:
     from workbench.core import runner
     from workbench.core.stock import clients_for, url_plan
@@ -383,10 +388,10 @@ def _stock_runs(
 
 
 def _stock_run(
-    lab: Any,
-    host: Any,
+    lab: Lab,
+    host: StockHost,
     url: str,
-    plan: Any,
+    plan: Plan,
     link: dict[str, Any],
     recorder: Recorder,
     observer: RunObserver,
@@ -412,7 +417,7 @@ EMULATOR_BUSY = 0.8  # of one core: above this the link emulator may have shaped
 class _EmulatorWatch:
     """The link emulator's CPU and drops from now until report(), with a note when it was near a full core."""
 
-    def __init__(self, lab: Any) -> None:
+    def __init__(self, lab: Lab) -> None:
         self._lab = lab
         self._before = lab.forwarder_stats()
 
@@ -430,7 +435,7 @@ class _EmulatorWatch:
         return EmulatorReport(round(busy, 3), drops, round(wall, 1), tuple(notes))
 
 
-def _clamp_services(lab: Any, state: Path, services: tuple[str, ...]) -> list[int]:
+def _clamp_services(lab: Lab, state: Path, services: tuple[str, ...]) -> list[int]:
     """Limit the client window clamp to these services' ports, now that their servers listen; the ports."""
     from workbench.shared import credentials, target
 
@@ -440,7 +445,7 @@ def _clamp_services(lab: Any, state: Path, services: tuple[str, ...]) -> list[in
     return ports
 
 
-def _sweep(plan: Any, spec: str, link: dict[str, Any], observer: RunObserver) -> tuple[dict[str, Any], ...]:
+def _sweep(plan: Plan, spec: str, link: dict[str, Any], observer: RunObserver) -> tuple[dict[str, Any], ...]:
     from workbench.core.baseline import sweep_windows
     from workbench.shared.sizes import parse_sizes
 

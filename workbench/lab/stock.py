@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from workbench.lab import netns
 from workbench.server.daemons.base import ManagedServer, ServerContext
@@ -213,8 +213,10 @@ class StockHost:
             fh.write(text)
 
     def _write_ssh_config(self) -> None:
-        sshd: Any = self.server("stock-sshd")
-        if sshd is None:
+        from workbench.server.daemons.sshd import Sshd
+
+        sshd = self.server("stock-sshd")
+        if not isinstance(sshd, Sshd):  # not started (None)
             return
         # What a user's ~/.ssh/config would say for this host. The client key is named here, not by the
         # URL or the credentials: OpenSSH programs and paramiko (through `ssh -G`) both read it from this file.

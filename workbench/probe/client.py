@@ -346,7 +346,7 @@ def window_sweep(
                 window_bytes=window,
                 effective_window_bytes=result.window_bytes,
                 measured_bytes_per_s=result.bytes_per_s,
-                predicted_bytes_per_s=path_bytes_per_s if by_path else by_window,  # type: ignore[arg-type]
+                predicted_bytes_per_s=path_bytes_per_s if path_bytes_per_s is not None and by_path else by_window,
                 predicted_by="path" if by_path else "window",
                 result=result,
             )

@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVarTuple
 
 from workbench.probe.transfer import (
     drain_to_eof,
@@ -39,9 +39,12 @@ from workbench.probe.wire import (
     send_msg,
 )
 from workbench.shared.errors import NetworkError, UsageError, from_os_error
+from workbench.shared.jsontypes import JSONValue
 from workbench.shared.tcpinfo import read_tcp_info
 from workbench.shared.validate import MAX_PROBE_DURATION_S as MAX_DURATION  # every load obeys it
 from workbench.shared.validate import MIN_WINDOW_BYTES as MIN_WINDOW
+
+_Args = TypeVarTuple("_Args")
 
 
 class ProbeServer:
@@ -114,7 +117,7 @@ class ProbeServer:
 
     # -- plumbing
 
-    def _spawn(self, target: Callable[..., None], *args: Any) -> None:
+    def _spawn(self, target: Callable[[*_Args], None], *args: *_Args) -> None:
         def run() -> None:
             try:
                 target(*args)
@@ -276,7 +279,7 @@ def _recv_exact_by(sock: socket.socket, n: int, deadline: float) -> bytes:
     return bytes(chunks)
 
 
-def _bounded_int(value: Any, low: int, high: int, name: str) -> int:
+def _bounded_int(value: JSONValue, low: int, high: int, name: str) -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):

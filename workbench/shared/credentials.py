@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from workbench.shared.errors import AuthError, NotFoundError, UsageError
+from workbench.shared.jsontypes import JSONValue
 from workbench.shared.validate import parse_model
 
 ENV_USER = "WORKBENCH_USER"
@@ -65,7 +66,7 @@ class Credentials:
         }
 
     @classmethod
-    def from_json(cls, data: Any, what: str = "credentials file") -> Credentials:
+    def from_json(cls, data: JSONValue, what: str = "credentials file") -> Credentials:
         # Values are never echoed in a refusal: a mistyped password must not end up on a terminal or in a log.
         parsed: CredentialsFile = parse_model(CredentialsFile, data, what, _EXAMPLE, echo_input=False)
         return cls(

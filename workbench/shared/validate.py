@@ -17,11 +17,16 @@ import shutil
 import types
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
 from workbench.shared.errors import DiskError, UsageError
+from workbench.shared.jsontypes import JSONValue
+
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
+_Model = TypeVar("_Model", bound=BaseModel)
 
 # Limits on what one run or `files make` may ask for. They catch typos (1000000000x1K) before a billion
 # files are written; a real test of a larger volume can run several sets or runs.
@@ -83,7 +88,7 @@ def check_loss(value: float) -> None:
         )
 
 
-def named(where: str, parse: Callable[[Any], Any], value: Any) -> Any:
+def named(where: str, parse: Callable[[_In], _Out], value: _In) -> _Out:
     """Run a parser, putting the flag or config key that supplied the value at the front of its message."""
     try:
         return parse(value)
@@ -231,12 +236,12 @@ def check_windows(
 
 
 # ------------------------------------------------------------------ pydantic models -> one line
-def _branches(annotation: Any) -> tuple[Any, ...]:
+def _branches(annotation: object) -> tuple[object, ...]:
     """The members of a union annotation (X | None), or the annotation itself."""
     return get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
+def _model_of(annotation: object) -> type[BaseModel] | None:
     """The pydantic model inside an annotation such as `PortsTable | None`, if any."""
     for branch in _branches(annotation):
         if isinstance(branch, type) and issubclass(branch, BaseModel):
@@ -273,7 +278,7 @@ def _field_doc(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> tuple[str
     return (".".join(names) or ".".join(str(p) for p in loc)), expected, example
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     """What a value is, without showing it (for secrets)."""
     if isinstance(value, str):
         return "an empty string" if not value else "a string"
@@ -281,7 +286,7 @@ def _kind(value: Any) -> str:
     return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
-def _input_text(value: Any) -> str:
+def _input_text(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -313,7 +318,9 @@ def validation_error(
     return UsageError(f"{what} key '{key}' must be {expectation}{got}", f"e.g. {example}" if example else "")
 
 
-def parse_model(model: type[BaseModel], data: Any, what: str, example_doc: str, echo_input: bool = True) -> Any:
+def parse_model(
+    model: type[_Model], data: JSONValue, what: str, example_doc: str, echo_input: bool = True
+) -> _Model:
     """Validate `data` against `model`; `example_doc` is 'a JSON object: {...}' used when data is not a mapping."""
     if not isinstance(data, dict):
         kind, example = example_doc.split(":", 1)

@@ -94,6 +94,8 @@ def up(
         classes = [c for c in classes if c.name in only]
     for sub in (FILES_DIR, INCOMING_DIR):
         (root / sub).mkdir(exist_ok=True)
+    from workbench.server.daemons.sshd import Sshd
+
     creds_path = state_dir / CREDENTIALS_FILE
     creds = creds_mod.load_or_create(creds_path)
     all_ports = {**DEFAULT_PORTS, **(ports or {})}
@@ -131,8 +133,8 @@ def up(
                 }
             )
             _write_state(state_dir, state)  # written as we go: `down` can clean up even after a crash
-            if cls.name == "sshd":
-                creds = replace(creds, ssh_key=server.client_key_path, known_hosts=server.known_hosts_path)  # type: ignore[attr-defined]
+            if isinstance(server, Sshd):
+                creds = replace(creds, ssh_key=server.client_key_path, known_hosts=server.known_hosts_path)
                 creds_mod.write_private(creds_path, creds)
     except BaseException:
         for server in reversed(started):
