@@ -78,16 +78,6 @@ def webdav_parents(remote_dir: str) -> list[str]:
 PROPFIND_MAX_BYTES = 1 << 20  # a Depth: 0 answer about one resource is a few hundred bytes
 
 
-async def read_bounded(resp: aiohttp.ClientResponse, max_bytes: int = PROPFIND_MAX_BYTES) -> bytes:
-    """At most `max_bytes` of an answer's body (the rest is never read: aiohttp then closes the connection
-    instead of reusing it), so that no server can make the client read and hold a body of any size, such as
-    an endless one, to learn a status. Read to its end when shorter: one read may return only a part."""
-    body = b""
-    while len(body) < max_bytes and (chunk := await resp.content.read(max_bytes - len(body))):
-        body += chunk
-    return body
-
-
 def is_plain_collection(body: bytes) -> bool:
     """Whether a PROPFIND (Depth: 0) answer says its resource is a collection and not a redirect reference."""
     try:
@@ -323,7 +313,7 @@ class AiohttpClient(Client):
             async with self._session.get(self.base + "/ctl/info") as resp:
                 if resp.status != 200:
                     raise self._status_error(resp.status, "/ctl/info")
-                await read_bounded(resp)
+                await resp.read()
 
         self._run(open_session())
 
@@ -352,7 +342,7 @@ class AiohttpClient(Client):
         async with self._session.request(
             "PROPFIND", url, data=PROPFIND_BODY, headers=headers, allow_redirects=False
         ) as resp:
-            await read_bounded(resp)
+            await resp.read()
             return resp.status, resp.headers.getall("WWW-Authenticate", [])
 
     def download(self, remote: str, local: Path, progress: Progress) -> None:
@@ -425,7 +415,7 @@ class AiohttpClient(Client):
                     raise
                 continue
             async with resp:
-                return resp.status, await read_bounded(resp)
+                return resp.status, await resp.read()
         raise AssertionError("unreachable")
 
     def mkdir(self, remote_dir: str) -> None:
@@ -446,7 +436,7 @@ class AiohttpClient(Client):
         assert self._session is not None
         for path in webdav_parents(remote_dir):
             async with self._session.request("MKCOL", self._url(path, collection=True), allow_redirects=False) as resp:
-                await read_bounded(resp)
+                await resp.read()
                 if resp.status not in MKCOL_OK:
                     raise self._status_error(resp.status, path)
 
