@@ -384,8 +384,8 @@ class _FtpRemoval:
                 self.problems.append(exc)
                 complete = False
             except ftplib.error_perm as exc:
-                self.problems.append(
-                    LeftInPlace(f"{path}/{name} on {self.where} was left: DELE refused ({exc})", "delete it by hand")
+                self.problems.append(  # a refusal, not a link: a later run may delete it (no LeftInPlace)
+                    WorkbenchError(f"{path}/{name} on {self.where} was left: DELE refused ({exc})", "delete it by hand")
                 )
                 complete = False
         if not complete:

@@ -23,6 +23,7 @@ from workbench.core.fleet_messages import (
     parse_message,
 )
 from workbench.core.results import Result, Sample
+from workbench.core.scratch_record import Cleanup
 from workbench.shared.triage import TcpTriage
 
 ROW = Result(
@@ -174,8 +175,10 @@ def test_a_live_owners_scratch_is_not_removed() -> None:
     mine = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())}
     removed: list[dict] = []
     recorder: Any = Recorder()
-    assert fleet_scratch.remove_left(recorder, 1, {**meta, "owner": mine}, lambda s: removed.append(s) or True) == []
-    assert fleet_scratch.remove_left(recorder, 1, meta, lambda s: True) == []  # no owner named: never gone
+    done = Cleanup("x/workbench-0123456789ab", "ftp://nas/x", removed=True, deleted=True)
+    assert fleet_scratch.remove_left(recorder, 1, {**meta, "owner": mine}, lambda s: removed.append(s) or done) == []
+    assert fleet_scratch.remove_left(recorder, 1, meta, lambda s: done) == []  # no owner named: never gone
     gone = {"pid": os.getpid(), "start_ticks": -1}
-    assert fleet_scratch.remove_left(recorder, 1, {**meta, "owner": gone}, lambda s: True) == ["a"]
+    said = fleet_scratch.remove_left(recorder, 1, {**meta, "owner": gone}, lambda s: done)
+    assert len(said) == 1 and "removed fleet run 1's (client a) scratch directory" in said[0], said
     assert removed == [] and recorder.updated == [1]

@@ -11,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
+from workbench.core.scratch_record import Cleanup
 from workbench.protocols.control import Control
 
 
@@ -67,9 +68,10 @@ class StockHost(FarHost, Protocol):
         """Whether the uploaded `remote` holds the same bytes as `local` (checked outside the timed window)."""
         ...
 
-    def remove_scratch_of(self, server: Mapping[str, Any]) -> bool | None:
-        """Remove the scratch directory an earlier, killed run left (its meta `server` object, as info() gave
-        it): True removed or already gone, False failed (try again next run), None not this server's."""
+    def remove_scratch_of(self, server: Mapping[str, Any]) -> Cleanup | None:
+        """Remove the scratch directory an earlier run left, killed or its removal failed (its meta `server`
+        object, as info() gave it): what became of it (removed, left alone for good, or failed: try again next
+        run), or None when it is not this server's."""
         ...
 
 

@@ -177,7 +177,10 @@ class _StreamRecorder:
 
     def update_meta(self, run_id: int, meta: Mapping[str, Any]) -> None:
         scratches = (meta.get("fleet") or {}).get("scratches") or {}
-        removed = [host for host, entry in scratches.items() if isinstance(entry, Mapping) and entry.get("removed")]
+        # settled: removed, or left alone for good (workbench.core.scratch_record); either way never tried again
+        removed = [
+            h for h, e in scratches.items() if isinstance(e, Mapping) and (e.get("removed") or e.get("left_alone"))
+        ]
         self._channel.send("cleaned", run_id=run_id, hosts=removed)
 
     def begin(self, meta: Mapping[str, Any], label: str | None, link: Any, window_sweep: Any) -> int:

@@ -5,14 +5,18 @@ Each member makes its own scratch directory beneath the URL's path (stock.StockF
 its end. The controller records each one in its run's meta as soon as the member names it, before any copy:
 `fleet.scratches` = {host: {"server": the member's server object, "removed": bool}}, marked removed when the
 member's finish says so; the run's `scratch_removed` is set once none is left. A scratch left when the run
-ended is removed as a killed run's is, once the controller that owned the run is gone:
+ended (the member was killed, its server failed or went away) is removed as a killed run's is, once the
+controller that owned the run is gone:
 
 - by `run URL` against the same URL from this database (the runner's leftovers pass calls remove_left);
 - by a later `fleet` against it: the controller checks the owners here, and its first member, told which in
   its job, removes them with its own login and says so ("cleaned"); the controller then marks them.
 
 StockFarHost.remove_scratch_of removes only a name of its own making (workbench-<hex>) under the same URL,
-so a member that names another directory cannot have it removed.
+so a member that names another directory cannot have it removed. One it finds not provably a real directory
+(a link in its place) is left alone for good (workbench.core.scratch_record): its entry gets `left_alone`
+(why) and is never tried again; a member that met it says so to its controller as settled ("cleaned"), and the
+controller's record then counts it as done.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from workbench.core import scratch_record
 from workbench.core.observe import Recorder
+from workbench.core.scratch_record import Cleanup
 from workbench.shared import procs
 
 MAX_LEFT_RUNS = 32  # earlier runs' leftovers sent in one job: the oldest first, the rest next time
@@ -47,7 +53,10 @@ def left(meta: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {
         str(host): entry["server"]
         for host, entry in scratches.items()
-        if isinstance(entry, Mapping) and not entry.get("removed") and isinstance(entry.get("server"), Mapping)
+        if isinstance(entry, Mapping)
+        and not entry.get("removed")
+        and not entry.get("left_alone")
+        and isinstance(entry.get("server"), Mapping)
     }
 
 
@@ -64,35 +73,62 @@ def record(meta: Mapping[str, Any], host: str, server: Mapping[str, Any] | None,
     return settled(doc)
 
 
-def mark_removed(meta: Mapping[str, Any], hosts: Sequence[str]) -> dict[str, Any]:
+def mark_removed(
+    meta: Mapping[str, Any], hosts: Sequence[str], left_alone: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """`meta` with `hosts`' scratch directories marked removed, and those of `left_alone` (host -> why) marked
+    left alone for good."""
     doc = copy.deepcopy(dict(meta))
     scratches = (doc.get("fleet") or {}).get("scratches") or {}
     for host in hosts:
         if isinstance(scratches.get(host), dict):
             scratches[host]["removed"] = True
+    for host, why in (left_alone or {}).items():
+        if isinstance(scratches.get(host), dict):
+            scratches[host]["left_alone"] = why
     return settled(doc)
 
 
 def settled(doc: dict[str, Any]) -> dict[str, Any]:
-    """`doc` (changed) with `scratch_removed` set when no member's scratch is left, removed otherwise."""
+    """`doc` (changed) with `scratch_removed` set when no member's scratch is left (`scratch_left_alone` when some
+    are left alone for good), neither otherwise."""
+    doc.pop(scratch_record.LEFT_ALONE, None)
     if left(doc):
-        doc.pop("scratch_removed", None)  # the store lists the run for a later run to clean
+        doc.pop(scratch_record.REMOVED, None)  # the store lists the run for a later run to clean
+        return doc
+    scratches = (doc.get("fleet") or {}).get("scratches") or {}
+    alone = [str(e["left_alone"]) for e in scratches.values() if isinstance(e, Mapping) and e.get("left_alone")]
+    if alone:
+        doc.pop(scratch_record.REMOVED, None)
+        doc[scratch_record.LEFT_ALONE] = alone[0] if len(alone) == 1 else f"{alone[0]} (and {len(alone) - 1} more)"
     else:
-        doc["scratch_removed"] = True
+        doc[scratch_record.REMOVED] = True
     return doc
 
 
 def remove_left(
-    recorder: Recorder, run_id: int, meta: Mapping[str, Any], remove: Callable[[Mapping[str, Any]], bool | None]
+    recorder: Recorder, run_id: int, meta: Mapping[str, Any], remove: Callable[[Mapping[str, Any]], Cleanup | None]
 ) -> list[str]:
     """Remove what an earlier fleet run's members left (`remove` is the far host's remove_scratch_of), once its
-    owner is gone; the hosts whose scratch is gone now, recorded."""
+    owner is gone; what became of each is recorded, and said in one line each (returned)."""
     if meta.get(OWNER_CHECKED) is not True and not owner_gone(meta.get("owner")):
         return []  # still running, or not a run that says who owns it
-    removed = [host for host, server in left(meta).items() if remove(server) is True]
-    if removed:
-        recorder.update_meta(run_id, mark_removed(meta, removed))
-    return removed
+    removed: list[str] = []
+    left_alone: dict[str, str] = {}
+    notes: list[str] = []
+    for host, server in left(meta).items():
+        done = remove(server)
+        if done is None:
+            continue  # another URL's
+        if (note := done.note(f"fleet run {run_id}'s (client {host})")) is not None:
+            notes.append(note)
+        if done.removed:
+            removed.append(host)
+        elif done.left_alone is not None:
+            left_alone[host] = done.left_alone
+    if removed or left_alone:
+        recorder.update_meta(run_id, mark_removed(meta, removed, left_alone))
+    return notes
 
 
 def left_for_members(recorder: Recorder) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from workbench.core import fleet_scratch, settings
+from workbench.core import fleet_scratch, scratch_record, settings
 from workbench.core.context import EmulatorReport, LabContext
 from workbench.core.farhost import FarHost, ServedFarHost, StockHost
 from workbench.core.fleet import ALL_CLIENTS
@@ -437,9 +437,9 @@ def execute(
             finished = True
             problem = _finish(control)
             if problem is not None:
-                warnings.append(problem)
-            elif _is_stock(meta):
-                meta["scratch_removed"] = True  # a later run need not look for it
+                warnings.append(problem.one_line())
+            if _is_stock(meta):  # removed, left alone for good, or pending for the next run against the URL
+                meta.update(scratch_record.after_finish(problem))
             meta["finished_utc"] = _utc_now()
             if lab is not None:
                 emulator = _emulator_report(lab)
@@ -472,13 +472,13 @@ def _baseline_status(plan: Plan, control: FarHost) -> str:
     return f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…"
 
 
-def _finish(control: FarHost) -> str | None:
+def _finish(control: FarHost) -> WorkbenchError | None:
     """Let the far host undo what the run left there (a stock server's scratch directory); why not, if it could
     not."""
     try:
         control.finish()
     except WorkbenchError as exc:
-        return exc.one_line()
+        return exc
     return None
 
 
@@ -511,15 +511,16 @@ def _remove_uploads_of_killed_runs(
     for run_id, meta in recorder.unfinished_runs():
         if fleet_scratch.is_fleet(meta):  # its members' scratch directories (their uploads were beneath them)
             if isinstance(control, StockHost):
-                fleet_scratch.remove_left(recorder, run_id, meta, control.remove_scratch_of)
+                notes += fleet_scratch.remove_left(recorder, run_id, meta, control.remove_scratch_of)
             continue
         owner, token = meta.get("owner") or {}, meta.get("upload_token")
-        if not token or meta.get("upload_removed") or meta.get("scratch_removed"):
+        if not token or meta.get("upload_removed") or scratch_record.settled(meta):
             continue
         stock = _is_stock(meta)
         if stock != isinstance(control, StockHost) or (not stock and meta.get("target") != here):
             continue
-        state = procs.owner_state(owner)
+        # A run that finished is done with its scratch directory whoever owned it: only a pending one is left.
+        state = procs.OWNER_DEAD if meta.get("finished_utc") else procs.owner_state(owner)
         if state == procs.OWNER_ELSEWHERE:
             if not stock or meta["server"].get("url") == url:  # only where this run would have removed it
                 what = "scratch directory" if stock else "upload directory"
@@ -528,10 +529,15 @@ def _remove_uploads_of_killed_runs(
         if state != procs.OWNER_DEAD:
             continue  # still running, or not a run that says who owns it
         if isinstance(control, StockHost):
-            # A stock server: the killed run's whole scratch directory, if it was against this very URL.
-            if control.remove_scratch_of(meta["server"]) is not True:
-                continue  # another URL's, or the server is unwell: try again next run
-            meta["scratch_removed"] = True
+            # A stock server: the earlier run's whole scratch directory, if it was against this very URL.
+            done = control.remove_scratch_of(meta["server"])
+            if done is None:
+                continue  # another URL's
+            if (note := done.note(f"run {run_id}'s")) is not None:
+                notes.append(note)
+            if not done.settled:
+                continue  # the server is unwell: try again next run
+            meta.update(done.meta())
         else:
             try:
                 control.delete(_run_dir(run_id, token))

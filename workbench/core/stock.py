@@ -7,8 +7,8 @@ by --protocols) and a `StockFarHost`, the runner's far host for it:
 
 - info() makes a private scratch directory `workbench-<random hex>` beneath the URL's path; every copy of
   the run happens beneath it (files/ for downloads, incoming/ for uploads), and finish() deletes it at the
-  end, also after a failure, Ctrl-C or SIGTERM; a run killed outright leaves it for the next run against the
-  same URL to remove (remove_scratch_of);
+  end, also after a failure, Ctrl-C or SIGTERM; what a run killed outright left, or one whose removal failed,
+  the next run against the same URL removes (remove_scratch_of; the record is workbench.core.scratch_record);
 - make_files() uploads the locally generated test files to files/ (untimed), only when downloads are planned;
 - uploads are verified by rsync's checksums against the local file (rsync://) or by reading the file back with
   the utility client outside the timed window;
@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
+from workbench.core.scratch_record import Cleanup, ScratchLeftAlone
 from workbench.core.watching import CopyWatcher
 from workbench.fixtures import manifest as mf
 from workbench.fixtures.manifest import hash_file
@@ -49,6 +50,7 @@ from workbench.shared import sshconfig, urls
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import (
     AuthError,
+    DiskError,
     NetworkError,
     NotFoundError,
     UnavailableError,
@@ -315,10 +317,14 @@ class StockFarHost:
                 "check the URL's path; workbench makes only its own scratch directory there",
             )
         self._utility(lambda c: c.mkdir(self.scratch))
+        self._made = True  # from here on finish() removes it (link-safe), also when the check below cannot run
         # What the server made (or another user put there meanwhile) may be a link to a folder of theirs: no copy
         # goes through it, and finish() leaves it alone.
-        self._utility(lambda c: c.check_real_dir(self.scratch))
-        self._made = True
+        try:
+            self._utility(lambda c: c.check_real_dir(self.scratch))
+        except LeftInPlace as exc:
+            self._made = False
+            raise UnsafeScratch(exc.message, exc.hint) from exc
         return doc
 
     def make_files(self, sizes: list[int], small: list[tuple[int, int]], profile: str, seed: int) -> dict[str, Any]:
@@ -430,9 +436,10 @@ class StockFarHost:
     def finish(self) -> None:
         """Delete the scratch directory (and everything the run left in it); close the utility session.
 
-        Raises one WorkbenchError (the run shows it as a warning) when something stays: what was no longer a real
-        directory (a link swapped in), what the server refused, a server that failed. Never anything else, so the
-        runner's own work after it (recording the run) always happens.
+        Raises one WorkbenchError (the run shows it as a warning) when something stays: a ScratchLeftAlone for
+        what could not be proven a real directory of the run's own (a link swapped in; left for good), another
+        for what the server refused or a server that failed (pending: the next run against the URL tries again).
+        Never anything else, so the runner's own work after it (recording the run) always happens.
         """
         try:
             if self._made:
@@ -447,29 +454,40 @@ class StockFarHost:
             with contextlib.suppress(Exception):  # a session that cannot even close has nothing left to undo
                 self.close()
 
-    def remove_scratch_of(self, server: Mapping[str, Any]) -> bool | None:
-        """Remove a killed run's scratch directory if that run was against this same URL."""
+    def remove_scratch_of(self, server: Mapping[str, Any]) -> Cleanup | None:
+        """Remove the scratch directory an earlier run left (killed outright, or its own removal failed) if that
+        run was against this same URL, with the same link-safe removal as finish(); None: not this URL's."""
         name = server.get("scratch")
         if server.get("kind") != "stock" or server.get("url") != self.url.display():
             return None
         if not isinstance(name, str) or not SCRATCH_NAME.match(name) or name == self.scratch:
             return None  # never delete a name this code did not make
+        done = Cleanup(join(self.url.path, name), self.url.display())
         if self.unavailable is not None:
-            return False
+            return dataclasses.replace(done, failed=f"{self.utility_label} {self.unavailable}")
         try:
             self._utility(lambda c: c.remove_tree(name))
         except NotFoundError:
-            return True
-        except Exception:  # left there (a link, a refusal, a failing server): the next run tries again
-            return False
-        return True
+            return dataclasses.replace(done, removed=True)
+        except LeftInPlace as exc:  # not provably its own real directory: left for good, never tried again
+            return dataclasses.replace(done, left_alone=exc.one_line())
+        except Exception as exc:  # a refusal, a failing server: the next run tries again
+            why = exc.one_line() if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
+            return dataclasses.replace(done, failed=why)
+        return dataclasses.replace(done, removed=True, deleted=True)
+
+
+class UnsafeScratch(LeftInPlace, DiskError):
+    """The scratch directory the run just made is not a real directory (the server made a link, or another user
+    swapped one in): the run stops before any copy goes through it. Exit code 6 (not writable): the URL's folder
+    cannot be written into safely."""
 
 
 def scratch_left(scratch_path: str, url: str, exc: BaseException) -> WorkbenchError:
     """The one-line warning when (part of) the scratch directory stays on the server, naming it and why."""
     why = exc.one_line() if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, LeftInPlace):
-        return WorkbenchError(
+    if isinstance(exc, LeftInPlace):  # refused on purpose: no later run tries it again
+        return ScratchLeftAlone(
             f"left in place on {url}: {why}", f"the scratch directory was {scratch_path}; delete what is yours by hand"
         )
     return WorkbenchError(

@@ -182,11 +182,13 @@ class Store:
     def unfinished_runs(self) -> list[tuple[int, dict[str, Any]]]:
         """(id, meta) of runs that may have left files on a far host: runs that never finished (still going, or
         killed outright: SIGKILL, power cut), and finished runs against a stock server whose scratch directory
-        could not be removed at the end (its meta has no scratch_removed)."""
+        could not be removed at the end (its meta has neither scratch_removed nor scratch_left_alone: see
+        workbench.core.scratch_record)."""
         rows = self.db.execute(
             "SELECT id, meta FROM runs WHERE finished_utc IS NULL"
             " OR (json_extract(meta, '$.server.kind') = 'stock' AND json_extract(meta, '$.server.scratch') IS NOT NULL"
-            " AND json_extract(meta, '$.scratch_removed') IS NULL) ORDER BY id"
+            " AND json_extract(meta, '$.scratch_removed') IS NULL"
+            " AND json_extract(meta, '$.scratch_left_alone') IS NULL) ORDER BY id"
         ).fetchall()
         return [(int(i), json.loads(m)) for i, m in rows]
 
