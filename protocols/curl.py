@@ -53,7 +53,9 @@ class _CurlClient(Client):
         lines = [f"user = {_quote(creds.user + ':' + creds.password)}"]
         for local, url in pairs:
             if upload:
-                lines += [f"upload-file = {_quote(local)}", f"url = {_quote(url)}"]
+                # the answer's body to /dev/null: stdout (read whole afterwards) keeps only --write-out's lines,
+                # however long a body a server sends
+                lines += [f"upload-file = {_quote(local)}", f"url = {_quote(url)}", 'output = "/dev/null"']
             else:
                 lines += [f"url = {_quote(url)}", f"output = {_quote(local)}"]
         return "\n".join(lines) + "\n"

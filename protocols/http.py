@@ -57,6 +57,13 @@ UNTRUSTED_CERT_HINT = (
     "link you trust"
 )
 _CHALLENGE = re.compile(r"(?:^|,)\s*([A-Za-z][\w-]*)(?=\s+[\w-]+=|\s*$|\s*,)")
+# aiohttp's parser quotes the bytes it refused (a repr, on its first line or the next): what follows goes
+_QUOTED_BYTES = re.compile(r"[:\s]*(?:bytearray\()?b?['\"].*")
+
+
+def _parser_said(message: str) -> str:
+    """What aiohttp's parser found wrong in an answer ('Invalid header token'), without the server's bytes."""
+    return _QUOTED_BYTES.sub("", message.split("\n")[0]).rstrip(": ") or "unreadable answer"
 
 
 def webdav_base(target: Target) -> str:
@@ -76,6 +83,16 @@ def webdav_parents(remote_dir: str) -> list[str]:
 
 
 PROPFIND_MAX_BYTES = 1 << 20  # a Depth: 0 answer about one resource is a few hundred bytes
+
+
+async def read_bounded(resp: aiohttp.ClientResponse, max_bytes: int = PROPFIND_MAX_BYTES) -> bytes:
+    """At most `max_bytes` of an answer's body (the rest is never read: aiohttp then closes the connection
+    instead of reusing it), so that no server can make the client read and hold a body of any size, such as
+    an endless one, to learn a status. Read to its end when shorter: one read may return only a part."""
+    body = b""
+    while len(body) < max_bytes and (chunk := await resp.content.read(max_bytes - len(body))):
+        body += chunk
+    return body
 
 
 def is_plain_collection(body: bytes) -> bool:
@@ -219,6 +236,11 @@ class AiohttpClient(Client):
         except WorkbenchError:
             raise
         except aiohttp.ClientResponseError as exc:
+            if isinstance(exc.__cause__, aiohttp.http_exceptions.HttpProcessingError):  # no status: aiohttp's 400
+                raise WorkbenchError(
+                    f"the answer to {exc.request_info.url} is not valid HTTP: {_parser_said(exc.message)}",
+                    "is it an HTTP server?",
+                ) from exc
             raise self._status_error(exc.status, str(exc.request_info.url)) from exc
         except aiohttp.ConnectionTimeoutError as exc:  # before TimeoutError: a silent host is not a stall
             raise from_os_error(
@@ -313,7 +335,7 @@ class AiohttpClient(Client):
             async with self._session.get(self.base + "/ctl/info") as resp:
                 if resp.status != 200:
                     raise self._status_error(resp.status, "/ctl/info")
-                await resp.read()
+                await read_bounded(resp)
 
         self._run(open_session())
 
@@ -342,7 +364,7 @@ class AiohttpClient(Client):
         async with self._session.request(
             "PROPFIND", url, data=PROPFIND_BODY, headers=headers, allow_redirects=False
         ) as resp:
-            await resp.read()
+            await read_bounded(resp)
             return resp.status, resp.headers.getall("WWW-Authenticate", [])
 
     def download(self, remote: str, local: Path, progress: Progress) -> None:
@@ -415,7 +437,7 @@ class AiohttpClient(Client):
                     raise
                 continue
             async with resp:
-                return resp.status, await resp.read()
+                return resp.status, await read_bounded(resp)
         raise AssertionError("unreachable")
 
     def mkdir(self, remote_dir: str) -> None:
@@ -436,7 +458,7 @@ class AiohttpClient(Client):
         assert self._session is not None
         for path in webdav_parents(remote_dir):
             async with self._session.request("MKCOL", self._url(path, collection=True), allow_redirects=False) as resp:
-                await resp.read()
+                await read_bounded(resp)
                 if resp.status not in MKCOL_OK:
                     raise self._status_error(resp.status, path)
 
@@ -466,7 +488,7 @@ class AiohttpClient(Client):
         async with self._session.request(
             "PROPFIND", url, data=PROPFIND_BODY, headers=headers, allow_redirects=False
         ) as resp:
-            body = await resp.content.read(PROPFIND_MAX_BYTES)
+            body = await read_bounded(resp, PROPFIND_MAX_BYTES)
             status = resp.status
         path = webdav_path(self.target, remote, collection=True)
         if status != 207:
@@ -492,7 +514,7 @@ class AiohttpClient(Client):
             # DELETE of a collection is always recursive (RFC 4918 9.6.1); the server, not the client, walks it.
             url = self._url(remote_dir, collection=True)
             async with self._session.delete(url, headers={"Depth": "infinity"}, allow_redirects=False) as resp:
-                await resp.read()
+                await read_bounded(resp)
                 check_deleted(resp.status, remote_dir)
 
         self._run(delete())
