@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workbench.core.first_lab import FIRST_LAB_PROTOCOLS, FIRST_LAB_SIZES
 from workbench.shared.validate import range_text
 
 if TYPE_CHECKING:
@@ -91,7 +92,9 @@ SETTINGS: tuple[Setting, ...] = (
         "a comma-separated string or a list of protocols",
         'protocols = "http,ftp"',
         toml=WORDS,
-        lab_default="all",
+        lab_default=FIRST_LAB_PROTOCOLS,  # each family's Python client and native reference (core/first_lab.py)
+        lab_help="Protocols or protocol/client pairs, or 'all' (default: each protocol's main Python client and "
+        "its native reference).",
         meta="protocols",
         from_plan=lambda plan: [e.label for e in plan.entries],
     ),
@@ -103,7 +106,7 @@ SETTINGS: tuple[Setting, ...] = (
         "a string of comma-separated sizes",
         'sizes = "16M,256M"',
         toml=WORDS,
-        lab_default="16M,128M",
+        lab_default=FIRST_LAB_SIZES,
         meta="sizes",
         from_plan=lambda plan: list(plan.sizes),
     ),

@@ -259,7 +259,10 @@ def _run_inside(
             plan = build_plan({**req.settings, **where})
             sweep = _sweep(plan, req.window_sweep, link, observer) if req.window_sweep else None
             context = LabContext(
-                link=link, window_sweep=sweep, emulator=_EmulatorWatch(lab), after_baseline=lab.start_stalls
+                link=link,
+                window_sweep=sweep,
+                emulator=_EmulatorWatch(lab, _left_out(req, observer)),
+                after_baseline=lab.start_stalls,
             )
             runner.clean_leftovers()
             return runner.execute(plan, recorder, observer, lab=context, label=label)
@@ -415,10 +418,12 @@ EMULATOR_BUSY = 0.8  # of one core: above this the link emulator may have shaped
 
 
 class _EmulatorWatch:
-    """The link emulator's CPU and drops from now until report(), with a note when it was near a full core."""
+    """The link emulator's CPU and drops from now until report(), with a note when it was near a full core, and
+    the lab's own notes (`lab_notes`: what a default lab left out) to show under the table."""
 
-    def __init__(self, lab: Lab) -> None:
+    def __init__(self, lab: Lab, lab_notes: tuple[str, ...] = ()) -> None:
         self._lab = lab
+        self._lab_notes = lab_notes
         self._before = lab.forwarder_stats()
 
     def report(self) -> EmulatorReport:
@@ -432,7 +437,7 @@ class _EmulatorWatch:
                 f"the link emulator used {busy:.0%} of a core on average: rows near the link rate may be bound by "
                 "this machine's CPU rather than by the emulated link"
             )
-        return EmulatorReport(round(busy, 3), drops, round(wall, 1), tuple(notes))
+        return EmulatorReport(round(busy, 3), drops, round(wall, 1), (*notes, *self._lab_notes))
 
 
 def _clamp_services(lab: Lab, state: Path, services: tuple[str, ...]) -> list[int]:
@@ -443,6 +448,17 @@ def _clamp_services(lab: Lab, state: Path, services: tuple[str, ...]) -> list[in
     ports = sorted({served.port(name) for name in services})
     lab.emulator.ask(f"clamp-ports {','.join(map(str, ports))}")
     return ports
+
+
+def _left_out(req: LabRequest, observer: RunObserver) -> tuple[str, ...]:
+    """What a default lab left out of the full matrix, said before the copies and among the run's notes."""
+    from workbench.core.first_lab import left_out_note
+
+    note = left_out_note(str(req.settings.get("protocols") or ""), str(req.settings.get("sizes") or ""))
+    if note is None:
+        return ()
+    observer.status(f"lab: {note}")
+    return (note,)
 
 
 def _sweep(plan: Plan, spec: str, link: dict[str, Any], observer: RunObserver) -> tuple[dict[str, Any], ...]:
