@@ -14,7 +14,8 @@ from pathlib import Path
 from tests.schema_check import assert_valid_run_document
 from tests.serve_fixtures import ServeRunner
 from tests.synthetic_runs import lab_run
-from workbench.cli.exports import CSV_COLUMNS, csv_text, markdown
+from workbench.cli.export_csv import CSV_COLUMNS, csv_text
+from workbench.cli.export_markdown import markdown
 from workbench.cli.summary import summary_rows
 from workbench.core.results import Run
 from workbench.core.store import Store

@@ -5,7 +5,9 @@ run's own numbers), both from the same SummaryRows as the terminal's table."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
+import json
 import re
 from pathlib import Path
 
@@ -13,8 +15,10 @@ import pytest
 
 from tests.synthetic_runs import ODD_ERROR, lab_run, stock_run, stopped_run
 from tests.unit.test_results_values import _new_run
-from workbench.cli.exports import CSV_COLUMNS, csv_text, markdown, markdown_table, write_exports
-from workbench.cli.progress import Outputs
+from workbench.cli.export_csv import CSV_COLUMNS, csv_text
+from workbench.cli.export_html import render_html
+from workbench.cli.export_markdown import markdown, markdown_table
+from workbench.cli.exports import EXPORTERS, Outputs
 from workbench.cli.summary import COLUMNS, host_lines, link_line, summary_rows
 from workbench.core.results import Run
 from workbench.shared.errors import NotFoundError, UsageError
@@ -179,13 +183,23 @@ def test_markdown_table_aligns_pads_and_escapes() -> None:
         markdown_table(["a", "b", "c"], [["1", "2", "3", "4"]])
 
 
-def test_write_exports_writes_both_files(tmp_path: Path) -> None:
+def test_outputs_write_each_exporters_rendering_as_it_is(tmp_path: Path) -> None:
     run = lab_run()
-    md, table = tmp_path / "run.md", tmp_path / "run.csv"
-    assert write_exports(run, md, table) == [md, table]
-    assert md.read_text(encoding="utf-8") == markdown(run)
-    assert table.read_bytes() == csv_text(run).encode("utf-8")
-    assert write_exports(run, None, None) == []
+    files = Outputs(tmp_path / "run.json", tmp_path / "run.md", tmp_path / "run.csv", tmp_path / "run.html")
+    files.write(run)
+    assert json.loads((tmp_path / "run.json").read_text(encoding="utf-8")) == run.to_json()
+    assert (tmp_path / "run.md").read_text(encoding="utf-8") == markdown(run)
+    assert (tmp_path / "run.csv").read_bytes() == csv_text(run).encode("utf-8")  # CRLF kept, not translated
+    assert (tmp_path / "run.html").read_text(encoding="utf-8") == render_html(run)
+    Outputs(markdown=tmp_path / "only.md").write(run)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["only.md", "run.csv", "run.html", "run.json", "run.md"]
+
+
+def test_every_exporter_has_its_field_of_outputs_and_its_own_name_and_suffix() -> None:
+    names = [e.name for e in EXPORTERS]
+    assert names == [field.name for field in dataclasses.fields(Outputs)]
+    assert len({e.suffix for e in EXPORTERS}) == len(EXPORTERS) and all(e.suffix.startswith(".") for e in EXPORTERS)
+    assert len({e.label for e in EXPORTERS}) == len(EXPORTERS)
 
 
 # ---------------------------------------------------------------- the files of one run, of several
@@ -214,4 +228,6 @@ def test_outputs_are_refused_before_any_work(tmp_path: Path) -> None:
     assert sorted(tmp_path.iterdir()) == []  # checking leaves no file behind
     fine.write(lab_run())
     assert [line.split(": ")[0] for line in fine.lines()] == ["JSON document", "Markdown", "CSV"]
-    assert all(path.stat().st_size > 0 for _, _, path in fine.named())
+    assert all(path.stat().st_size > 0 for _, path in fine.asked())
+    with pytest.raises(UsageError, match="--csv and --html name the same file"):
+        Outputs(csv=tmp_path / "page", html=tmp_path / "page").check()

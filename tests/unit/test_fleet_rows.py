@@ -21,8 +21,9 @@ from rich.console import Console
 
 from tests.schema_check import assert_valid_run_document, schema_errors
 from tests.synthetic_runs import FLEET_CLIENTS, FLEET_FAILURE, fleet_run, lab_run, stock_run
-from workbench.cli.exports import CSV_COLUMNS, FLEET_CSV_COLUMNS, csv_text, markdown
-from workbench.cli.html_report import render_html
+from workbench.cli.export_csv import CSV_COLUMNS, FLEET_CSV_COLUMNS, csv_text
+from workbench.cli.export_html import render_html
+from workbench.cli.export_markdown import markdown
 from workbench.cli.report import render_run
 from workbench.cli.run_table import NARROW_WIDTH
 from workbench.cli.summary import COLUMNS, mb, summary_rows

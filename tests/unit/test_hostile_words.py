@@ -21,8 +21,9 @@ import pytest
 from rich.console import Console
 
 from tests.synthetic_runs import fleet_run, lab_run, stock_run
-from workbench.cli.exports import csv_columns, csv_text, markdown
-from workbench.cli.html_report import render_html
+from workbench.cli.export_csv import csv_columns, csv_text
+from workbench.cli.export_html import render_html
+from workbench.cli.export_markdown import markdown
 from workbench.cli.report import render_history, render_run
 from workbench.cli.summary import summary_rows, table_columns
 from workbench.core.explain import explain

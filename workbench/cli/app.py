@@ -423,30 +423,21 @@ def report(
     wide: WideOpt = False,
 ) -> None:
     """Re-render a past run's summary table from the results database."""
-    from workbench.cli.progress import Outputs
+    from workbench.cli.exports import Outputs
     from workbench.cli.report import render_run
     from workbench.core.store import Store
-    from workbench.shared.validate import check_output_file, check_run_id
+    from workbench.shared.validate import check_run_id
 
     if run_id is not None:
         check_run_id(run_id)
-    outputs = Outputs(json_out, markdown_out, csv_out)
+    outputs = Outputs(json_out, markdown_out, csv_out, html_out)
     outputs.check()
-    check_output_file(html_out, "--html")
-    if html_out is not None and html_out.resolve() in {path.resolve() for _, _, path in outputs.named()}:
-        raise UsageError(f"--html and another option name the same file {html_out}", "give each its own file")
     with Store(db or paths.default_db()) as store:
         past = store.load(run_id)
     render_run(out, past, wide)
     outputs.write(past)
-    for name, path in (("Markdown", markdown_out), ("CSV", csv_out)):
-        if path is not None:
-            out.print(f"{name}: {escape(str(path))}", soft_wrap=True)
-    if html_out:
-        from workbench.cli.html_report import render_html
-
-        html_out.write_text(render_html(past), encoding="utf-8")
-        out.print(f"HTML report: {escape(str(html_out))}", soft_wrap=True)
+    for line in outputs.lines():
+        out.print(escape(line), soft_wrap=True)
 
 
 @app.command()

@@ -11,7 +11,7 @@ import math
 from rich.console import Console
 from rich.table import Table
 
-from workbench.cli.exports import markdown_table
+from workbench.cli.export_markdown import markdown_table
 from workbench.cli.summary import SHORT_DIRECTION, mb
 from workbench.core.comparison import CONFIDENCE, RAW_TCP_TOLERANCE, Comparison, RowChange
 from workbench.core.noise import FASTER, SLOWER, TOO_FEW, Change

@@ -5,11 +5,9 @@ SIGTERM or a failure stops the run.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -27,10 +25,10 @@ from rich.table import Column
 from rich.text import Text
 
 from workbench.cli.eta import Pace, clock
+from workbench.cli.exports import Outputs
 from workbench.core.observe import CopyProgress, Recorder
 from workbench.core.results import Run
 from workbench.core.store import StoreRecorder
-from workbench.shared.errors import from_os_error
 from workbench.shared.safetext import for_terminal
 
 
@@ -145,86 +143,6 @@ class RichObserver:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def check_writable(path: Path, what: str = "the JSON document") -> None:
-    """Refuse a path this process cannot write before the run starts, not after it (and leave no file)."""
-    existed = path.exists()
-    try:
-        with open(path, "a"):
-            pass
-    except OSError as exc:
-        raise from_os_error(exc, f"opening {path} for {what}") from exc
-    if not existed:
-        path.unlink(missing_ok=True)
-
-
-@dataclass(frozen=True)
-class Outputs:
-    """The files a run is written to, each None when not asked for: the JSON document (--json), the summary table
-    as Markdown (--markdown) and as CSV (--csv)."""
-
-    json: Path | None = None
-    markdown: Path | None = None
-    csv: Path | None = None
-
-    def named(self) -> list[tuple[str, str, Path]]:
-        """(flag, what it holds, path) of each file asked for."""
-        files = (
-            ("--json", "the JSON document", self.json),
-            ("--markdown", "the Markdown table", self.markdown),
-            ("--csv", "the CSV table", self.csv),
-        )
-        return [(flag, what, path) for flag, what, path in files if path is not None]
-
-    def check(self) -> None:
-        """Refuse, before any work, a path whose directory does not exist, and two flags naming one file."""
-        from workbench.shared.errors import UsageError
-        from workbench.shared.validate import check_output_file
-
-        seen: dict[Path, str] = {}
-        for flag, _, path in self.named():
-            check_output_file(path, flag)
-            same = seen.setdefault(path.resolve(), flag)
-            if same != flag:
-                raise UsageError(f"{same} and {flag} name the same file {path}", "give each its own file")
-
-    def check_writable(self) -> None:
-        """Refuse, before the run, a file this process cannot write (see check_writable)."""
-        for _, what, path in self.named():
-            check_writable(path, what)
-
-    def numbered(self, index: int, count: int) -> Outputs:
-        """The files of the index-th of `count` runs (`run URL URL...`): these for one run; for several
-        PATH-1.json, PATH-1.md, PATH-2.json, ..."""
-        if count == 1:
-            return self
-        return self._renamed(lambda path, _: path.with_name(f"{path.stem}-{index}{path.suffix}"))
-
-    def suffixed(self, name: str) -> Outputs:
-        """The files of the run called `name` among several (a stock server's scheme, a scenario's variant):
-        PATH-NAME.json, PATH-NAME.md, PATH-NAME.csv (the extension given, else that one)."""
-        return self._renamed(lambda path, default: path.with_name(f"{path.stem}-{name}{path.suffix or default}"))
-
-    def _renamed(self, rename: Callable[[Path, str], Path]) -> Outputs:
-        return Outputs(
-            json=rename(self.json, ".json") if self.json else None,
-            markdown=rename(self.markdown, ".md") if self.markdown else None,
-            csv=rename(self.csv, ".csv") if self.csv else None,
-        )
-
-    def write(self, run: Run) -> None:
-        """Write every file asked for, the JSON document first."""
-        from workbench.cli.exports import write_exports
-
-        if self.json is not None:
-            self.json.write_text(json.dumps(run.to_json(), indent=1))
-        write_exports(run, self.markdown, self.csv)
-
-    def lines(self) -> list[str]:
-        """What the terminal says of the files written: 'JSON document: PATH', ..."""
-        names = {"--json": "JSON document", "--markdown": "Markdown", "--csv": "CSV"}
-        return [f"{names[flag]}: {path}" for flag, _, path in self.named()]
 
 
 def present_run(
