@@ -1,7 +1,7 @@
 """How many fleet clients this machine drives before its CPU, not the lab link, is the limit.
 
 Usage (root): python bench/bench_fleet_lab.py [--link wifi-ac] [--clients 4] [--seconds 3] [--cc cubic]
-One lab with N client hosts behind its switch (workbench.lab.fleetlab); for N = 1..max, each of the first N
+One lab with N client hosts behind its switch (workbench.lab.client_hosts); for N = 1..max, each of the first N
 clients sends one bulk TCP stream (plain sockets, from inside its namespace) to a sink in the server
 namespace for --seconds after a short warm-up. Prints per N the total goodput over the expected goodput of
 the shared link, the fairness of the split, the machine's CPU busy % (/proc/stat, all cores), and the
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.core.aggregate import jain_index
 from workbench.lab import PRESETS, Lab, expected_goodput_bits_per_s
-from workbench.lab.fleetlab import MAX_CLIENTS, ClientHosts
+from workbench.lab.client_hosts import MAX_CLIENTS, ClientHosts
 
 WARMUP_S = 0.5
 BLOCK = memoryview(bytes(1 << 20))

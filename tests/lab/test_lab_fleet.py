@@ -135,7 +135,7 @@ def test_run_via_ssh_between_two_lab_hosts(tmp_path: Path) -> None:
     """client1 runs `run --via-ssh client2`: the far servers start over SSH on client2 and bind the address the
     login arrived at (10.78.2.2); a known_hosts without client2's key is refused in one line."""
     from workbench.lab import PRESETS, Lab
-    from workbench.lab.fleetlab import ClientHosts
+    from workbench.lab.client_hosts import ClientHosts
 
     work = Path(tempfile.mkdtemp(prefix="wbt-"))
     plan = ["--protocols", "http/aiohttp", "--sizes", "4M", "--repeat", "1", "--warmup", "0", "--tcp-duration", "1"]

@@ -281,7 +281,7 @@ def run_fleet_lab(req: LabRequest, clients: int, drive: DriveFleet, observer: Ru
     """Build the lab with `clients` client hosts behind a switch (the link between switch and server is the one
     shared bottleneck), each with its own sshd, and workbench's servers on the server host; `drive` runs the fleet
     over SSH from the switch. Everything is torn down however it ends."""
-    from workbench.lab.fleetlab import ClientHosts
+    from workbench.lab.client_hosts import ClientHosts
     from workbench.server.daemons import supervisor
 
     if req.servers != "workbench":

@@ -1,4 +1,4 @@
-"""N client hosts behind the lab's switch (workbench.lab.fleetlab): every client crosses the one shared link both
+"""N client hosts behind the lab's switch (workbench.lab.client_hosts): every client crosses the one shared link both
 ways with the link's RTT, logs in over SSH to its own namespace and home with verified host keys, and nothing it
 started outlives it, not even when its owner is killed outright."""
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import lab_unavailable
-from workbench.lab import PRESETS, Lab, cleanup_stale, fleetlab, netns
-from workbench.lab.fleetlab import MAX_CLIENTS, ClientHosts, FleetClient
+from workbench.lab import PRESETS, Lab, cleanup_stale, client_hosts, netns
+from workbench.lab.client_hosts import MAX_CLIENTS, ClientHosts, FleetClient
 from workbench.shared.errors import UsageError, WorkbenchError
 from workbench.shared.procs import pid_alive
 
@@ -309,7 +309,7 @@ def _spawn_fleet_owner(work: Path) -> subprocess.Popen[str]:
         import time
         from pathlib import Path
         from workbench.lab import Lab, PRESETS
-        from workbench.lab.fleetlab import ClientHosts
+        from workbench.lab.client_hosts import ClientHosts
         with Lab(PRESETS["10ge"]) as lab, ClientHosts(lab, 2, Path({str(work)!r})) as fleet:
             print(*[c.namespace for c in fleet.clients], flush=True)
             print(*fleet.sshd_pids().values(), flush=True)
@@ -352,7 +352,7 @@ def test_a_signalled_owner_leaves_no_clients(sig: signal.Signals, tmp_path: Path
 def test_an_sshd_that_cannot_start_is_one_line_naming_the_client(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fleetlab, "SSHD", "/bin/false")  # exits at once, as an sshd refusing its config would
+    monkeypatch.setattr(client_hosts, "SSHD", "/bin/false")  # exits at once, as an sshd refusing its config would
     with Lab(PRESETS["10ge"]) as lab:
         fleet = ClientHosts(lab, 2, tmp_path / "fleet")
         with pytest.raises(WorkbenchError) as raised, fleet:
