@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from workbench.core.farhost import WorkbenchSide
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline, Result, Run
 from workbench.fixtures import generate
@@ -106,7 +107,7 @@ class NoHelperClient(FakeClient):
         raise UnavailableError("the fake mount helper exists only on a platform this is not", "tests only")
 
 
-class FakeFarHost:
+class FakeFarHost(WorkbenchSide):
     """The far host's control API and baseline, from a local directory."""
 
     def __init__(self, root: Path) -> None:
@@ -158,6 +159,9 @@ class ListRecorder:
         return []
 
     def update_meta(self, run_id: int, meta: Any) -> None:
+        pass
+
+    def record_cleanup(self, run_id: int, keys: Any) -> None:
         pass
 
     def begin(self, meta: Any, label: str | None, link: Any, window_sweep: Any) -> int:

@@ -176,8 +176,8 @@ def test_a_connection_lost_mid_row_fails_that_row_and_the_run_goes_on(far_host: 
 def test_the_next_run_removes_the_uploads_of_a_killed_run_and_spares_a_live_one(
     served: ServeRunner, tmp_path: Path
 ) -> None:
-    from workbench.core.runner import _remove_uploads_of_killed_runs
-    from workbench.protocols.control import Control
+    from workbench.core.farhost import ServedFarHost
+    from workbench.core.runner import remove_left_by_killed_runs
     from workbench.shared import procs
 
     target = served.target()
@@ -187,14 +187,14 @@ def test_the_next_run_removes_the_uploads_of_a_killed_run_and_spares_a_live_one(
         "killed": {"pid": dead_pid, "start_ticks": 1},
         "live": {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())},
     }
-    control = Control(target)
+    control = ServedFarHost(target)
     with Store(tmp_path / "runs.sqlite") as store:
         ids = {}
         for name, owner in owners.items():
             meta = {"target": here, "upload_token": f"{name}0123", "owner": owner}
             ids[name] = store.begin_run(meta)
             control.mkdir(f"incoming/run-{ids[name]}-{name}0123/http-aiohttp-1M")
-        _remove_uploads_of_killed_runs(store, control, target)
+        remove_left_by_killed_runs(store, control)
         metas = dict(store.unfinished_runs())
     incoming = served.ctx.root / "incoming"
     assert not (incoming / f"run-{ids['killed']}-killed0123").exists()

@@ -165,7 +165,7 @@ def test_a_live_owners_scratch_is_not_removed() -> None:
         def __init__(self) -> None:
             self.updated: list[int] = []
 
-        def update_meta(self, run_id: int, meta: dict) -> None:
+        def record_cleanup(self, run_id: int, meta: dict) -> None:
             self.updated.append(run_id)
 
     server = {"kind": "stock", "scratch": "workbench-0123456789ab"}

@@ -76,7 +76,7 @@ def test_a_fleet_members_scratch_left_alone_is_never_tried_again() -> None:
         def __init__(self) -> None:
             self.metas: list[dict] = []
 
-        def update_meta(self, run_id: int, meta: dict) -> None:
+        def record_cleanup(self, run_id: int, meta: dict) -> None:
             self.metas.append(meta)
 
     pending = fleet_scratch.record({"fleet": {}, fleet_scratch.OWNER_CHECKED: True}, "c", SERVER, False)

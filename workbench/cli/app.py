@@ -304,7 +304,6 @@ def run(
         _run_urls(urls, values, config, explicit, db, outputs, label, wide)
         return
     plan = build_plan(values, config=config, explicit=explicit)
-    runner.clean_leftovers()
     run = present_run(
         out,
         db or paths.default_db(),
@@ -367,7 +366,6 @@ def _run_urls(
         if len(texts) > 1:
             out.print(f"[bold]{escape(url.display())}[/] ({index} of {len(texts)})")
         try:
-            runner.clean_leftovers()
             url_plan_, far = stock.prepare(text, plan, prompt=True, iperf3=iperf3)
             done = present_run(
                 out,

@@ -582,7 +582,7 @@ def run_fleet(
         if earlier not in left or not set(hosts) <= set(left[earlier]["scratches"]):
             raise MalformedMessage(f"'cleaned' names scratch directories it was not given (run {earlier})")
         left_meta[earlier] = fleet_scratch.mark_removed(left_meta[earlier], hosts)
-        recorder.update_meta(earlier, left_meta[earlier])
+        recorder.record_cleanup(earlier, fleet_scratch.cleanup_keys(left_meta[earlier]))
 
     password_sent = insecure_host_keys and (job.get("login") or {}).get("password") is not None
     controller = Controller(

@@ -379,7 +379,6 @@ def run_via_ssh(
     from workbench.core.config import draft_plan
 
     merged, _, complete = draft_plan(values, config=config, explicit=explicit)  # bad input: refused before login
-    runner.clean_leftovers()
     insecure = not merged.get("verify_host_keys", True)
     with far_servers(text, remote_workbench, insecure, say) as target:
         plan = complete(target)

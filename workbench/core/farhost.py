@@ -1,23 +1,52 @@
-"""What the runner asks of the far host: its control API (files, hashes, CPU, directories) and the raw TCP
-baseline. `ServedFarHost` is a `workbench serve` reached over the network; workbench.core.stock's
-StockFarHost a server given by URL, with nothing of workbench on it; tests give a fake one to check the
-runner's orchestration without servers."""
+"""What the runner asks of the far host: its control API (files, hashes, CPU, directories), the raw TCP
+baseline, how uploads are checked, what the run leaves there and how an earlier run's leftovers go.
+
+The runner talks to a far host only through `FarHost`. `ServedFarHost` is a `workbench serve` reached over the
+network; workbench.core.stock's StockFarHost a server given by URL, with nothing of workbench on it; tests give
+a fake one (built on `WorkbenchSide`) to check the runner's orchestration without servers."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
 from workbench.core.scratch_record import Cleanup
 from workbench.protocols.control import Control
+from workbench.shared.errors import NotFoundError, WorkbenchError
+from workbench.shared.paths import INCOMING_DIR
+
+
+@dataclass(frozen=True)
+class LeftRemoved:
+    """What became of what an earlier run left on the far host (FarHost.remove_left)."""
+
+    note: str | None = None  # the one line the run says about it, or None when there is nothing to say
+    record: Mapping[str, Any] = field(default_factory=dict)  # what the earlier run's record gets; empty: pending
 
 
 class FarHost(Protocol):
+    # How an upload is verified, for the row's notes ("read back", "rsync checksums"); None: the far host hashes
+    # it itself, the usual case that needs no note.
+    upload_check: str | None
+    # The far host runs workbench's raw-TCP probe: a fleet measures raw TCP with every client at once through it.
+    raw_tcp_probe: bool
+    # What a run leaves there, as a note names it: "upload directory", "scratch directory".
+    left_name: str
+
     def info(self) -> dict[str, Any]:
         """Who the far host is; the first call, so an unreachable host or a bad password stops here."""
+        ...
+
+    def given_url(self) -> str | None:
+        """The URL the far host was given by, as shown (None: `workbench serve` at the plan's target)."""
+        ...
+
+    def notes(self) -> list[str]:
+        """What the run says about this far host beyond its rows (its warnings from the start)."""
         ...
 
     def make_files(self, sizes: list[int], small: list[tuple[int, int]], profile: str, seed: int) -> dict[str, Any]:
@@ -26,12 +55,20 @@ class FarHost(Protocol):
 
     def hash(self, path: str, size_bytes: int = 0) -> dict[str, Any]: ...
 
+    def upload_matches(self, local: Path, remote: str, size_bytes: int, xxh3_128: str) -> bool:
+        """Whether the uploaded `remote` holds the same bytes as `local` (checked outside the timed window)."""
+        ...
+
     def mkdir(self, path: str) -> None: ...
 
     def delete(self, path: str) -> None: ...
 
     def cpu_seconds(self) -> float | None:
         """CPU the far host's servers used so far (None when it cannot tell)."""
+        ...
+
+    def describe_baseline(self, plan: Plan) -> str:
+        """The status line shown before baseline(): what it will measure."""
         ...
 
     def baseline(self, plan: Plan) -> Baseline:
@@ -52,35 +89,83 @@ class FarHost(Protocol):
         after a failure, Ctrl-C or SIGTERM; raises WorkbenchError when it could not (the run then says so)."""
         ...
 
-
-@runtime_checkable
-class StockHost(FarHost, Protocol):
-    """A far host workbench did not start (a server given by URL): no hash API, so uploads are checked here,
-    and the run works in a scratch directory that a killed run may have left behind."""
-
-    upload_check: str  # how an upload is verified, for the row's notes: "read back", "rsync checksums"
-
-    def describe_baseline(self, plan: Plan) -> str:
-        """The status line shown before baseline(): what it will measure (iperf3, or only the RTT)."""
+    def finish_record(self, problem: WorkbenchError | None) -> dict[str, Any]:
+        """What the run's record says of what it left, given how finish() ended (`problem`, or None)."""
         ...
 
-    def upload_matches(self, local: Path, remote: str, size_bytes: int, xxh3_128: str) -> bool:
-        """Whether the uploaded `remote` holds the same bytes as `local` (checked outside the timed window)."""
+    def left_here(self, meta: Mapping[str, Any]) -> bool:
+        """Whether an earlier run (its record's meta) ran against this very far host, so what it left is this
+        run's to remove once its owner is gone."""
+        ...
+
+    def remove_left(self, run_id: int, meta: Mapping[str, Any]) -> LeftRemoved:
+        """Remove what that earlier run left here (killed, or its own removal failed)."""
         ...
 
     def remove_scratch_of(self, server: Mapping[str, Any]) -> Cleanup | None:
-        """Remove the scratch directory an earlier run left, killed or its removal failed (its meta `server`
-        object, as info() gave it): what became of it (removed, left alone for good, or failed: try again next
-        run), or None when it is not this server's."""
+        """Remove a scratch directory an earlier run (a fleet member's) left, given its record's `server` object:
+        what became of it, or None when it is not this far host's."""
         ...
 
 
-class ServedFarHost(Control):
-    """A far host running `workbench serve`: its control API, plus the probe and iperf3 for the baseline."""
+def run_dir(run_id: int, token: str) -> str:
+    """The upload directory of run `run_id` on a far host that runs workbench: no other client can pick it (its
+    token is random), so two clients with their own databases never share one."""
+    return f"{INCOMING_DIR}/run-{run_id}-{token}"
 
-    def __init__(self, plan: Plan) -> None:
-        # A control call that gets no answer for the stall timeout is as dead as a stalled copy (at most 30 s).
-        super().__init__(plan.target, timeout=plan.options.timeout)
+
+class WorkbenchSide:
+    """What a far host that runs workbench answers beyond its control API: it hashes uploads itself, runs the
+    raw-TCP probe, and a run leaves only its upload directory there (the runner removes it; an earlier run's, once
+    its owner is gone). Needs `target` (the plan's) and the control calls `hash` and `delete`."""
+
+    upload_check: str | None = None
+    raw_tcp_probe = True
+    left_name = "upload directory"
+    target: Any
+
+    def hash(self, path: str, size_bytes: int = 0) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def delete(self, path: str) -> None:
+        raise NotImplementedError
+
+    def given_url(self) -> str | None:
+        return None
+
+    def notes(self) -> list[str]:
+        return []
+
+    def upload_matches(self, local: Path, remote: str, size_bytes: int, xxh3_128: str) -> bool:
+        return bool(self.hash(remote, size_bytes)["xxh3_128"] == xxh3_128)
+
+    def describe_baseline(self, plan: Plan) -> str:
+        return f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…"
+
+    def finish_record(self, problem: WorkbenchError | None) -> dict[str, Any]:
+        return {}  # serve keeps no scratch directory: the runner deleted the upload directory itself
+
+    def left_here(self, meta: Mapping[str, Any]) -> bool:
+        # a stock run's target also names its URL, so it never equals this one
+        return meta.get("target") == {"host": self.target.host, "ports": dict(self.target.ports)}
+
+    def remove_left(self, run_id: int, meta: Mapping[str, Any]) -> LeftRemoved:
+        try:
+            self.delete(run_dir(run_id, str(meta.get("upload_token"))))
+        except NotFoundError:
+            pass  # already gone
+        except WorkbenchError:
+            return LeftRemoved()  # the far host is unwell: try again next run
+        return LeftRemoved(record={"upload_removed": True})
+
+    def remove_scratch_of(self, server: Mapping[str, Any]) -> Cleanup | None:
+        return None  # serve has no scratch directories: a fleet's members are left to a server given by URL
+
+
+class ServedFarHost(Control, WorkbenchSide):
+    """A far host running `workbench serve` at a target: its control API, plus the probe and iperf3 for the
+    baseline. The runner gives it the stall timeout as its call timeout: a control call that gets no answer that
+    long is as dead as a stalled copy (at most 30 s)."""
 
     def baseline(self, plan: Plan) -> Baseline:
         from workbench.core.baseline import measure_baseline

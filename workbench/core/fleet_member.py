@@ -176,7 +176,10 @@ class _StreamRecorder:
         return self._left
 
     def update_meta(self, run_id: int, meta: Mapping[str, Any]) -> None:
-        scratches = (meta.get("fleet") or {}).get("scratches") or {}
+        """Nothing: the controller keeps the run's metadata."""
+
+    def record_cleanup(self, run_id: int, keys: Mapping[str, Any]) -> None:
+        scratches = (keys.get("fleet") or {}).get("scratches") or {}
         # settled: removed, or left alone for good (workbench.core.scratch_record); either way never tried again
         removed = [
             h for h, e in scratches.items() if isinstance(e, Mapping) and (e.get("removed") or e.get("left_alone"))
@@ -246,7 +249,6 @@ def serve_member(inp: IO[str] | None = None) -> int:
         if job.get("protocol") != PROTOCOL:
             raise UsageError(f"the controller speaks {job.get('protocol')!r}, this member {PROTOCOL}")
         plan, far = _plan_and_far(job, keys_dir)
-        runner.clean_leftovers()
         recorder = _StreamRecorder(channel, job.get("left_scratches"))
         run = runner.execute(plan, recorder, far=far, label=job.get("label"), gate=Gate(channel))
         channel.finished.set()

@@ -127,8 +127,19 @@ def remove_left(
         elif done.left_alone is not None:
             left_alone[host] = done.left_alone
     if removed or left_alone:
-        recorder.update_meta(run_id, mark_removed(meta, removed, left_alone))
+        recorder.record_cleanup(run_id, cleanup_keys(mark_removed(meta, removed, left_alone)))
     return notes
+
+
+def cleanup_keys(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """What a later run records of an earlier fleet run's scratch directories (Recorder.record_cleanup), from that
+    run's meta as mark_removed left it: its scratches and whether any is left (a None: the key is not set)."""
+    fleet = doc.get("fleet")
+    return {
+        "fleet": copy.deepcopy(dict(fleet)) if isinstance(fleet, Mapping) else None,
+        scratch_record.REMOVED: doc.get(scratch_record.REMOVED),
+        scratch_record.LEFT_ALONE: doc.get(scratch_record.LEFT_ALONE),
+    }
 
 
 def left_for_members(recorder: Recorder) -> list[dict[str, Any]]:

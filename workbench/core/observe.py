@@ -106,7 +106,15 @@ class Recorder(Protocol):
         they left on a far host may need removing."""
         ...
 
-    def update_meta(self, run_id: int, meta: Mapping[str, Any]) -> None: ...
+    def update_meta(self, run_id: int, meta: Mapping[str, Any]) -> None:
+        """The metadata of the run this process runs (a fleet's controller records its members' scratch
+        directories as they name them)."""
+        ...
+
+    def record_cleanup(self, run_id: int, keys: Mapping[str, Any]) -> None:
+        """What this run did with what an earlier run `run_id` left on the far host: kept beside that run's
+        metadata, which is never rewritten, and read back over it (unfinished_runs, the stored run)."""
+        ...
 
     def begin(
         self,

@@ -16,14 +16,15 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from workbench.core import fleet_scratch, scratch_record, settings
 from workbench.core.context import EmulatorReport, LabContext
-from workbench.core.farhost import FarHost, ServedFarHost, StockHost
+from workbench.core.farhost import FarHost, ServedFarHost, run_dir
 from workbench.core.fleet import ALL_CLIENTS
 from workbench.core.observe import (
     COPY_STEP,
@@ -44,9 +45,8 @@ from workbench.fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
 from workbench.protocols import registry
 from workbench.protocols.base import Client, FileCopy
 from workbench.shared import hostinfo, procs, triage
-from workbench.shared.errors import NotFoundError, UnavailableError, WorkbenchError, from_os_error
-from workbench.shared.paths import FILES_DIR, INCOMING_DIR
-from workbench.shared.target import Target
+from workbench.shared.errors import UnavailableError, WorkbenchError, from_os_error
+from workbench.shared.paths import FILES_DIR
 
 UNAVAILABLE = "unavailable:"  # a row's error that says the platform cannot run it: not a failed run
 
@@ -152,10 +152,8 @@ class _Copier:
             try:
                 if direction == "download":
                     same = hash_file(job.local) == entry.xxh3_128
-                elif isinstance(self.control, StockHost):  # no hash API there: read back, or rsync's checksums
+                else:  # the far host hashes it, or reads it back, or asks rsync for its checksums
                     same = self.control.upload_matches(job.local, job.remote, entry.size, entry.xxh3_128)
-                else:
-                    same = self.control.hash(job.remote, entry.size)["xxh3_128"] == entry.xxh3_128
             except (OSError, WorkbenchError) as exc:
                 return None, f"could not verify {job.remote}: {exc}"
             if not same:
@@ -325,7 +323,7 @@ def _measure_row(
     details = copier.client.row_details(direction)
     if details.page_cache is None:  # every client but a mount: the copy is served from the server's page cache
         details = dataclasses.replace(details, page_cache="server reads from its page cache")
-    if direction == "upload" and isinstance(copier.control, StockHost):
+    if direction == "upload" and copier.control.upload_check is not None:
         details = dataclasses.replace(details, verified_by=copier.control.upload_check)
     return row(samples=tuple(samples), warmup=warmup, error=error, details=details)
 
@@ -339,24 +337,33 @@ def _reconnect(client: Client) -> Client:
     return fresh
 
 
-def run_meta(plan: Plan, server: dict[str, Any]) -> dict[str, Any]:
+def run_meta(plan: Plan, control: FarHost, server: dict[str, Any]) -> Mapping[str, Any]:
+    """The run's metadata as the record keeps it from its start, built once and never changed after."""
     target: dict[str, Any] = {"host": plan.target.host, "ports": dict(plan.target.ports)}
-    if server.get("kind") == "stock":
-        target["url"] = server.get("url")  # a stock run's far host is its URL (two shares may share host and port)
-    return {
-        "started_utc": _utc_now(),
-        "client": hostinfo.describe(plan.target.host),
-        "server": server,
-        "target": target,
-        "plan": settings.plan_json(plan),
-        "disk": "downloads land in the client's page cache (no fsync); uploads are read from it",
-    }
+    url = control.given_url()
+    if url is not None:
+        target["url"] = url  # a stock run's far host is its URL (two shares may share host and port)
+    return MappingProxyType(
+        {
+            "started_utc": _utc_now(),
+            "client": hostinfo.describe(plan.target.host),
+            "server": server,
+            "target": target,
+            "plan": settings.plan_json(plan),
+            "disk": "downloads land in the client's page cache (no fsync); uploads are read from it",
+            # Uploads go under a directory no other client can pick: the database id alone is per client, so two
+            # clients with their own databases would share incoming/run-1 and delete each other's files.
+            "upload_token": secrets.token_hex(8),
+            # Who runs it: a later run from this database can tell a killed run (owner gone) from a live one, and
+            # a run of another host sharing the data directory from either (procs.owner_state).
+            "owner": procs.owner_record(),
+        }
+    )
 
 
-def clean_leftovers() -> None:
+def _clean_this_machine() -> None:
     """Remove what a run killed outright left on this machine: mounts, then its temporary files (an smbclient
-    auth file holds a password). A dead lab's directory is the next lab's to clean: it names that lab's servers.
-    Called by `run` and `lab` before execute()."""
+    auth file holds a password). A dead lab's directory is the next lab's to clean: it names that lab's servers."""
     from workbench.protocols.mounts import stale
 
     stale.unmount_stale()
@@ -375,49 +382,43 @@ def execute(
 ) -> Run:
     """Run the plan: baseline, then every row, each handed to `recorder.row` as it finishes; the finished run.
 
-    `recorder.finish(run)` gets the run as it ended, also when Ctrl-C, SIGTERM or a failure stops it (the
-    exception then goes on): its finished rows are kept. `far` is the far host (default: `workbench serve`
-    at plan.target); `lab` adds the lab's link, window sweep and emulator figures. `gate` (a fleet's member)
-    holds the file preparation, the baselines and each copy until the fleet lets them start.
+    First what killed runs left is removed, on this machine (mounts, temporary files) and on the far host (their
+    upload or scratch directories). `recorder.finish(run)` gets the run as it ended, also when Ctrl-C, SIGTERM
+    or a failure stops it (the exception then goes on): its finished rows are kept. `far` is the far host
+    (default: `workbench serve` at plan.target); `lab` adds the lab's link, window sweep and emulator figures.
+    `gate` (a fleet's member) holds the file preparation, the baselines and each copy until the fleet lets them
+    start.
     """
     from workbench.core.explain import explain
 
+    _clean_this_machine()
     observer = observer or QuietObserver()
-    control = far if far is not None else ServedFarHost(plan)
+    control: FarHost = far if far is not None else ServedFarHost(plan.target, timeout=plan.options.timeout)
     finished = False
     try:
         # The first call reaches the server: an unreachable host or a bad password stops here, in one line.
-        meta = run_meta(plan, control.info())
-        # Uploads go under a directory no other client can pick: the database id alone is per client, so two
-        # clients with their own databases would share incoming/run-1 and delete each other's files.
-        meta["upload_token"] = secrets.token_hex(8)
-        # Who runs it: a later run from this database can tell a killed run (owner gone) from a live one, and a
-        # run of another host sharing the data directory from either (procs.owner_state).
-        meta["owner"] = procs.owner_record()
-        url = (meta.get("server") or {}).get("url")
-        left_notes = _remove_uploads_of_killed_runs(recorder, control, plan.target, url)
+        meta = run_meta(plan, control, control.info())
+        left_notes = remove_left_by_killed_runs(recorder, control)
         link = dict(lab.link) if lab is not None else None
         window_sweep = lab.window_sweep if lab is not None else None
         run_id = recorder.begin(meta, label, link, window_sweep)
-        run_dir = _run_dir(run_id, meta["upload_token"])
-        meta["upload_dir"] = run_dir
+        upload_dir = run_dir(run_id, meta["upload_token"])
         baseline = Baseline()
         rows: list[Result] = []  # the runner's own list: the Run is made once, from it, when the run ends
-        warnings: list[str] = list(meta["server"].get("notes") or ()) if _is_stock(meta) else []
-        warnings += left_notes
+        warnings: list[str] = [*control.notes(), *left_notes]
         explanation: Explanation | None = None  # of the rows, once they are all measured
         try:
             observer.status(f"run {run_id}: preparing test files on both hosts…")
             if gate is not None:
                 gate.wait(STEP_PREPARE)
             manifest = _prepare_files(plan, control)
-            observer.status(_baseline_status(plan, control))
+            observer.status(control.describe_baseline(plan))
             if gate is not None:
                 gate.wait(STEP_BASELINE)
             baseline = control.baseline(plan)
             recorder.baseline(run_id, baseline)
             if gate is not None:
-                gate.together(None if isinstance(control, StockHost) else plan)
+                gate.together(plan if control.raw_tcp_probe else None)
             if lab is not None and lab.after_baseline is not None:
                 lab.after_baseline()
             if not (baseline.up_bytes_per_s or baseline.down_bytes_per_s) and baseline.details.get("no_baseline"):
@@ -426,28 +427,26 @@ def execute(
             pace_of(observer).plan(*_planned_copies(plan, manifest), least_s)
             # Made by serve before any client: every server may then write beneath it (the rsync daemon, which
             # transfers as its own uid, through the write grant it inherits from incoming/'s default ACL).
-            control.mkdir(run_dir)
-            _measure_rows(plan, run_id, run_dir, manifest, control, recorder, observer, rows, gate)
-            measured = Run(run_id, meta, baseline, results=tuple(rows), link=link, window_sweep=window_sweep)
-            explanation = explain(measured, plan.target.host)
+            control.mkdir(upload_dir)
+            _measure_rows(plan, run_id, upload_dir, manifest, control, recorder, observer, rows, gate)
+            explanation = explain(_measured(run_id, meta, baseline, rows, link, window_sweep), plan.target.host)
             warnings.extend(explanation.notes)
         finally:
             with contextlib.suppress(WorkbenchError):  # rows remove their own; this takes the empty run directory
-                control.delete(run_dir)
+                control.delete(upload_dir)
             finished = True
             problem = _finish(control)
             if problem is not None:
                 warnings.append(problem.one_line())
-            if _is_stock(meta):  # removed, left alone for good, or pending for the next run against the URL
-                meta.update(scratch_record.after_finish(problem))
-            meta["finished_utc"] = _utc_now()
+            # the end of the record: where the uploads went, what became of what the run left, when it ended
+            ending = {"upload_dir": upload_dir, **control.finish_record(problem), "finished_utc": _utc_now()}
             if lab is not None:
                 emulator = _emulator_report(lab)
                 link = lab.link_after(emulator)
                 warnings.extend(emulator.notes if emulator is not None else ())
             run = Run(
                 id=run_id,
-                meta=meta,
+                meta={**meta, **ending},
                 baseline=baseline,
                 results=tuple(rows),
                 link=link,
@@ -462,14 +461,16 @@ def execute(
     return run
 
 
-def _is_stock(meta: dict[str, Any]) -> bool:
-    return (meta.get("server") or {}).get("kind") == "stock"
-
-
-def _baseline_status(plan: Plan, control: FarHost) -> str:
-    if isinstance(control, StockHost):
-        return control.describe_baseline(plan)
-    return f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…"
+def _measured(
+    run_id: int,
+    meta: Mapping[str, Any],
+    baseline: Baseline,
+    rows: list[Result],
+    link: dict[str, Any] | None,
+    window_sweep: tuple[Mapping[str, Any], ...] | None,
+) -> Run:
+    """The rows as measured, for the explanation to read (the run itself is made when it ends)."""
+    return Run(run_id, dict(meta), baseline, results=tuple(rows), link=link, window_sweep=window_sweep)
 
 
 def _finish(control: FarHost) -> WorkbenchError | None:
@@ -491,62 +492,38 @@ def _emulator_report(lab: LabContext) -> EmulatorReport | None:
         return None
 
 
-def _run_dir(run_id: int, token: str) -> str:
-    return f"{INCOMING_DIR}/run-{run_id}-{token}"
-
-
-def _remove_uploads_of_killed_runs(
-    recorder: Recorder, control: FarHost, target: Target, url: str | None = None
-) -> list[str]:
-    """Delete on the far host the upload directory of each earlier run of this database that was killed.
+def remove_left_by_killed_runs(recorder: Recorder, control: FarHost) -> list[str]:
+    """Remove on the far host what each earlier run of this database left there when it was killed (or, against a
+    server given by URL, when its own removal failed); the one-line notes to show.
 
     A run ended by Ctrl-C or SIGTERM removes its own; one killed outright (SIGKILL) cannot, and no other
-    client may guess it (its name holds a random token). Only runs against this same target whose owning
-    process is gone are touched: a run still going in another shell keeps its files. Against a stock server
-    (a URL) that is the killed run's whole scratch directory, when it was against the same URL. A run that
-    another host (sharing this data directory) owns is never taken for killed: a note says it was left.
+    client may guess it (its name holds a random token). Only runs against this same far host (FarHost.left_here)
+    whose owning process is gone are touched: a run still going in another shell keeps its files. A run that
+    another host (sharing this data directory) owns is never taken for killed: a note says it was left. What
+    became of each is recorded beside that run's record (Recorder.record_cleanup), never in its metadata.
     """
-    here = {"host": target.host, "ports": dict(target.ports)}
     notes: list[str] = []
     for run_id, meta in recorder.unfinished_runs():
         if fleet_scratch.is_fleet(meta):  # its members' scratch directories (their uploads were beneath them)
-            if isinstance(control, StockHost):
-                notes += fleet_scratch.remove_left(recorder, run_id, meta, control.remove_scratch_of)
+            notes += fleet_scratch.remove_left(recorder, run_id, meta, control.remove_scratch_of)
             continue
-        owner, token = meta.get("owner") or {}, meta.get("upload_token")
-        if not token or meta.get("upload_removed") or scratch_record.settled(meta):
+        owner = meta.get("owner") or {}
+        if not meta.get("upload_token") or meta.get("upload_removed") or scratch_record.settled(meta):
             continue
-        stock = _is_stock(meta)
-        if stock != isinstance(control, StockHost) or (not stock and meta.get("target") != here):
+        if not control.left_here(meta):
             continue
         # A run that finished is done with its scratch directory whoever owned it: only a pending one is left.
         state = procs.OWNER_DEAD if meta.get("finished_utc") else procs.owner_state(owner)
         if state == procs.OWNER_ELSEWHERE:
-            if not stock or meta["server"].get("url") == url:  # only where this run would have removed it
-                what = "scratch directory" if stock else "upload directory"
-                notes.append(procs.elsewhere_note(owner, f"run {run_id}'s {what}"))
+            notes.append(procs.elsewhere_note(owner, f"run {run_id}'s {control.left_name}"))
             continue
         if state != procs.OWNER_DEAD:
             continue  # still running, or not a run that says who owns it
-        if isinstance(control, StockHost):
-            # A stock server: the earlier run's whole scratch directory, if it was against this very URL.
-            done = control.remove_scratch_of(meta["server"])
-            if done is None:
-                continue  # another URL's
-            if (note := done.note(f"run {run_id}'s")) is not None:
-                notes.append(note)
-            if not done.settled:
-                continue  # the server is unwell: try again next run
-            meta.update(done.meta())
-        else:
-            try:
-                control.delete(_run_dir(run_id, token))
-            except NotFoundError:
-                pass  # already gone
-            except WorkbenchError:
-                continue  # the far host is unwell: try again next run
-            meta["upload_removed"] = True
-        recorder.update_meta(run_id, meta)
+        removed = control.remove_left(run_id, meta)
+        if removed.note is not None:
+            notes.append(removed.note)
+        if removed.record:  # empty: the far host is unwell, try again next run
+            recorder.record_cleanup(run_id, removed.record)
     return notes
 
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from workbench.core import scratch_record
+from workbench.core.farhost import LeftRemoved
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
 from workbench.core.scratch_record import Cleanup, ScratchLeftAlone
@@ -185,7 +187,9 @@ def prepare(url_text: str, plan: Plan, *, prompt: bool, iperf3: str | None) -> t
 
 
 class StockFarHost:
-    """The runner's far host for a stock server (core.farhost.StockHost): everything through a utility client.
+    """The runner's far host for a stock server (core.farhost.FarHost): everything through a utility client, no
+    hash API (uploads are read back, or rsync's checksums asked for), no raw-TCP probe, and a scratch directory
+    that a killed run, or one whose removal failed, leaves for the next run against the URL.
 
     Paths the runner gives are relative to the scratch directory; the utility client works one level up, at
     the URL's path, so it can make and remove the scratch directory itself. `plan` is the run's plan (its
@@ -213,7 +217,9 @@ class StockFarHost:
         self.unavailable: str | None = loaded if isinstance(loaded, str) else None
         self._utility_class: type[Client] | None = None if isinstance(loaded, str) else loaded
         checksums = url.service == "rsync" and hasattr(self._utility_class, "same_as_local")
-        self.upload_check = "rsync checksums" if checksums else "read back"
+        self.upload_check: str | None = "rsync checksums" if checksums else "read back"
+        self.raw_tcp_probe = False  # nothing of workbench runs there
+        self.left_name = "scratch directory"
         self._client: Client | None = None
         self._made = False  # the scratch directory exists (info() made it; finish() removed it)
 
@@ -284,6 +290,9 @@ class StockFarHost:
             client.close()
 
     # ---------------------------------------------------------------- FarHost
+    def given_url(self) -> str | None:
+        return self.url.display()
+
     def notes(self) -> list[str]:
         """What the run says about this server beyond its rows."""
         if self.unavailable is not None:
@@ -453,6 +462,22 @@ class StockFarHost:
         finally:
             with contextlib.suppress(Exception):  # a session that cannot even close has nothing left to undo
                 self.close()
+
+    def finish_record(self, problem: WorkbenchError | None) -> dict[str, Any]:
+        """Removed, left alone for good, or (no key) pending for the next run against the URL."""
+        return scratch_record.after_finish(problem)
+
+    def left_here(self, meta: Mapping[str, Any]) -> bool:
+        server = meta.get("server") or {}
+        return bool(server.get("kind") == "stock" and server.get("url") == self.url.display())
+
+    def remove_left(self, run_id: int, meta: Mapping[str, Any]) -> LeftRemoved:
+        """The earlier run's whole scratch directory, with the same link-safe removal as finish()."""
+        done = self.remove_scratch_of(meta.get("server") or {})
+        if done is None:
+            return LeftRemoved()  # not a name this code made
+        # nothing recorded while it is pending: the server is unwell, the next run tries again
+        return LeftRemoved(note=done.note(f"run {run_id}'s"), record=done.meta() if done.settled else {})
 
     def remove_scratch_of(self, server: Mapping[str, Any]) -> Cleanup | None:
         """Remove the scratch directory an earlier run left (killed outright, or its own removal failed) if that

@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS runs (
     window_sweep TEXT,
     warnings TEXT,
     finished_utc TEXT,
-    verdict TEXT
+    verdict TEXT,
+    cleanup TEXT
 );
 CREATE TABLE IF NOT EXISTS results (
     run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -53,6 +54,15 @@ LOCK_WAIT_S = 30.0  # a row's commit takes milliseconds; a migration of a large 
 def _busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def _with_cleanup(meta: dict[str, Any], cleanup: str | None) -> dict[str, Any]:
+    """A run's metadata as read: what later runs recorded of its leftovers (Store.record_cleanup) over it."""
+    if not cleanup:
+        return meta
+    done = json.loads(cleanup)
+    merged = {**meta, **done}
+    return {k: v for k, v in merged.items() if not (k in done and done[k] is None)}
 
 
 @dataclass(frozen=True)
@@ -90,7 +100,8 @@ class Store:
 
     def _current(self) -> bool:
         """Both tables exist with this version's columns (read without any lock: most opens stop here)."""
-        return "verdict" in self._columns("runs") and "median_bytes_per_s" in self._columns("results")
+        runs = self._columns("runs")
+        return "verdict" in runs and "cleanup" in runs and "median_bytes_per_s" in self._columns("results")
 
     def _migrate(self) -> None:
         """Create the tables, then add what an older version's database lacks, in one transaction that holds
@@ -103,6 +114,8 @@ class Store:
                     self.db.execute(statement)
             if "verdict" not in self._columns("runs"):
                 self.db.execute("ALTER TABLE runs ADD COLUMN verdict TEXT")
+            if "cleanup" not in self._columns("runs"):
+                self.db.execute("ALTER TABLE runs ADD COLUMN cleanup TEXT")
             # Schema 1 named the column like its JSON, in bytes/s despite the "bps"; the rows' JSON keeps its own
             # schema (each run's `schema` column), read by `load`.
             if "median_bps" in self._columns("results"):
@@ -185,22 +198,34 @@ class Store:
         could not be removed at the end (its meta has neither scratch_removed nor scratch_left_alone: see
         workbench.core.scratch_record)."""
         rows = self.db.execute(
-            "SELECT id, meta FROM runs WHERE finished_utc IS NULL"
-            " OR (json_extract(meta, '$.server.kind') = 'stock' AND json_extract(meta, '$.server.scratch') IS NOT NULL"
-            " AND json_extract(meta, '$.scratch_removed') IS NULL"
-            " AND json_extract(meta, '$.scratch_left_alone') IS NULL) ORDER BY id"
+            "SELECT id, meta, cleanup FROM (SELECT *, json_patch(meta, COALESCE(cleanup, '{}')) AS seen FROM runs)"
+            " WHERE finished_utc IS NULL"
+            " OR (json_extract(seen, '$.server.kind') = 'stock' AND json_extract(seen, '$.server.scratch') IS NOT NULL"
+            " AND json_extract(seen, '$.scratch_removed') IS NULL"
+            " AND json_extract(seen, '$.scratch_left_alone') IS NULL) ORDER BY id"
         ).fetchall()
-        return [(int(i), json.loads(m)) for i, m in rows]
+        return [(int(i), _with_cleanup(json.loads(m), c)) for i, m, c in rows]
 
     def update_meta(self, run_id: int, meta: dict[str, Any]) -> None:
+        """A run's own metadata, by the process that runs it (a fleet's controller records its members' scratch
+        directories as they name them)."""
         with self._tx() as cur:
             cur.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(meta), run_id))
+
+    def record_cleanup(self, run_id: int, keys: Mapping[str, Any]) -> None:
+        """What a later run did with what run `run_id` left on a far host, kept beside its metadata (never in it):
+        read back over the metadata's keys of the same name (a None removes one)."""
+        with self._tx() as cur:
+            row = cur.execute("SELECT cleanup FROM runs WHERE id = ?", (run_id,)).fetchone()
+            done = json.loads(row[0]) if row is not None and row[0] else {}
+            done.update(keys)
+            cur.execute("UPDATE runs SET cleanup = ? WHERE id = ?", (json.dumps(done), run_id))
 
     def load(self, run_id: int | None = None) -> Run:
         """A run by id, or the latest when run_id is None."""
         if run_id is not None:
             check_run_id(run_id)  # SQLite's integers stop at 2^63 - 1: a larger id overflows inside the driver
-        query = "SELECT id, schema, meta, baseline, link, window_sweep, warnings, verdict FROM runs "
+        query = "SELECT id, schema, meta, baseline, link, window_sweep, warnings, verdict, cleanup FROM runs "
         row = self.db.execute(
             query + ("WHERE id = ?" if run_id is not None else "ORDER BY id DESC LIMIT 1"),
             (run_id,) if run_id is not None else (),
@@ -208,7 +233,7 @@ class Store:
         if row is None:
             what = f"no run {run_id}" if run_id is not None else "no runs yet"
             raise NotFoundError(f"{what} in {self.path}", "list runs with 'workbench history'")
-        rid, schema, meta, baseline, link, sweep, warnings, verdict = row
+        rid, schema, meta, baseline, link, sweep, warnings, verdict, cleanup = row
         if schema not in READABLE:
             raise UsageError(
                 f"run {rid} in {self.path} has schema {schema}, newer than this workbench reads", "upgrade workbench"
@@ -223,7 +248,7 @@ class Store:
         ]
         return Run(
             id=rid,
-            meta=upgrade(json.loads(meta)),
+            meta=_with_cleanup(upgrade(json.loads(meta)), cleanup),
             baseline=Baseline.from_json(upgrade(json.loads(baseline)) if baseline else None),
             results=tuple(Result.from_json(doc) for doc in docs),
             link=upgrade_link(json.loads(link)) if link else None,
@@ -276,6 +301,9 @@ class StoreRecorder:
 
     def update_meta(self, run_id: int, meta: Mapping[str, Any]) -> None:
         self.store.update_meta(run_id, dict(meta))
+
+    def record_cleanup(self, run_id: int, keys: Mapping[str, Any]) -> None:
+        self.store.record_cleanup(run_id, keys)
 
     def begin(
         self,

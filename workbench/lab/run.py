@@ -264,7 +264,6 @@ def _run_inside(
                 emulator=_EmulatorWatch(lab, _left_out(req, observer)),
                 after_baseline=lab.start_stalls,
             )
-            runner.clean_leftovers()
             return runner.execute(plan, recorder, observer, lab=context, label=label)
     finally:
         for line in supervisor.down(state):
@@ -348,7 +347,6 @@ def run_stock_lab(req: LabRequest, present: Present, observer: RunObserver, labe
 def _stock_runs(
     lab: Lab, req: LabRequest, work: Path, link: dict[str, Any], present: Present, observer: RunObserver, label: str
 ) -> list[Run]:
-    from workbench.core import runner
     from workbench.core.stock import clients_for, url_plan
     from workbench.lab.stock import StockHost
     from workbench.shared.urls import parse
@@ -363,7 +361,6 @@ def _stock_runs(
         runs: list[Run] = []
         failures: list[WorkbenchError] = []
         with host.client_environment(), lab.in_client():
-            runner.clean_leftovers()
             for url in host.urls():
                 name = parse(url).scheme
                 if not clients_for(parse(url), plan.entries):
