@@ -20,7 +20,7 @@ from tests.helpers import lab_unavailable
 from tests.platform_clients import expected_clients
 from tests.schema_check import assert_valid_run_document
 from workbench.core.stock import clients_for
-from workbench.lab.stock import STOCK_SERVICES
+from workbench.lab.stock_daemons import STOCK_SERVICES
 from workbench.protocols import registry
 from workbench.shared.urls import parse
 

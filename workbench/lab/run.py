@@ -33,7 +33,7 @@ from workbench.shared.errors import UsageError, WorkbenchError
 if TYPE_CHECKING:
     from workbench.core.plan import Plan
     from workbench.lab.link import Lab
-    from workbench.lab.stock import StockHost
+    from workbench.lab.stock_daemons import StockDaemons
 
 DEFAULT_PRESET = "wifi-ac"
 SERVER_KINDS = ("workbench", "stock")  # --servers: workbench's own (`servers up`), or plainly configured daemons
@@ -143,7 +143,7 @@ def validate_request(req: LabRequest) -> Any:
 def _check_stock(req: LabRequest, entries: tuple[Any, ...]) -> None:
     """A stock lab has no probe on its server host (no window sweep) and needs a client of a stock server."""
     from workbench.core.stock import FAMILIES
-    from workbench.lab.stock import STOCK_SERVICES
+    from workbench.lab.stock_daemons import STOCK_SERVICES
 
     if req.window_sweep:
         raise UsageError(
@@ -348,10 +348,10 @@ def _stock_runs(
     lab: Lab, req: LabRequest, work: Path, link: dict[str, Any], present: Present, observer: RunObserver, label: str
 ) -> list[Run]:
     from workbench.core.stock import clients_for, url_plan
-    from workbench.lab.stock import StockHost
+    from workbench.lab.stock_daemons import StockDaemons
     from workbench.shared.urls import parse
 
-    host = StockHost(work, lab.server_addr, lab.server_ns)
+    host = StockDaemons(work, lab.server_addr, lab.server_ns)
     observer.status(f"lab: starting stock servers on the server host {lab.server_addr} (no workbench there)…")
     try:
         for server in host.up():
@@ -389,7 +389,7 @@ def _stock_runs(
 
 def _stock_run(
     lab: Lab,
-    host: StockHost,
+    host: StockDaemons,
     url: str,
     plan: Plan,
     link: dict[str, Any],

@@ -84,7 +84,7 @@ def _listening(port: int, ns: str | None) -> bool:
 
 
 @dataclass(frozen=True)
-class StockServer:
+class DaemonStatus:
     """One stock daemon the lab started (or could not), and the URL a user would type for it."""
 
     name: str
@@ -108,12 +108,12 @@ def _server_class(module: str, cls: str) -> type[ManagedServer] | str:
     return found
 
 
-class StockHost:
+class StockDaemons:
     """The stock daemons on the lab's server host, and the client-side files a user would have for them.
 
     `up()` starts them (an unavailable one is listed with its reason, the others still serve), `down()`
     stops every one it started. The namespace's removal would kill them anyway; down() is for tidiness
-    and for a StockHost used outside a lab.
+    and for a StockDaemons used outside a lab.
     """
 
     def __init__(self, work: Path, bind: str, netns: str | None, credentials: Credentials | None = None) -> None:
@@ -131,11 +131,11 @@ class StockHost:
             share="plain",
             netns=netns,
         )
-        self.servers: list[StockServer] = []
+        self.servers: list[DaemonStatus] = []
         self.iperf3: str | None = None  # HOST:PORT of the plain iperf3 once it listens
         self._started: list[ManagedServer] = []
 
-    def up(self) -> list[StockServer]:
+    def up(self) -> list[DaemonStatus]:
         """Start every stock daemon and the plain iperf3; on failure or Ctrl-C, stop the ones started."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.client_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -143,7 +143,7 @@ class StockHost:
             for module, cls_name, _service in STOCK_SERVERS:
                 found = _server_class(module, cls_name)
                 if isinstance(found, str):
-                    self.servers.append(StockServer(f"stock-{module}", unavailable=found))
+                    self.servers.append(DaemonStatus(f"stock-{module}", unavailable=found))
                     continue
                 self.servers.append(self._start(found))
             iperf = self._start(PlainIperf3)
@@ -156,19 +156,19 @@ class StockHost:
             raise
         return self.servers
 
-    def _start(self, cls: type[ManagedServer]) -> StockServer:
+    def _start(self, cls: type[ManagedServer]) -> DaemonStatus:
         reason = cls.unavailable_reason()
         if reason:
-            return StockServer(cls.name, unavailable=reason)
+            return DaemonStatus(cls.name, unavailable=reason)
         server = cls(self.ctx)
         try:
             pid = server.start()
         except UnavailableError as exc:  # found only once it prepares
-            return StockServer(cls.name, unavailable=exc.one_line())
+            return DaemonStatus(cls.name, unavailable=exc.one_line())
         self._started.append(server)
         url = server.url(self.ctx.bind) if hasattr(server, "url") else None
         address = f"{self.ctx.bind}:{self.ctx.ports[cls.services[0]]}"
-        return StockServer(cls.name, url=url, address=address, pid=pid)
+        return DaemonStatus(cls.name, url=url, address=address, pid=pid)
 
     def urls(self) -> list[str]:
         """The URLs of the daemons that serve, in STOCK_SERVERS order."""
