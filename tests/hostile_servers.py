@@ -1,6 +1,6 @@
 """Real protocol servers whose replies are hostile, for tests of how workbench shows a server's words.
 
-`HostileStockFtp` is the stock FTP server (plain pyftpdlib, workbench/server/stock/ftp.py) with one change: before
+`HostileStockFtp` is the stock FTP server (plain pyftpdlib, workbench/server/stock/pyftpd.py) with one change: before
 each command it reads `hostile.json` beside its settings, and when that names the command (and its argument holds the
 `match` given), it answers with the
 reply given there instead of doing it (a reply may hold control sequences, markup, formulas, several lines or a
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbench.server.stock.ftp import SCRIPT, StockFtp
+from workbench.server.stock.pyftpd import SCRIPT, StockFtp
 
 _SERVE_LINE = "server = FTPServer("
 _HOSTILE_HANDLER = '''\

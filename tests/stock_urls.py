@@ -17,10 +17,10 @@ from pathlib import Path
 
 from tests.helpers import free_port
 from workbench.server.daemons.base import ManagedServer, ServerContext
-from workbench.server.stock.ftp import StockFtp, StockFtps
-from workbench.server.stock.rsyncd import StockRsyncd
+from workbench.server.stock.openssh import StockSshd
+from workbench.server.stock.pyftpd import StockFtp, StockFtps
+from workbench.server.stock.rsync_daemon import StockRsyncd
 from workbench.server.stock.samba import StockSmbd
-from workbench.server.stock.sshd import StockSshd
 from workbench.server.stock.webdav import StockWebDav
 from workbench.shared.credentials import Credentials, generate
 

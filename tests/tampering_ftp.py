@@ -1,4 +1,4 @@
-"""The stock FTP server (plain pyftpdlib, workbench/server/stock/ftp.py) with one fault, for verification tests.
+"""The stock FTP server (plain pyftpdlib, workbench/server/stock/pyftpd.py) with one fault, for verification tests.
 
 - `CorruptingStockFtp`: once an upload beneath an `incoming/` directory of at least BIG_BYTES is complete
   and closed, one byte of the stored file is flipped (pyftpdlib's on_file_received hook). pyftpdlib serves
@@ -14,7 +14,7 @@ script fails loudly instead of starting the unchanged server.
 from __future__ import annotations
 
 from tests.tampering_serve import BIG_BYTES
-from workbench.server.stock.ftp import SCRIPT, StockFtp
+from workbench.server.stock.pyftpd import SCRIPT, StockFtp
 
 _SERVE_LINE = "server = FTPServer("
 _FLIP_ON_RECEIVED = f'''\

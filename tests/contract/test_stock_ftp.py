@@ -21,7 +21,7 @@ from tests.helpers import loopback_context, write_random
 from workbench.protocols.base import Client, ClientOptions
 from workbench.protocols.curl import CurlFtpClient
 from workbench.protocols.ftp import FtplibClient
-from workbench.server.stock.ftp import StockFtp, StockFtps
+from workbench.server.stock.pyftpd import StockFtp, StockFtps
 from workbench.server.stock.tls import write_self_signed
 from workbench.shared.errors import AuthError, NotFoundError, WorkbenchError
 from workbench.shared.target import Target

@@ -21,7 +21,7 @@ from tests.helpers import loopback_context, write_random
 from workbench.lab import netns
 from workbench.protocols.base import ClientOptions
 from workbench.protocols.rsync import RsyncDaemonClient
-from workbench.server.stock.rsyncd import MODULE, StockRsyncd
+from workbench.server.stock.rsync_daemon import MODULE, StockRsyncd
 from workbench.shared import urls
 from workbench.shared.errors import AuthError, NotFoundError, WorkbenchError
 from workbench.shared.target import Target

@@ -42,7 +42,7 @@ from workbench.protocols.openssh_sftp import (
 from workbench.protocols.rsync import RsyncSshClient
 from workbench.protocols.scp import ScpClient, ScpLegacyClient
 from workbench.protocols.sftp import ParamikoClient
-from workbench.server.stock.sshd import StockSshd
+from workbench.server.stock.openssh import StockSshd
 from workbench.shared import sshconfig
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import AuthError, NotFoundError, WorkbenchError

@@ -27,7 +27,7 @@ import pytest
 
 from tests.serve_fixtures import HOST, ServeRunner
 from workbench.probe import wire as tcpprobe
-from workbench.server import ftp as ftp_server
+from workbench.server import ftpd as ftp_server
 from workbench.server import http_app as http_server
 from workbench.server.confine import ServedRoot
 

@@ -34,9 +34,9 @@ ENV_NETRC = "NETRC"  # read by workbench.shared.login (as curl's --netrc-file an
 # have no served counterpart.
 STOCK_SERVERS: tuple[tuple[str, str, str], ...] = (
     ("webdav", "StockWebDav", "http"),
-    ("ftp", "StockFtp", "ftp"),
-    ("sshd", "StockSshd", "ssh"),
-    ("rsyncd", "StockRsyncd", "rsync"),
+    ("pyftpd", "StockFtp", "ftp"),
+    ("openssh", "StockSshd", "ssh"),
+    ("rsync_daemon", "StockRsyncd", "rsync"),
     ("samba", "StockSmbd", "smb"),
 )
 STOCK_SERVICES = tuple(service for _module, _cls, service in STOCK_SERVERS)
@@ -140,10 +140,10 @@ class StockDaemons:
         self.root.mkdir(parents=True, exist_ok=True)
         self.client_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
-            for module, cls_name, _service in STOCK_SERVERS:
+            for module, cls_name, service in STOCK_SERVERS:
                 found = _server_class(module, cls_name)
                 if isinstance(found, str):
-                    self.servers.append(DaemonStatus(f"stock-{module}", unavailable=found))
+                    self.servers.append(DaemonStatus(f"stock-{service}", unavailable=found))
                     continue
                 self.servers.append(self._start(found))
             iperf = self._start(PlainIperf3)

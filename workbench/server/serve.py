@@ -13,7 +13,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from workbench.server.ftp import FtpServer
+from workbench.server.ftpd import FtpServer
 from workbench.server.http_app import IPERF3_KEY_KEY, AuthDeadlineRunner, make_app
 from workbench.server.layout import check_layout, private_state_dir
 from workbench.shared import credentials as creds_mod
