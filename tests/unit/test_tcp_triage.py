@@ -219,7 +219,7 @@ def test_a_connection_that_opens_and_closes_between_two_samples_is_counted_once(
 
 
 def test_a_watch_that_cannot_start_leaves_the_copy_alone_and_says_why() -> None:
-    from workbench.core.watching import CopyWatcher
+    from workbench.core.copy_watcher import CopyWatcher
 
     class BrokenFarHost:
         def tcp_watch_start(self, role: str) -> str | None:

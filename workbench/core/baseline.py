@@ -11,9 +11,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from workbench.core.copy_watcher import CopyWatcher
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
-from workbench.core.watching import CopyWatcher
 from workbench.probe import client as probe_client
 from workbench.probe import iperf
 from workbench.protocols.control import Control

@@ -169,7 +169,7 @@ class ServedFarHost(Control, WorkbenchSide):
 
     def baseline(self, plan: Plan) -> Baseline:
         from workbench.core.baseline import measure_baseline
-        from workbench.core.watching import CopyWatcher
+        from workbench.core.copy_watcher import CopyWatcher
 
         return measure_baseline(plan, CopyWatcher(self, plan.target.host))
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from workbench.core import fleet_scratch, scratch_record, settings
 from workbench.core.context import EmulatorReport, LabContext
+from workbench.core.copy_watcher import CopyWatcher
 from workbench.core.farhost import FarHost, ServedFarHost, run_dir
 from workbench.core.fleet import ALL_CLIENTS
 from workbench.core.observe import (
@@ -39,7 +40,6 @@ from workbench.core.observe import (
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline, Explanation, Result, Run, Sample
 from workbench.core.sampler import CopyMeter
-from workbench.core.watching import CopyWatcher
 from workbench.fixtures import generate
 from workbench.fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
 from workbench.protocols import registry

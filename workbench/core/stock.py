@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from workbench.core import scratch_record
+from workbench.core.copy_watcher import CopyWatcher
 from workbench.core.farhost import LeftRemoved
 from workbench.core.plan import Plan
 from workbench.core.results import Baseline
 from workbench.core.scratch_record import Cleanup, ScratchLeftAlone
-from workbench.core.watching import CopyWatcher
 from workbench.fixtures import manifest as mf
 from workbench.fixtures.manifest import hash_file
 from workbench.probe import iperf

@@ -13,7 +13,7 @@ followed on any component, only regular files are opened, nothing outside the ro
   GET  /ctl/cpu                CPU seconds of this process, the supervised servers' groups and all their descendants
   GET  /ctl/iperf3-key         the public RSA key of serve's authenticated iperf3 server
   POST /ctl/tcp-watch?role=R   start sampling this host's TCP sockets to the caller ("sender"/"receiver"): {"id"}
-                               (bounded per client: workbench.server.tcpwatches)
+                               (bounded per client: workbench.server.remote_watches)
   POST /ctl/tcp-watch/stop?id= stop the caller's own watch: {"tcp": the triage (workbench.shared.triage) or null}
 
 A connection that has not sent an authorized request AUTH_DEADLINE_S after it was accepted is closed
@@ -41,7 +41,7 @@ from aiohttp import web
 
 from workbench.fixtures import generate
 from workbench.server.confine import PathRefused, ServedRoot, create_temp, replace_from_temp, split_rel
-from workbench.server.tcpwatches import Watches, WatchRefused
+from workbench.server.remote_watches import Watches, WatchRefused
 from workbench.shared import hostinfo
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import UsageError, WorkbenchError

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.server import tcpwatches
-from workbench.server.tcpwatches import Watches, WatchRefused
+from workbench.server import remote_watches
+from workbench.server.remote_watches import Watches, WatchRefused
 from workbench.shared import inetdiag
 
 pytestmark = pytest.mark.skipif(inetdiag.available() is not None, reason="inet_diag is Linux's")
@@ -30,7 +30,7 @@ def test_one_address_keeps_at_most_its_share_and_cannot_stop_anothers() -> None:
 
 
 def test_all_watches_taken_by_others_refuses_a_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tcpwatches, "MAX_WATCHES", 3)
+    monkeypatch.setattr(remote_watches, "MAX_WATCHES", 3)
     watches = Watches("127.0.0.1")
     try:
         for n in range(3):
