@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from workbench.protocols.mounts.afp import AfpClient
 from workbench.protocols.mounts.base import MountClient
-from workbench.protocols.mounts.runner import CommandRunner, Outcome
+from workbench.protocols.mounts.commands import CommandRunner, Outcome
 from workbench.protocols.mounts.smb import CifsClient, SmbfsClient
 from workbench.protocols.mounts.sshfs import SshfsClient
 

@@ -23,7 +23,7 @@ from typing import ClassVar
 from workbench.protocols.base import Client, ClientOptions, Progress
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.mounts import stale
-from workbench.protocols.mounts.runner import CommandRunner, Outcome
+from workbench.protocols.mounts.commands import CommandRunner, Outcome
 from workbench.shared import procs
 from workbench.shared.errors import (
     AuthError,

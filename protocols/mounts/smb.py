@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from workbench.protocols.base import ClientOptions
 from workbench.protocols.mounts.base import MountClient, classify, which
-from workbench.protocols.mounts.runner import CommandRunner, Outcome
+from workbench.protocols.mounts.commands import CommandRunner, Outcome
 from workbench.protocols.mounts.stale import owned_prefix
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 from workbench.shared.target import Target, url_host

@@ -23,7 +23,7 @@ from pathlib import Path
 from workbench.protocols.base import ClientOptions
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.mounts.base import MountClient, classify, readahead_bytes, which
-from workbench.protocols.mounts.runner import CommandRunner, Outcome
+from workbench.protocols.mounts.commands import CommandRunner, Outcome
 from workbench.protocols.mounts.stale import owned_prefix
 from workbench.protocols.openssh_sftp import known_host_hint, ssh_host
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError

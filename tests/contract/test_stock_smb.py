@@ -22,7 +22,7 @@ from tests.contract.suite import ClientContract, Counter
 from tests.helpers import ensure_running, loopback_context, write_random
 from workbench.lab import netns
 from workbench.protocols.base import Client, ClientOptions
-from workbench.protocols.mounts.runner import CommandRunner, Outcome
+from workbench.protocols.mounts.commands import CommandRunner, Outcome
 from workbench.protocols.mounts.smb import CifsClient
 from workbench.protocols.smb import PysmbClient
 from workbench.protocols.smbclient_cli import SmbclientClient
