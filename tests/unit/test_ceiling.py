@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.core.ceiling import (
+    NOISE_FLOOR,
     Bound,
     binding_bound,
     bounds,
@@ -14,9 +15,14 @@ from workbench.core.ceiling import (
     format_bound,
     format_bytes,
     format_ms,
+    holds,
+    noise_share,
     per_file_bound,
     with_fixed_cost,
 )
+from workbench.core.explain import explain
+from workbench.core.results import Baseline, Result, RowExplanation, Run, Sample
+from workbench.protocols import exchanges
 from workbench.protocols.details import ClientDetails
 
 
@@ -209,3 +215,77 @@ def test_ceilings_that_agree_name_the_more_specific_cause() -> None:
         raw_tcp_bytes_per_s=20.0e6, window_bytes=65536, window_rtt_s=0.0029, rtt_s=0.0028, link_bytes_per_s=62.6e6
     )
     assert binding_bound(found).label == "raw-tcp"
+
+
+def test_a_set_pays_its_own_round_trips_once() -> None:
+    bound = per_file_bound(10 * 65536, 10, 3, 0.04, 12.5e6, set_round_trips=5)
+    assert bound.bytes_per_s == pytest.approx(10 * 65536 / (5 * 0.04 + 10 * (3 * 0.04 + 65536 / 12.5e6)))
+    assert bound.explanation.endswith("+ 5 RTT per set")
+
+
+def test_a_rows_noise_is_its_own_spread_and_never_under_five_percent() -> None:
+    assert noise_share([10e6, 10.1e6, 9.9e6], 10e6) == pytest.approx(NOISE_FLOOR)
+    assert noise_share([10e6, 12e6, 9e6], 10e6) == pytest.approx(0.2)
+    link = Bound("link", 10e6, "link")
+    assert holds(link, 10.4e6, 0.05) and not holds(link, 10.6e6, 0.05)
+    assert holds(Bound("cpu", 5e6, "client CPU"), 10e6, 0.05)  # scaled from the rate: never beaten
+
+
+def _set_row(label: str, direction: str, seconds: list[float], server_cpu_s: float, client_cpu_s: float) -> Result:
+    protocol, client = label.split("/")
+    samples = tuple(
+        Sample(
+            bytes=50 * 65536,
+            seconds=s,
+            files=50,
+            verified=True,
+            client_cpu_s=client_cpu_s,
+            server_cpu_s=server_cpu_s,
+        )
+        for s in seconds
+    )
+    return Result(protocol, client, direction, "50x64K", 50 * 65536, 50, samples=samples, details=ClientDetails())
+
+
+def _explained(row: Result) -> RowExplanation:
+    run = Run(
+        id=1, meta={}, baseline=Baseline(up_bytes_per_s=62.5e6, down_bytes_per_s=62.5e6, rtt_ms=2.8), results=(row,)
+    )
+    return explain(run, "10.77.0.2").rows[0]
+
+
+def test_the_per_file_ceiling_charges_cpu_only_while_it_still_bounds_the_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(exchanges.COUNTED, ("http/aiohttp", "upload"), exchanges.Exchanges(per_file=1, per_set=0))
+    # 1 RTT + 64 KiB at 62.5 MB/s = 3.85 ms on the wire; 1 ms of server and 1 ms of client CPU per file on top
+    # would make 5.85 ms, which a copy at 4.4 ms per file beats: the client's CPU overlapped the wire
+    row = _set_row("http/aiohttp", "upload", [0.22, 0.22, 0.22], server_cpu_s=0.025, client_cpu_s=0.05)
+    why = _explained(row)
+    per_file = next(b for b in why.bounds if b.label == "per-file")
+    assert "server" in per_file.explanation and "client" not in per_file.explanation
+    assert row.median_bytes_per_s <= per_file.bytes_per_s * 1.05
+    assert why.bound == "per-file"
+
+
+def test_a_copy_that_beats_every_per_file_ceiling_is_unexplained_and_says_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(exchanges.COUNTED, ("ftp/ftplib", "download"), exchanges.Exchanges(per_file=8, per_set=0))
+    row = _set_row("ftp/ftplib", "download", [0.5, 0.5, 0.5], server_cpu_s=0.0, client_cpu_s=0.0)  # 10 ms per file
+    why = _explained(row)
+    assert why.bound == "unexplained"
+    assert why.bound_explanation is not None
+    assert "beats its per-file ceiling" in why.bound_explanation and "count_exchanges" in why.bound_explanation
+    # the row's label is never a ceiling the copy beats
+    assert why.ceiling_bytes_per_s is not None and why.ceiling_bytes_per_s < row.median_bytes_per_s
+
+
+def test_counted_exchanges_make_the_per_file_ceiling_and_a_far_one_says_how_much_time_is_off_the_wire(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(exchanges.COUNTED, ("ftp/curl", "upload"), exchanges.Exchanges(per_file=2, per_set=0))
+    # 2 RTT + 1.05 ms = 6.65 ms per file on the wire; the copy takes 20 ms per file
+    row = _set_row("ftp/curl", "upload", [1.0, 1.0, 1.0], server_cpu_s=0.0, client_cpu_s=0.0)
+    why = _explained(row)
+    assert why.bound == "unexplained" and why.bound_explanation is not None
+    assert "2 RTT + 64 KiB per file" in why.bound_explanation
+    assert "per file (≈4.8 RTT): time the client or server spends off the wire" in why.bound_explanation

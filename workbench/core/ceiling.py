@@ -7,7 +7,9 @@ Pure maths. Rates are bytes/s like everywhere in workbench; RTT in seconds; wind
 - A set of small files costs, per file, its round trips and its bytes at the path's rate (`per_file_bound`).
 - A fixed cost per copy (a process start, a login) turns any ceiling C of a copy of `bytes` into
   bytes / (fixed + bytes / C) (`with_fixed_cost`).
-A ceiling explains a measured rate only when it is within EXPLAINS of it (`explaining_bound`).
+A ceiling explains a measured rate only when it is within EXPLAINS of it (`explaining_bound`), and bounds it only
+when the copy does not beat it by more than the row's own noise (`holds`, `noise_share`): a ceiling a copy
+beats is a model that is missing something, and is never the row's label.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ LABELS = ("link", "raw-tcp", "window", "requests", "ssh-window", "per-file", "cp
 TIE = 0.05  # ceilings this close are one limit (see binding_bound)
 CPU_SATURATED = 0.9  # a process at >= 90 % of one core is CPU-bound, whatever the other bounds say
 EXPLAINS = 0.25  # a ceiling within 25 % of the measured rate explains it; further off, the row is unexplained
+NOISE_FLOOR = 0.05  # a row's noise is its own spread, but never under 5 % (see noise_share)
 UNEXPLAINED = "unexplained"
 
 
@@ -85,7 +88,7 @@ def bounds(
     return found
 
 
-def link_goodput(link: Mapping[str, Any] | None, direction: str) -> float | None:
+def link_goodput_bytes_per_s(link: Mapping[str, Any] | None, direction: str) -> float | None:
     """The TCP goodput (bytes/s) a lab link carries in `direction` (upload: client to server), or None.
 
     A link whose rates differ by direction says so per direction; older runs give one figure for both.
@@ -132,15 +135,17 @@ def per_file_bound(
     files_in_flight: int = 1,
     server_per_file_s: float | None = None,
     client_per_file_s: float | None = None,
+    set_round_trips: float = 0.0,
 ) -> Bound:
     """A set of `files` small files when each costs `round_trips_per_file` round trips, its bytes at the
-    path's rate and, where measured, the server's and the client's CPU time on it, `files_in_flight` at a
-    time: the set's rate, explained in files/s."""
+    path's rate and, where charged, the server's turnaround and the client's CPU time on it, `files_in_flight`
+    at a time, and the set `set_round_trips` once: the set's rate, explained in files/s."""
     per_file = set_bytes / files
     file_s = round_trips_per_file * rtt_s + (per_file / path_bytes_per_s if path_bytes_per_s else 0.0)
     file_s += (server_per_file_s or 0.0) + (client_per_file_s or 0.0)
-    files_per_s = max(1, files_in_flight) / file_s
-    rate = files_per_s * per_file
+    set_s = set_round_trips * rtt_s + files * file_s / max(1, files_in_flight)
+    files_per_s = files / set_s
+    rate = set_bytes / set_s
     parts = [f"{round_trips_per_file:g} RTT", format_bytes(int(per_file))]
     if server_per_file_s:
         parts.append(f"{format_ms(server_per_file_s)} server")
@@ -150,8 +155,24 @@ def per_file_bound(
         "per-file",
         rate,
         f"≤ {files_per_s:,.0f} files/s: {' + '.join(parts)} per file"
-        + (f", {files_in_flight} at a time" if files_in_flight > 1 else ""),
+        + (f", {files_in_flight} at a time" if files_in_flight > 1 else "")
+        + (f", + {set_round_trips:g} RTT per set" if set_round_trips else ""),
     )
+
+
+def noise_share(rates_bytes_per_s: Sequence[float], median_bytes_per_s: float) -> float:
+    """A row's own noise: the largest distance of one copy's rate from the row's median, as a share of the
+    median, and never under NOISE_FLOOR (three copies cannot show a smaller spread with any confidence)."""
+    if median_bytes_per_s <= 0:
+        return NOISE_FLOOR
+    spread = max((abs(r - median_bytes_per_s) for r in rates_bytes_per_s), default=0.0) / median_bytes_per_s
+    return max(NOISE_FLOOR, spread)
+
+
+def holds(bound: Bound, measured_bytes_per_s: float, noise: float) -> bool:
+    """Whether `bound` is a ceiling of a copy measured at `measured_bytes_per_s`: the copy beats it by no more
+    than the row's `noise`. A CPU bound is scaled from the measured rate and always holds."""
+    return bound.label == "cpu" or measured_bytes_per_s <= bound.bytes_per_s * (1 + noise)
 
 
 def with_fixed_cost(bound: Bound, fixed_s: float, nbytes: int) -> Bound:

@@ -15,19 +15,24 @@ from collections.abc import Sequence
 
 from workbench.core import fixedcost
 from workbench.core.ceiling import (
+    EXPLAINS,
     UNEXPLAINED,
     Bound,
     bounds_from_details,
     explaining_bound,
     format_bound,
     format_ms,
-    link_goodput,
+    holds,
+    link_goodput_bytes_per_s,
+    noise_share,
     path_rate,
     per_file_bound,
     with_fixed_cost,
 )
 from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run
-from workbench.core.verdict import verdict
+from workbench.core.verdict import verdict, verdict_notes
+from workbench.protocols import exchanges
+from workbench.protocols.exchanges import COUNTED_FILE_BYTES
 from workbench.shared.triage import TcpTriage
 
 # Which ceilings a triage limit agrees with: the model and the kernel tell one story when they match.
@@ -65,26 +70,91 @@ def _server_turnaround_s(row: Result) -> float | None:
     return cpu / requests
 
 
-def _per_file(row: Result, rtt_s: float | None, path_bytes_per_s: float | None) -> Bound | None:
-    """Small-file sets: each file's round trips (the client's own count, else one) and bytes at the path rate."""
-    if row.files <= 1 or not rtt_s or row.details.streams_sets:  # rsync: no round trip per file
-        return None
+def _per_file_trips(row: Result) -> tuple[float, float, int] | None:
+    """(round trips per file, round trips per set, files in flight) of a small-file set; None: no per-file model.
+
+    The client's counted exchanges (workbench.protocols.exchanges) when it has them: taken on files of
+    COUNTED_FILE_BYTES, so a request-bound client's other file sizes add or drop their data requests, and
+    taken on the wall clock, so files in flight are in the count already. Else its declared round trips
+    besides the data requests (one when it says nothing), with its declared files in flight.
+    """
     details = row.details
+    if row.files <= 1 or details.streams_sets:  # rsync: no round trip per file
+        return None
     per_file = row.bytes / row.files
-    data_trips = 1
-    if details.request_bytes:  # a request-bound client asks for each request's worth separately
-        data_trips = -(-int(per_file) // details.request_bytes)
-    trips = data_trips + (details.round_trips_per_file or 0)
+    size = details.request_bytes
+    counted = exchanges.declared(row.label, row.direction)
+    if counted is not None:
+        more = -(-int(per_file) // size) - -(-COUNTED_FILE_BYTES // size) if size else 0
+        return max(1.0, counted.per_file + more), counted.per_set, 1
+    data_trips = -(-int(per_file) // size) if size else 1  # a request-bound client asks for each request's worth
     in_flight = details.files_in_flight if details.files_in_flight is not None else 1
     if not in_flight:
         return None
-    # The CPU each side spent per file: one file at a time, it is spent between the round trips. A client
-    # started per copy is left out: its process start is in the fixed cost already.
+    return float(data_trips + (details.round_trips_per_file or 0)), 0.0, in_flight
+
+
+def _per_file_choices(
+    row: Result, rtt_s: float | None, path_bytes_per_s: float | None, cost: fixedcost.FixedCost | None
+) -> list[Bound]:
+    """Per-file ceilings of a small-file set, tightest first: wire, server turnaround and client CPU; wire and
+    server turnaround; the wire alone (exchanges × RTT + the file's bytes at the path's rate).
+
+    The server's CPU per file is its turnaround; the client's CPU per file is spent between exchanges when the
+    client does one thing at a time. Either may overlap the wire instead (a client reading the next file while
+    the last one's answer travels), so the caller charges each only while the ceiling still holds. A client
+    started per copy pays its process start and login in the fixed cost, so its set's own exchanges and its
+    CPU are left to that; so is the set's login of a client with a fixed cost fitted.
+    """
+    trips = _per_file_trips(row)
+    if trips is None or not rtt_s:
+        return []
+    per_file, per_set, in_flight = trips
     server_cpu = _median_cpu_s(row, "server_cpu_s")
-    client_cpu = None if details.timed_includes_setup else _median_cpu_s(row, "client_cpu_s")
-    server_s = server_cpu / row.files if server_cpu is not None else None
-    client_s = client_cpu / row.files if client_cpu is not None else None
-    return per_file_bound(row.bytes, row.files, trips, rtt_s, path_bytes_per_s, in_flight, server_s, client_s)
+    client_cpu = None if row.details.timed_includes_setup else _median_cpu_s(row, "client_cpu_s")
+    server_s = server_cpu / row.files if server_cpu else None
+    client_s = client_cpu / row.files if client_cpu else None
+    set_trips = 0.0 if cost is not None else per_set
+    found = []
+    for charged_server, charged_client in ((server_s, client_s), (server_s, None), (None, None)):
+        bound = per_file_bound(
+            row.bytes,
+            row.files,
+            per_file,
+            rtt_s,
+            path_bytes_per_s,
+            in_flight,
+            charged_server,
+            charged_client,
+            set_round_trips=set_trips,
+        )
+        found.append(with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound)
+    return found
+
+
+# What a beaten ceiling's model leaves out, by label.
+_MISSING = {
+    "per-file": "exchanges the client overlaps (its counted pattern is stale: bench/count_exchanges.py)",
+    "requests": "requests the client keeps in flight beyond the depth it declares",
+    "window": "a window larger than the one the copy's sender was seen offered",
+    "ssh-window": "an SSH window larger than the one the client declares",
+    "link": "a link faster than its measured goodput",
+    "raw-tcp": "a path faster than the raw-TCP probe reached (the probe fell short of it)",
+    "cpu": "nothing: a CPU ceiling is scaled from the measured rate",
+}
+
+
+def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None) -> str:
+    """What a row's time holds beyond its lowest ceiling, in words: per file for a set, else per copy."""
+    spent_s = row.bytes / median
+    modelled_s = row.bytes / bound.bytes_per_s
+    gap_s = max(0.0, spent_s - modelled_s)
+    trips = f" (≈{gap_s / row.files / rtt_s:.1f} RTT)" if rtt_s else ""
+    if row.files > 1:
+        return f"≈{format_ms(gap_s / row.files)} per file{trips}: time the client or server spends off the wire"
+    triage = row.tcp
+    said = f"; the {triage.side}'s TCP counters say {triage.limit}" if triage is not None and triage.limit else ""
+    return f"≈{format_ms(gap_s)} per copy that no ceiling counts{said}"
 
 
 def _is_loopback(host: str) -> bool:
@@ -105,7 +175,7 @@ def explain(run: Run, host: str) -> Explanation:
     costs, notes_on_costs = _fixed_costs(run.results)
     rows: list[RowExplanation] = []
     for index, row in enumerate(run.results):
-        link_bytes_per_s = link_goodput(run.link, row.direction)
+        link_bytes_per_s = link_goodput_bytes_per_s(run.link, row.direction)
         rows.append(_explain_row(row, run.baseline, link_bytes_per_s, rtt_s, costs.get(index)))
     notes: list[str] = []
     cpu_rows = sum(why.bound == "cpu" for why in rows)
@@ -123,6 +193,7 @@ def explain(run: Run, host: str) -> Explanation:
     if stalled:
         notes.append(f"stalls (100 ms intervals with almost no progress mid-copy) in: {', '.join(stalled)}")
     said = verdict(run, rows, loopback=loopback)
+    notes.extend(verdict_notes(run, rows, said))
     return Explanation(rows=tuple(rows), notes=tuple(notes), verdict=tuple(said))
 
 
@@ -151,20 +222,32 @@ def _explain_row(
         measured_bytes_per_s=median,
     )
     path_bytes_per_s = path_rate(link_bytes_per_s, tcp)
-    per_file = _per_file(row, rtt_s, path_bytes_per_s)
-    if per_file is not None:
-        found.append(per_file)
     if cost is not None:
         found = [with_fixed_cost(b, cost.fixed_s, row.bytes) for b in found]
-    bound, explains = explaining_bound(found, median)
+    noise = noise_share([s.bytes_per_s for s in row.good_samples if s.seconds > 0], median)
+    choices = _per_file_choices(row, rtt_s, path_bytes_per_s, cost)
+    if choices:
+        # the tightest per-file ceiling that still holds; the wire alone when even that one is beaten
+        found.append(next((b for b in choices if holds(b, median, noise)), choices[-1]))
+    beaten = [b for b in found if not holds(b, median, noise)]
+    kept = [b for b in found if b not in beaten]
+    bound, explains = explaining_bound(kept, median)
     label = explanation = None
-    if bound is not None:
+    if beaten:
+        lowest = min(beaten, key=lambda b: b.bytes_per_s)
+        label, bound = UNEXPLAINED, lowest
+        explanation = (
+            f"the copy beats its {lowest.label} ceiling by {100 * (median / lowest.bytes_per_s - 1):.0f} % "
+            f"(noise {100 * noise:.0f} %): {format_bound(lowest)}; the model is missing {_MISSING[lowest.label]}"
+        )
+    elif bound is not None:
         label = bound.label if explains else UNEXPLAINED
         explanation = (
             format_bound(bound)
             if explains
-            else f"no ceiling within 25 %: the lowest, {format_bound(bound)}, "
-            f"is {bound.bytes_per_s / median:.2g}× the rate"
+            else f"no ceiling within {100 * EXPLAINS:.0f} %: the lowest, {format_bound(bound)}, "
+            f"is {bound.bytes_per_s / median:.2g}× the rate; the model is missing "
+            f"{_unmodelled(row, median, bound, rtt_s)}"
         )
     why = RowExplanation(
         pct_of_tcp=100.0 * median / tcp if tcp else None,

@@ -1,22 +1,26 @@
-"""The verdict: three to six sentences computed from a run's rows, never written per protocol name.
+"""The verdict: three to six short sentences computed from a run's rows, never written per protocol name.
 
-In order of what a reader needs: the raw-TCP limit (and what limited the probe itself), which clients reach
-it, the largest shortfalls with their measured cause and ceiling, advice where the limit is a setting
-(the sysctl or socket buffer on the host that was seen, its value and the path's need), fixed costs per copy
-where they dominate, and stalls. Settings are named, never changed.
+In order of what a reader needs: the raw-TCP limit (and what limited the probe itself), how close the copies
+get to it, the worst client and its measured cause, the biggest cause that can be fixed (advice where it is a
+setting: the sysctl or socket buffer on the host that was seen, its value and the path's need), and stalls.
+The rest (other shortfalls and advice, fixed costs per copy, what a small file costs) goes to the run's notes
+(`verdict_notes`). Settings are named, never changed. The sentences quote the run's own words (client labels,
+file sets): every renderer shows them through workbench.shared.safetext.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workbench.core.ceiling import UNEXPLAINED, format_bytes, format_ms, link_goodput
+from workbench.core.ceiling import UNEXPLAINED, format_bytes, format_ms, link_goodput_bytes_per_s
 from workbench.core.results import Result, RowExplanation, Run
 from workbench.shared.triage import TcpTriage
 
 REACHES = 0.9  # a copy at >= 90 % of raw TCP the same way reaches it
 MAX_SENTENCES = 6
+NAMED = 3  # clients named in one sentence; the rest are counted
 DOMINANT_FIXED = 0.25  # a fixed cost taking a quarter of a copy dominates it
 
 _CAUSE = {
@@ -72,21 +76,6 @@ def _raw_tcp(run: Run) -> str:
     return f"Raw TCP reached {' and '.join(parts)}{rtt}{tail}."
 
 
-def _reach(measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
-    shares = [(row, why.pct_of_tcp) for row, why in measured if why.pct_of_tcp is not None]
-    if not shares:
-        return None
-    reaching = sorted({row.label for row, pct in shares if pct >= 100 * REACHES})
-    if reaching:
-        rows = sum(1 for _, pct in shares if pct >= 100 * REACHES)
-        return f"{rows} of {len(shares)} rows reach {REACHES * 100:.0f} % of it or more, by {', '.join(reaching)}."
-    best_row, best = max(shares, key=lambda item: item[1])
-    return (
-        f"No copy reaches {REACHES * 100:.0f} % of it; the best is {best_row.label} {best_row.direction} "
-        f"{best_row.file_set} at {best:.0f} %."
-    )
-
-
 def _binding(why: RowExplanation) -> str | None:
     """The binding ceiling's own explanation ('64 KiB × 1 request / (2.8 ms + 1.0 ms to send)')."""
     for bound in why.bounds or ():
@@ -134,7 +123,7 @@ def _sysctl_max(meta: Mapping[str, Any], host: str, name: str) -> int | None:
 def _path_rate(run: Run, direction: str) -> float | None:
     """The rate the path can carry this way: the link's goodput in the lab, else raw TCP when the probe was
     not itself window- or buffer-limited (a window-limited probe would understate what the path needs)."""
-    goodput = link_goodput(run.link, direction)
+    goodput = link_goodput_bytes_per_s(run.link, direction)
     if goodput:
         return float(goodput)
     probe = TcpTriage.from_json((run.baseline.tcp or {}).get(direction))
@@ -143,8 +132,9 @@ def _path_rate(run: Run, direction: str) -> float | None:
     return run.baseline.for_direction(direction)
 
 
-def _advice(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> list[str]:
-    """Where a row was receive-window or send-buffer limited: the setting that bounds it, on the host seen."""
+def _advice(run: Run, measured: Sequence[tuple[Result, RowExplanation]], short: bool = False) -> list[str]:
+    """Where a row was receive-window or send-buffer limited: the setting that bounds it, on the host seen;
+    `short`: the verdict's form (the setting, its value and the path's need), the notes have the rest."""
     said: list[str] = []
     done: set[tuple[str, str]] = set()
     rtt_s = (run.baseline.rtt_ms or 0) / 1e3
@@ -169,6 +159,19 @@ def _advice(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> list
         need = f"the path needs about {format_bytes(bdp)} (its bandwidth-delay product)" if bdp else ""
         seen = f"a {what} of {format_bytes(seen_bytes)}" if seen_bytes else f"its {what} unknown"
         where = f"{row.label} {row.direction} is {t.limit}-limited ({seen})"
+        if short:
+            now = format_bytes(current) if current is not None else "unknown"
+            needs = f"; the path needs {format_bytes(bdp)}" if bdp else ""
+            roomy = current is not None and bdp and current >= 2 * bdp
+            said.append(
+                f"Biggest fixable cause: {where}: "
+                + (
+                    f"the application on the {host} sets its own buffer ({setting} allows {now}{needs})."
+                    if roomy
+                    else f"raise the maximum of {setting} on the {host} (now {now}{needs})."
+                )
+            )
+            continue
         if current is not None and bdp and current >= 2 * bdp:
             said.append(
                 f"{where} although {setting} on the {host} allows {format_bytes(current)}: the application there "
@@ -235,25 +238,123 @@ def _stalls(run: Run) -> str | None:
     return f"Copies stalled for {total:.1f} s in all ({names}{more}): the path or a host paused mid-copy."
 
 
+def _headline(measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
+    """How close copies get to raw TCP: the range and median of the rows' shares, and who reaches it."""
+    shares = sorted(why.pct_of_tcp for _, why in measured if why.pct_of_tcp is not None)
+    if not shares:
+        return None
+    reaching = sorted({row.label for row, why in measured if (why.pct_of_tcp or 0) >= 100 * REACHES})
+    rows = sum(1 for pct in shares if pct >= 100 * REACHES)
+    span = f"{shares[0]:.0f}–{shares[-1]:.0f} %" if len(shares) > 1 else f"{shares[0]:.0f} %"
+    text = f"Copies reach {span} of it (median {statistics.median(shares):.0f} %)"
+    if reaching:
+        names = ", ".join(reaching[:NAMED]) + (f" and {len(reaching) - NAMED} more" if len(reaching) > NAMED else "")
+        return f"{text}; {rows} of {len(shares)} rows reach {REACHES * 100:.0f} % or more ({names})."
+    return f"{text}; none reaches {REACHES * 100:.0f} %."
+
+
+def _client_shares(measured: Sequence[tuple[Result, RowExplanation]]) -> dict[str, float]:
+    """Each client's median share of raw TCP over its rows."""
+    by_client: dict[str, list[float]] = {}
+    for row, why in measured:
+        if why.pct_of_tcp is not None:
+            by_client.setdefault(row.label, []).append(why.pct_of_tcp)
+    return {label: statistics.median(pcts) for label, pcts in by_client.items()}
+
+
+def _worst(measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
+    """The client furthest from raw TCP (by the median of its rows) and why: its lowest row's cause."""
+    shares = _client_shares(measured)
+    if len(shares) < 2:
+        return None
+    label = min(shares, key=lambda name: shares[name])
+    if shares[label] >= 100 * REACHES:
+        return None
+    mine = [(r, w) for r, w in measured if r.label == label and w.pct_of_tcp is not None]
+    row, why = min(mine, key=lambda item: (item[0].files > 1, item[1].pct_of_tcp or 0))  # a single file first
+    t = row.tcp
+    named = t.limit if t is not None and t.limit in _CAUSE else None
+    cause = _CAUSE[named] if named else _BOUND_CAUSE.get(why.bound or "", "")
+    if why.bound in (None, UNEXPLAINED):
+        because = f"no ceiling explains its {row.direction} {row.file_set}"
+    else:
+        because = f"{row.direction} {row.file_set} held by its {why.bound} ceiling, {_binding(why) or why.bound}"
+    return f"Worst: {label} at {shares[label]:.0f} % of raw TCP (median of its rows): {because}" + (
+        f" — {cause}." if cause else "."
+    )
+
+
+# The causes a user or a client's author can change, by binding ceiling: what changing them means.
+_FIXABLE = {
+    "requests": "requests in flight: a deeper queue of read/write requests",
+    "ssh-window": "the SSH channel window: a larger one",
+    "per-file": "round trips per file: pipelined or batched opens and closes",
+    "window": "the TCP window: a larger socket buffer",
+    "fixed": "a process start and login per copy: one session for many copies",
+}
+
+
+def _fixable(
+    measured: Sequence[tuple[Result, RowExplanation]], heavy: dict[str, tuple[float, float, str]]
+) -> str | None:
+    """The fixable cause that costs the most: the shortfalls from raw TCP of the rows it binds, summed."""
+    cost: dict[str, float] = {}
+    clients: dict[str, set[str]] = {}
+    for row, why in measured:
+        if why.pct_of_tcp is None or why.pct_of_tcp >= 100 * REACHES:
+            continue
+        cause = "fixed" if row.label in heavy and row.files == 1 else why.bound or ""
+        if cause not in _FIXABLE:
+            continue
+        cost[cause] = cost.get(cause, 0.0) + (100 - why.pct_of_tcp)
+        clients.setdefault(cause, set()).add(row.label)
+    if not cost:
+        return None
+    cause = max(cost, key=lambda name: cost[name])
+    named = sorted(clients[cause])
+    who = ", ".join(named[:NAMED]) + (f" and {len(named) - NAMED} more" if len(named) > NAMED else "")
+    rows = sum(1 for row, why in measured if (why.bound == cause or (cause == "fixed" and row.label in heavy)))
+    return f"Biggest fixable cause: {_FIXABLE[cause]} ({who}; {rows} rows)."
+
+
 def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False) -> list[str]:
-    """Three to six sentences on `run`, whose row explanations are `rows` (in the run's row order)."""
+    """Three to six sentences on `run`, whose row explanations are `rows` (in the run's row order): raw TCP and
+    how close the copies get to it, the worst client and why, the biggest fixable cause (a setting's advice
+    when that is it), stalls. The rest goes to the notes (`verdict_notes`)."""
     measured = [(row, why) for row, why in zip(run.results, rows, strict=True) if row.median_bytes_per_s]
     if not measured:
         return ["No row was measured, so there is nothing to explain."]
-    first = [_raw_tcp(run)]
-    reach = _reach(measured)
-    if reach:
-        first.append(reach)
+    said = [_raw_tcp(run)]
+    headline = _headline(measured)
+    if headline:
+        said.append(headline)
     if loopback:
-        first.append("On loopback there is no wire: the copies share this host's CPU, which is their limit.")
+        said.append("On loopback there is no wire: the copies share this host's CPU, which is their limit.")
+    worst = _worst(measured)
+    if worst:
+        said.append(worst)
+    advice = _advice(run, measured, short=True)
+    fixable = advice[0] if advice else _fixable(measured, _heavy_fixed(measured))
+    if fixable:
+        said.append(fixable)
+    stalls = _stalls(run)
+    if stalls:
+        said.append(stalls)
+    if len(said) < 3:
+        small = _small_files(run, measured)
+        if small:
+            said.append(small)
+    return said[:MAX_SENTENCES]
+
+
+def verdict_notes(run: Run, rows: Sequence[RowExplanation], said: Sequence[str]) -> list[str]:
+    """What the verdict leaves to the table's notes: the other shortfalls, the other advice, small files' cost."""
+    measured = [(row, why) for row, why in zip(run.results, rows, strict=True) if row.median_bytes_per_s]
+    if not measured:
+        return []
     heavy = _heavy_fixed(measured)
-    # The rest by priority, lowest last: what to change, then what else stood out, then the worst shortfalls.
-    rest = [*_advice(run, measured), *(x for x in (_stalls(run), _fixed(heavy)) if x)]
-    room = MAX_SENTENCES - len(first) - len(rest)
-    said = [*first, *_shortfalls(measured, max(1, min(2, room)), set(heavy)), *rest]
+    notes = [*_advice(run, measured), *_shortfalls(measured, 3, set()), *(x for x in (_fixed(heavy),) if x)]
     small = _small_files(run, measured)
-    if small and len(said) < MAX_SENTENCES:
-        said.append(small)
-    if len(said) > MAX_SENTENCES:  # keep the raw-TCP sentence, the advice and the first shortfall
-        said = [*first, *_shortfalls(measured, 1, set(heavy)), *rest][:MAX_SENTENCES]
-    return said
+    if small:
+        notes.append(small)
+    return [note for note in notes if not any(note in sentence for sentence in said)]

@@ -1,0 +1,70 @@
+"""Counting a client's exchanges from packets: turns of the conversation, not packets or connections."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from workbench.lab.wirecount import Packet, control_connections, count_turns, parse_ipv4_tcp, within
+
+CLIENT, SERVER = "10.77.0.1", "10.77.0.2"
+CONN = (CLIENT, 40000, SERVER, 8181)
+DATA = (CLIENT, 40002, SERVER, 30000)
+
+
+def _c(t_ms: float, payload: int = 100, syn: bool = False, conn: tuple[str, int, str, int] = CONN) -> Packet:
+    return Packet(t_ms / 1e3, True, conn, payload, syn)
+
+
+def _s(t_ms: float, payload: int = 100, syn: bool = False, conn: tuple[str, int, str, int] = CONN) -> Packet:
+    return Packet(t_ms / 1e3, False, conn, payload, syn)
+
+
+def test_each_wait_for_the_server_is_one_exchange_and_acks_or_streaming_are_none() -> None:
+    # a request, its answer in three segments, the client's pure ACKs, then the next request after a round trip
+    packets = [_c(0), _s(2.8, 1448), _s(2.9, 1448), _c(2.95, 0), _s(3.0, 500), _c(3.1), _s(5.9)]
+    assert count_turns(packets, 0.0014) == 2
+    # an upload streaming on while the server sends a window update mid-way waited for nothing
+    streaming = [_c(0, 1448), _c(0.1, 1448), _s(0.15, 40), _c(0.2, 1448), _c(0.3, 1448), _s(3.1)]
+    assert count_turns(streaming, 0.0014) == 1
+    # pipelined requests sent before any answer are one exchange
+    assert count_turns([_c(0), _c(0.05), _s(2.8), _s(2.9)], 0.0014) == 1
+
+
+def test_a_new_connection_is_a_round_trip_on_any_connection() -> None:
+    # FTP: PASV answered, the data connection's SYN/SYN-ACK, then RETR on the control connection
+    packets = [
+        _c(0),
+        _s(2.8),
+        _c(3.0, 0, syn=True, conn=DATA),
+        _s(5.8, 0, syn=True, conn=DATA),
+        _c(5.9),
+        _s(8.7),
+        _s(8.7, 1448, conn=DATA),
+    ]
+    assert count_turns(packets, 0.0014) == 3
+
+
+def test_control_api_connections_are_left_out() -> None:
+    ctl = (CLIENT, 40010, SERVER, 8181)
+    packets = [Packet(0.0, True, ctl, 90, False, b"GET /ctl/cpu HTTP/1.1\r\n"), _s(2.8, conn=ctl), _c(10.0)]
+    skip = control_connections(packets)
+    assert skip == {ctl}
+    assert count_turns(within(packets, 0.0, 1.0, skip), 0.0014) == 1
+
+
+def _ipv4_tcp(src: str, dst: str, flags: int, payload: bytes) -> bytes:
+    tcp = struct.pack("!HHIIBBHHH", 40000, 8181, 1, 0, 5 << 4, flags, 65535, 0, 0) + payload
+    ip = struct.pack(
+        "!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0, 64, 6, 0, socket.inet_aton(src), socket.inet_aton(dst)
+    )
+    return ip + tcp
+
+
+def test_packets_parse_from_ipv4_headers() -> None:
+    packet = parse_ipv4_tcp(_ipv4_tcp(CLIENT, SERVER, 0x18, b"PUT /f/x HTTP/1.1"), 1.5, CLIENT)
+    assert packet is not None and packet.from_client and packet.payload_bytes == 17 and not packet.syn
+    assert packet.conn == CONN and packet.head.startswith(b"PUT /f/x")
+    answer = parse_ipv4_tcp(_ipv4_tcp(SERVER, CLIENT, 0x12, b""), 1.6, CLIENT)
+    assert answer is not None and not answer.from_client and answer.syn and answer.payload_bytes == 0
+    assert parse_ipv4_tcp(_ipv4_tcp("10.0.0.9", SERVER, 0x10, b""), 1.0, CLIENT) is None

@@ -1,0 +1,166 @@
+"""Count a client's request/response exchanges on the lab link: the round trips it waits for, seen on the wire.
+
+A capture on the client host's link device (an AF_PACKET socket in the client namespace, so nothing to
+install) keeps, per IPv4 packet, its kernel timestamp, its connection, whether it carries payload or a SYN,
+and the first bytes of its payload. An exchange is a turn of the conversation: the client speaks (payload or
+SYN) after the server spoke, and after a pause of at least half the idle RTT since the client last spoke. A
+client that streams on while the server answers (pipelined requests, window updates) waited for nothing and
+counts nothing; a pure ACK or a FIN is no one speaking. Every connection between the two hosts counts (an
+FTP data connection's SYN is a round trip too), except the workbench control API's (requests to /ctl/),
+which the runner calls around a copy, not in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+ETH_P_IP = 0x0800
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+SNAP_BYTES = 160  # IP and TCP headers (at most 120 bytes) and the first bytes of payload
+CAPTURE_BUFFER_BYTES = 64 << 20  # a burst of small-file copies queues here while the thread sleeps
+CONTROL_MARK = b" /ctl/"  # the control API's requests: "GET /ctl/…", "POST /ctl/…"
+MAX_PACKETS = 2_000_000  # bounded memory: a capture stops keeping packets beyond this
+
+Connection = tuple[str, int, str, int]  # client address, client port, server address, server port
+
+
+@dataclass(frozen=True)
+class Packet:
+    """One TCP packet on the link, as the client host saw it."""
+
+    t_s: float  # kernel receive/send timestamp (CLOCK_REALTIME, seconds)
+    from_client: bool
+    conn: Connection
+    payload_bytes: int
+    syn: bool
+    head: bytes = b""  # the first bytes of its payload
+
+    @property
+    def speaks(self) -> bool:
+        return self.payload_bytes > 0 or self.syn
+
+
+def parse_ipv4_tcp(data: bytes, t_s: float, client_addr: str) -> Packet | None:
+    """A Packet from an IPv4 datagram (no link header), or None for anything not TCP from or to `client_addr`."""
+    if len(data) < 20 or data[0] >> 4 != 4 or data[9] != socket.IPPROTO_TCP:
+        return None
+    ihl = (data[0] & 0x0F) * 4
+    total = struct.unpack_from("!H", data, 2)[0] or len(data)  # 0: a super-packet too large to say its length
+    src, dst = socket.inet_ntoa(data[12:16]), socket.inet_ntoa(data[16:20])
+    if len(data) < ihl + 14 or client_addr not in (src, dst):
+        return None
+    sport, dport = struct.unpack_from("!HH", data, ihl)
+    offset = (data[ihl + 12] >> 4) * 4
+    flags = data[ihl + 13]
+    payload = max(0, total - ihl - offset)
+    from_client = src == client_addr
+    conn = (src, sport, dst, dport) if from_client else (dst, dport, src, sport)
+    head = bytes(data[ihl + offset : ihl + offset + 24]) if payload else b""
+    return Packet(t_s, from_client, conn, payload, bool(flags & 0x02), head)
+
+
+def control_connections(packets: Iterable[Packet]) -> set[Connection]:
+    """Connections whose first request from the client is to the control API (/ctl/)."""
+    first: dict[Connection, bytes] = {}
+    for p in packets:
+        if p.from_client and p.payload_bytes and p.conn not in first:
+            first[p.conn] = p.head
+    return {conn for conn, head in first.items() if CONTROL_MARK in head}
+
+
+def count_turns(packets: Sequence[Packet], min_gap_s: float) -> int:
+    """The exchanges in `packets` (any order): the times the client spoke after hearing the server, having
+    been silent for at least `min_gap_s` (half the idle RTT: a real wait lasts a whole one)."""
+    turns = 0
+    heard = True  # the first thing the client says in a window starts an exchange
+    last_spoke = float("-inf")
+    for p in sorted(packets, key=lambda p: p.t_s):
+        if not p.speaks:
+            continue
+        if not p.from_client:
+            heard = True
+            continue
+        if heard and p.t_s - last_spoke >= min_gap_s:
+            turns += 1
+        heard = False
+        last_spoke = p.t_s
+    return turns
+
+
+def within(packets: Sequence[Packet], start_s: float, end_s: float, skip: set[Connection]) -> list[Packet]:
+    """The packets of [start_s, end_s) not on a connection in `skip`."""
+    return [p for p in packets if start_s <= p.t_s < end_s and p.conn not in skip]
+
+
+class Capture:
+    """Packets on `device` of the namespace the calling thread is in when `start` is called (the client's)."""
+
+    def __init__(self, device: str, client_addr: str) -> None:
+        self.device = device
+        self.client_addr = client_addr
+        self.packets: list[Packet] = []
+        self.dropped = False  # more than MAX_PACKETS: the capture stopped keeping them
+        self._sock: socket.socket | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
+        with contextlib.suppress(OSError):  # as root the buffer may exceed rmem_max
+            sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), CAPTURE_BUFFER_BYTES)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.bind((self.device, ETH_P_IP))
+        sock.settimeout(0.1)
+        self._sock = sock
+        self._thread = threading.Thread(target=self._read, name="wirecount", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        ancillary = socket.CMSG_SPACE(16)
+        while not self._stop.is_set():
+            try:
+                data, cmsgs, _, _ = sock.recvmsg(SNAP_BYTES, ancillary)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            t_s = time.time()
+            for level, kind, value in cmsgs:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= 16:
+                    sec, nsec = struct.unpack("qq", value[:16])
+                    t_s = sec + nsec / 1e9
+            packet = parse_ipv4_tcp(data, t_s, self.client_addr)
+            if packet is None:
+                continue
+            if len(self.packets) >= MAX_PACKETS:
+                self.dropped = True
+                continue
+            self.packets.append(packet)
+
+    def stop(self) -> list[Packet]:
+        """Stop after what the kernel queued so far is read; the packets captured."""
+        time.sleep(0.2)  # the last packets are in the socket's queue, not yet read
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        if self._sock is not None:
+            self._sock.close()
+        return list(self.packets)
+
+
+@contextlib.contextmanager
+def captured(device: str, client_addr: str) -> Iterator[Capture]:
+    capture = Capture(device, client_addr)
+    capture.start()
+    try:
+        yield capture
+    finally:
+        capture.stop()
