@@ -12,18 +12,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.lab import PRESETS, Lab, expected_goodput_bits_per_s
+from workbench.lab import PRESETS, Lab, expected_goodput_bits_per_s, measure
 from workbench.shared.errors import WorkbenchError
 
 
 def bench(name: str, seconds: float, mtu: int | None) -> None:
     spec = PRESETS[name] if mtu is None else dataclasses.replace(PRESETS[name], mtu=mtu)
     with Lab(spec) as lab:
-        rtts = [lab.measure_idle_rtt(20) for _ in range(3)]
+        rtts = [measure.idle_rtt_ms(lab.hosts, lab.emulator, 20) for _ in range(3)]
         before = lab.forwarder_stats()
         # a long path needs time to leave slow start before the measured window
         warmup = min(3.0, max(1.0, spec.rtt_ms / 10))
-        got = lab.measure_goodput(seconds=seconds, warmup=warmup)
+        got = lab.measure_goodput_bits_per_s(seconds=seconds, warmup=warmup)
         after = lab.forwarder_stats()
         info = lab.describe()
     expected = expected_goodput_bits_per_s(spec.rate_bits_per_s, spec.mtu)

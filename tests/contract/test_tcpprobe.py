@@ -119,9 +119,9 @@ def test_window_sweep_reports_requested_effective_and_predicted(server: ProbeSer
 
 def test_rtt_returns_sane_values(server: ProbeServer, secret: str) -> None:
     result = rtt(HOST, server.port, secret, count=10)
-    assert len(result.connect_samples) == len(result.ping_samples) == 10
-    assert 0 < result.connect_min <= result.connect_median < 0.5
-    assert 0 < result.ping_min <= result.ping_median < 0.5
+    assert len(result.connect_samples_s) == len(result.ping_samples_s) == 10
+    assert 0 < result.connect_min_s <= result.connect_median_s < 0.5
+    assert 0 < result.ping_min_s <= result.ping_median_s < 0.5
 
 
 def test_wrong_secret_is_refused_cleanly(server: ProbeServer, secret: str) -> None:

@@ -16,6 +16,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,7 @@ from tests.schema_check import assert_valid_run_document
 from workbench.lab import PRESETS, Lab, LinkSpec, check_available, cleanup_stale, expected_goodput_bits_per_s, netns
 from workbench.lab import lifecycle as lab_lifecycle
 from workbench.lab import link as lab_link
+from workbench.lab import measure as lab_measure
 from workbench.lab.linkemu import VNET_HDR, wire_bytes
 from workbench.shared.errors import UnavailableError, UsageError
 
@@ -31,6 +33,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 needs_lab = pytest.mark.skipif(lab_unavailable() is not None, reason=lab_unavailable() or "")
+
+
+def _popen(lab: Lab, side: str, argv: list[str], **kw: Any) -> subprocess.Popen[Any]:
+    """Start argv inside the lab's client or server namespace."""
+    ns = {"client": lab.client_ns, "server": lab.server_ns}[side]
+    return subprocess.Popen(["ip", "netns", "exec", ns, *argv], **kw)
 
 
 def _forwarders_of(owner: int) -> list[int]:
@@ -115,7 +123,7 @@ def test_up_and_down_leaves_nothing() -> None:
     with Lab(PRESETS["gige"]) as lab:
         assert netns.exists(lab.client_ns) and netns.exists(lab.server_ns)
         assert len(_forwarders_of(os.getpid())) == 1
-        shown = lab.popen("server", ["ip", "-o", "addr", "show", "dev", "wbs0"], stdout=subprocess.PIPE, text=True)
+        shown = _popen(lab, "server", ["ip", "-o", "addr", "show", "dev", "wbs0"], stdout=subprocess.PIPE, text=True)
         assert f"inet {lab.server_addr} peer {lab.client_addr}/32" in shown.communicate(timeout=10)[0]
         assert "mtu 1500" in netns.ip("-n", lab.client_ns, "-o", "link", "show", "dev", "wbc0")
         info = lab.describe()
@@ -150,12 +158,12 @@ def test_idle_rtt_within_0_3_ms_of_target(preset: str) -> None:
         assert_lab_rtt_honest(lab.describe()["rtt_ms"], spec.rtt_ms, lab.notes)
         # fresh measurements, not the calibration's; CPU contention only ever adds delay, so the quietest round
         # of three is the link's own RTT (held within ±0.08 ms here with both cores spinning in a neighbour)
-        rounds = [lab.measure_idle_rtt(10) for _ in range(3)]
+        rounds = [lab_measure.idle_rtt_ms(lab.hosts, lab.emulator, 10) for _ in range(3)]
         assert abs(min(rounds) - spec.rtt_ms) <= 0.3, f"idle RTT {rounds} ms for {spec.rtt_ms} ms"
         if spec.rtt_ms >= 1:
             # the delay is the line's, not the path's: a link with no line is far faster
             lab.emulator.ask("delay 0")
-            assert lab.measure_idle_rtt(20) < min(rounds) - 0.5 * spec.rtt_ms
+            assert lab_measure.idle_rtt_ms(lab.hosts, lab.emulator, 20) < min(rounds) - 0.5 * spec.rtt_ms
 
 
 @pytest.mark.lab
@@ -166,10 +174,10 @@ def test_goodput_within_5_percent(rate: int) -> None:
     spec = LinkSpec(rate_bits_per_s=rate, rtt_ms=2.8)
     start = time.monotonic()
     with Lab(spec) as lab:
-        got = [lab.measure_goodput(seconds=2.5, warmup=1.0)]
+        got = [lab.measure_goodput_bits_per_s(seconds=2.5, warmup=1.0)]
         # a neighbour's CPU load can only lower goodput, never raise it: one retry, and never over the rate
         if got[0] < 0.95 * expected:
-            got.append(lab.measure_goodput(seconds=2.5, warmup=1.0))
+            got.append(lab.measure_goodput_bits_per_s(seconds=2.5, warmup=1.0))
         stats = lab.forwarder_stats()
         lab_wall_s = time.monotonic() - start
     assert stats["packets"] > 1000 and stats["bytes"] > rate / 8
@@ -200,7 +208,7 @@ def test_loss_and_cc_choice() -> None:
     spec = LinkSpec(rate_bits_per_s=100_000_000, rtt_ms=1.0, loss=0.05, cc="reno")
     with Lab(spec) as lab:
         assert lab.describe()["cc"] == "reno"
-        lab.measure_goodput(seconds=0.5, warmup=0.0)
+        lab.measure_goodput_bits_per_s(seconds=0.5, warmup=0.0)
         stats = lab.forwarder_stats()
     sent = stats["client_to_server"]["packets"] + stats["client_to_server"]["dropped_loss"]
     lost = stats["client_to_server"]["dropped_loss"]
@@ -326,7 +334,8 @@ def _curl_download_bytes_per_s(lab: Lab, work: Path, size: int) -> float:
     served.mkdir()
     (served / "blob").write_bytes(os.urandom(size))
     port = 18080
-    server = lab.popen(
+    server = _popen(
+        lab,
         "server",
         [sys.executable, "-m", "http.server", str(port), "--bind", lab.server_addr, "--directory", str(served)],
         stdout=subprocess.DEVNULL,
@@ -335,11 +344,12 @@ def _curl_download_bytes_per_s(lab: Lab, work: Path, size: int) -> float:
     try:
         url = f"http://{lab.server_addr}:{port}/blob"
         for _ in range(50):  # wait until it listens
-            probe = lab.popen("client", ["curl", "-sI", "-o", "/dev/null", "--max-time", "1", url])  # HEAD
+            probe = _popen(lab, "client", ["curl", "-sI", "-o", "/dev/null", "--max-time", "1", url])  # HEAD
             if probe.wait(5) == 0:
                 break
             time.sleep(0.1)
-        curl = lab.popen(
+        curl = _popen(
+            lab,
             "client",
             ["curl", "-s", "-o", "/dev/null", "--max-time", "30", "-w", "%{size_download} %{time_total}", url],
             stdout=subprocess.PIPE,
@@ -433,7 +443,7 @@ def test_a_kernel_link_stalls_only_the_direction_asked() -> None:
     spec = LinkSpec(rate_bits_per_s=5_300_000_000, rate_down_bits_per_s=2_000_000_000, rtt_ms=0.0, stall=stall)
     assert spec.kernel_link()
     with Lab(spec) as lab:
-        got = lab.measure_goodput(seconds=2.5, warmup=0.5)  # client to server: the stalled direction
+        got = lab.measure_goodput_bits_per_s(seconds=2.5, warmup=0.5)  # client to server: the stalled direction
         stats = lab.forwarder_stats()
     up = stats["client_to_server"]
     # 3.0 s of uploading at one stall per 1.1 s: two or three stalls of 0.3 s, which cost their share of the rate

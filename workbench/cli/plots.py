@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from workbench.core.ceiling import link_goodput
+from workbench.core.ceiling import link_goodput_bytes_per_s
 from workbench.core.results import INTERVAL_S, Result, Run, Sample
 from workbench.shared.safetext import for_plot
 
@@ -144,7 +144,7 @@ def throughput_over_time(run: Run, row: int | Result, prefix: str | None = None)
     if not copies:
         return None
     raw_tcp = run.baseline.for_direction(result.direction)
-    link = link_goodput(run.link, result.direction)
+    link = link_goodput_bytes_per_s(run.link, result.direction)
     with _drawing():
         fig = Figure(figsize=(TIME_WIDTH_IN, 2.6), layout="constrained")
         ax = fig.add_subplot()

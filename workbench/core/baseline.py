@@ -65,7 +65,7 @@ def measure_baseline(plan: Plan, watcher: CopyWatcher) -> Baseline:
     triage: dict[str, Any] = {}
     try:
         rtt = probe_client.rtt(host, port, secret, count=20)
-        base = dataclasses.replace(base, rtt_ms=rtt.ping_median * 1e3, connect_rtt_ms=rtt.connect_median * 1e3)
+        base = dataclasses.replace(base, rtt_ms=rtt.ping_median_s * 1e3, connect_rtt_ms=rtt.connect_median_s * 1e3)
         measured = {}
         for direction in ("upload", "download"):
             probe = functools.partial(probe_client.measure, host, port, secret, direction, plan.tcp_duration)
@@ -81,7 +81,7 @@ def measure_baseline(plan: Plan, watcher: CopyWatcher) -> Baseline:
         down_bytes_per_s=down.bytes_per_s,
         tcp=triage or None,
         window_bytes=max(w for w in (up.window_bytes, down.window_bytes, 0) if w is not None) or None,
-        details={"probe": {"upload": up.to_json(), "download": down.to_json()}, "rtt_min_ms": rtt.ping_min * 1e3},
+        details={"probe": {"upload": up.to_json(), "download": down.to_json()}, "rtt_min_ms": rtt.ping_min_s * 1e3},
     )
     if plan.iperf3:
         with iperf3_auth(plan.target) as auth:
@@ -106,9 +106,9 @@ def measure_tcp(
     rtt = probe_client.rtt(host, port, secret, count=20)
     doc: dict[str, Any] = {
         "host": host,
-        "rtt_ms": rtt.ping_median * 1e3,
-        "rtt_min_ms": rtt.ping_min * 1e3,
-        "connect_rtt_ms": rtt.connect_median * 1e3,
+        "rtt_ms": rtt.ping_median_s * 1e3,
+        "rtt_min_ms": rtt.ping_min_s * 1e3,
+        "connect_rtt_ms": rtt.connect_median_s * 1e3,
         "directions": {},
     }
     with iperf3_auth(target) as auth:
@@ -125,7 +125,7 @@ def measure_tcp(
     if sweep:
         # the path's best is what the probe just carried downloading (the sweep's direction), when it ran
         down = doc["directions"].get("download", {}).get("probe_bytes_per_s")
-        doc["window_sweep"] = sweep_windows(target, sweep, rtt.ping_median * 1e3, min(duration, 3.0), down)
+        doc["window_sweep"] = sweep_windows(target, sweep, rtt.ping_median_s * 1e3, min(duration, 3.0), down)
     return doc
 
 

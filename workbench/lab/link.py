@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import subprocess
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -237,7 +236,7 @@ class Lab:
         if self.spec.fastest_bits_per_s > 2_000_000_000 and not isinstance(self.emulator, KernelLink):
             self.notes.append(
                 "the userspace forwarder may not reach this rate here (4-5 Gbit/s on 2 idle cores): "
-                "measure_goodput() tells what the link delivers"
+                "measure_goodput_bits_per_s() tells what the link delivers"
             )
 
     def _emu_config(self) -> EmuConfig:
@@ -278,27 +277,13 @@ class Lab:
         """Run the calling thread in the server namespace."""
         return self.hosts.in_server()
 
-    def _ns(self, ns: str) -> str:
-        return {"client": self.client_ns, "server": self.server_ns}.get(ns, ns)
-
-    def popen(self, ns: str, argv: list[str], **kw: Any) -> subprocess.Popen:
-        """Start argv inside namespace `ns` ('client', 'server' or a namespace name)."""
-        name = self._ns(ns)
-        if name not in (self.client_ns, self.server_ns):
-            raise UsageError(f"{ns!r} is not one of this lab's namespaces", "use 'client' or 'server'")
-        return subprocess.Popen(["ip", "netns", "exec", name, *argv], **kw)
-
     def start_stalls(self) -> None:
         """Start the link's stalls (if it has any); once."""
         if self.spec.stall is not None and not self._stalling:
             self._stalling = True
             self.emulator.ask("stalls")
 
-    def measure_idle_rtt(self, count: int = 20) -> float:
-        """Median TCP connect time (one SYN/SYN-ACK round trip) from client to server, in ms."""
-        return measure.idle_rtt_ms(self.hosts, self.emulator, count)
-
-    def measure_goodput(self, seconds: float = 3.0, warmup: float = 1.0) -> float:
+    def measure_goodput_bits_per_s(self, seconds: float = 3.0, warmup: float = 1.0) -> float:
         """TCP goodput client→server in bit/s over `seconds` after a `warmup`, with one plain socket stream."""
         spec = self.spec
         self.goodput_bits_per_s = measure.goodput_bits_per_s(

@@ -227,7 +227,7 @@ def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Lab, Pa
         with Lab(spec, defer_stalls=True) as lab:
             observer.status(f"lab: idle RTT measured {lab.idle_rtt_ms:.2f} ms; measuring goodput (3 s)…")
             with contextlib.suppress(WorkbenchError):
-                lab.measure_goodput(seconds=3.0)
+                lab.measure_goodput_bits_per_s(seconds=3.0)
             yield lab, work, link_document(lab.describe(), req.preset)
     finally:
         shutil.rmtree(work, ignore_errors=True)

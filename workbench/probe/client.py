@@ -87,12 +87,12 @@ class ProbeResult:
 class RttResult:
     """Round-trip times in seconds: TCP connect (SYN to SYN-ACK) and an application-level echo."""
 
-    connect_median: float
-    connect_min: float
-    ping_median: float
-    ping_min: float
-    connect_samples: tuple[float, ...] = field(default=(), repr=False)
-    ping_samples: tuple[float, ...] = field(default=(), repr=False)
+    connect_median_s: float
+    connect_min_s: float
+    ping_median_s: float
+    ping_min_s: float
+    connect_samples_s: tuple[float, ...] = field(default=(), repr=False)
+    ping_samples_s: tuple[float, ...] = field(default=(), repr=False)
 
 
 class _Session:
@@ -294,12 +294,12 @@ def rtt(host: str, port: int, secret: str, count: int = 20) -> RttResult:
         except OSError as exc:
             raise from_os_error(exc, "pinging the TCP probe", host, port) from exc
     return RttResult(
-        connect_median=statistics.median(connects),
-        connect_min=min(connects),
-        ping_median=statistics.median(pings),
-        ping_min=min(pings),
-        connect_samples=tuple(connects),
-        ping_samples=tuple(pings),
+        connect_median_s=statistics.median(connects),
+        connect_min_s=min(connects),
+        ping_median_s=statistics.median(pings),
+        ping_min_s=min(pings),
+        connect_samples_s=tuple(connects),
+        ping_samples_s=tuple(pings),
     )
 
 
