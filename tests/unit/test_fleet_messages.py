@@ -109,6 +109,30 @@ def test_nesting_is_counted_without_strings() -> None:
     assert nesting_depth(b"[" * 1_000_000, limit=16) == 17  # stops counting past the limit
 
 
+HOSTILE_QUOTES = [
+    b'"' + b'\\"' * (MAX_LINE_BYTES // 2),
+    b'"' * MAX_LINE_BYTES,
+    b'"\\' * (MAX_LINE_BYTES // 2),
+    b"\\" * MAX_LINE_BYTES,
+    b'["' * (MAX_LINE_BYTES // 2),
+]
+
+
+@pytest.mark.timeout(60)  # quadratic scanning of these lines took days; linear takes well under a second
+@pytest.mark.parametrize(
+    "line", HOSTILE_QUOTES, ids=["quote-escaped-quotes", "quotes", "quote-backslash", "backslashes", "bracket-quote"]
+)
+def test_nesting_of_a_line_of_quotes_is_counted_in_linear_time(line: bytes) -> None:
+    assert nesting_depth(line) <= 17
+    with pytest.raises(MalformedMessage):
+        parse_message(line)
+
+
+def test_an_unclosed_string_hides_the_brackets_after_it() -> None:
+    assert nesting_depth(b'["' + b"[" * 100) == 1
+    assert nesting_depth(b'["a\\\\"' + b"[" * 5) == 6  # an escaped backslash ends before the quote
+
+
 def _pipe_with(data: bytes) -> int:
     read, write = os.pipe()
     os.write(write, data)

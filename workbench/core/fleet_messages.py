@@ -257,8 +257,11 @@ class Error(_Strict):
 Message = Hello | Wait | Copy | Row | BaselineMessage | Together | Begin | Finish | Cleaned | Done | Error
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Annotated[Message, Field(discriminator="event")])
 
-# A string (skipped whole) or a bracket: enough to count nesting without parsing.
-_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+# A string (skipped whole) or a bracket: enough to count nesting without parsing. The closing quote is optional
+# and the string's body unrolled (runs of plain bytes, each escape followed by another run) so that no match can
+# fail after its opening quote: a required closing quote made a line of `"\"\"…` rescan to its end from every
+# quote (quadratic: days for a 4 MiB line). An unclosed string runs to the line's end, as a parser would read it.
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
 
 
 def nesting_depth(line: bytes, limit: int = MAX_DEPTH) -> int:
