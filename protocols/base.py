@@ -59,6 +59,10 @@ class ClientOptions:
     # A reachable host answers a TCP connect in milliseconds: a few seconds tell an unreachable one apart.
     connect_timeout: float = 5.0
     verify_host_keys: bool = True
+    # AFP login: "secure" (DHX2: the password never in clear), "cleartext" (Cleartxt Passwrd: the password, at
+    # most 8 bytes, in clear on the wire; only when the user asks for it) or "guest" (No User Authent).
+    afp_login: str = "secure"
+    requests_in_flight: int = 4  # read/write requests a pipelining client (AFP) keeps outstanding
 
 
 @dataclass(frozen=True)
@@ -218,10 +222,6 @@ class Client(ABC):
     def details(self) -> ClientDetails:
         """What shapes this client's speed, for the row's metadata and the ceilings (see ClientDetails)."""
         return ClientDetails()
-
-    def server_pids(self) -> list[int]:
-        """PIDs of server processes serving this session, when known locally (for CPU accounting)."""
-        return []
 
     def __enter__(self) -> Client:
         self.connect()

@@ -1,0 +1,635 @@
+"""AFP through workbench's own client: DSI over TCP, AFP 3.x, a DHX2 login, pipelined reads and writes.
+
+No maintained AFP client exists for Python, and Linux has none at all, so this one speaks the protocol itself
+(afp_dsi.py: the session layer; afp_wire.py: the commands; afp_dhx2.py: the login). What shapes its speed:
+reads and writes of `request_bytes` each (ClientOptions.block_size, at most the DSI quantum the server
+announces), `requests_in_flight` of them outstanding at once (ClientOptions.requests_in_flight), so its ceiling
+is requests_in_flight x request_bytes per round trip, as details() says. Per file it opens and closes the
+data fork (two round trips; an upload first creates the file, three).
+
+Logins: DHX2 (Diffie-Hellman, then the password CAST5-encrypted) unless the user asks for ClientOptions.afp_login
+"cleartext" (the password, at most 8 bytes, in clear) or "guest". A server that offers no DHX2 is refused with
+a hint rather than sent the password in clear.
+
+Links: netatalk shows a symbolic link as a file (Finder type 'slnk', st_mode S_IFLNK); remove_tree deletes such
+an entry itself and never enters it, and checks before deleting inside a directory that its name still leads to
+the same directory ID (not a link swapped in).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from workbench.protocols import afp_dhx2 as dhx2
+from workbench.protocols import afp_wire as wire
+from workbench.protocols.afp_dsi import COMMAND, WRITE, DsiConnection, DsiError, Reply
+from workbench.protocols.base import (
+    Client,
+    LeftInPlace,
+    Progress,
+    RemovalBudget,
+    first_problem,
+    listed_name,
+)
+from workbench.protocols.details import ClientDetails
+from workbench.shared.errors import (
+    AuthError,
+    DiskError,
+    NetworkError,
+    NotFoundError,
+    UnavailableError,
+    UsageError,
+    WorkbenchError,
+    from_os_error,
+)
+
+AFP_PORT = 548
+LOGINS = ("secure", "cleartext", "guest")
+MAX_REQUESTS_IN_FLIGHT = 64
+ENUMERATE_COUNT = 512  # entries asked for per FPEnumerateExt2
+ENUMERATE_REPLY_BYTES = 256 * 1024
+
+
+def _afp_port(ports: Any) -> int:
+    return int(ports.get("afp", AFP_PORT))
+
+
+class AfpPythonClient(Client):
+    protocol = "afp"
+    name = "python"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._conn: DsiConnection | None = None
+        self._vol: wire.Volume | None = None
+        self._dirs: dict[tuple[str, ...], int] = {}  # directory IDs by path, looked up or made this session
+        self.version: str | None = None
+        self.uam: str | None = None
+        self.server_name: str | None = None
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return None
+
+    @property
+    def _port(self) -> int:
+        return _afp_port(self.target.ports)
+
+    @property
+    def _where(self) -> str:
+        host = f"[{self.target.host}]" if ":" in self.target.host else self.target.host
+        return f"{host}:{self._port}"
+
+    # -- errors -----------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        """Translate what the connection raises while doing `what` into one-line workbench errors."""
+        try:
+            yield
+        except WorkbenchError:
+            raise
+        except DsiError as exc:
+            self._broken()
+            raise NetworkError(f"AFP: {exc} while {what}", "the server stopped or dropped the session") from exc
+        except TimeoutError as exc:
+            self._broken()
+            raise NetworkError(
+                f"AFP: no reply from {self._where} for {self.options.timeout:g} s while {what}", "the server stalled"
+            ) from exc
+        except OSError as exc:
+            self._broken()
+            raise from_os_error(exc, what, self.target.host, self._port) from exc
+        except ValueError as exc:  # a reply the parsers refuse
+            self._broken()
+            raise NetworkError(
+                f"AFP: malformed reply from {self._where} while {what}: {exc}", "see the server's log"
+            ) from exc
+
+    def _broken(self) -> None:
+        """After a failed exchange the stream's position is unknown: no further request goes on it."""
+        if self._conn is not None:
+            self._conn.close(session_open=False)
+            self._conn = None
+
+    def _failure(self, code: int, what: str) -> WorkbenchError:
+        """The workbench error for an AFP result code."""
+        text = f"AFP: {what}: {wire.result_name(code)} from {self._where}"
+        if code in (wire.ERR_OBJECT_NOT_FOUND, wire.ERR_DIR_NOT_FOUND):
+            return NotFoundError(text, "check the remote path")
+        if code == wire.ERR_ACCESS:
+            return AuthError(text, "check the volume's permissions for this user")
+        if code in (wire.ERR_DISK_FULL, wire.ERR_VOLUME_LOCKED):
+            return DiskError(text, "free space on the server or use a writable volume")
+        if code in (wire.ERR_USER_NOT_AUTH, wire.ERR_BAD_UAM, wire.ERR_PASSWORD_EXPIRED):
+            return AuthError(text, "check the user and password")
+        return WorkbenchError(text, "see the server's log")
+
+    def _require(self) -> tuple[DsiConnection, wire.Volume]:
+        if self._conn is None or self._vol is None:
+            raise NetworkError("AFP session is not connected", "call connect() first")
+        return self._conn, self._vol
+
+    def _call(self, payload: bytes, what: str, ok: tuple[int, ...] = (wire.AFP_OK,)) -> Reply:
+        """One AFP command and its reply; a result code outside `ok` raises its workbench error."""
+        conn = self._conn
+        if conn is None:
+            raise NetworkError("AFP session is not connected", "call connect() first")
+        with self._guard(what):
+            reply = conn.request(COMMAND, payload)
+        if reply.code not in ok:
+            raise self._failure(reply.code, what)
+        return reply
+
+    # -- session ----------------------------------------------------------------------------------------------
+
+    def _server_info(self) -> wire.ServerInfo:
+        what = f"asking {self._where} for its AFP versions and login methods"
+        with self._guard(what):
+            status = DsiConnection.connect(
+                self.target.host, self._port, self.options.connect_timeout, self.options.connect_timeout
+            )
+            try:
+                return wire.parse_server_info(status.get_status())
+            finally:
+                status.close(session_open=False)
+
+    def _choose_uam(self, info: wire.ServerInfo) -> str:
+        login = self.options.afp_login
+        if login not in LOGINS:
+            raise UsageError(f"unknown AFP login {login!r}", f"choose from {', '.join(LOGINS)}")
+        wanted = {"secure": wire.UAM_DHX2, "cleartext": wire.UAM_CLEARTEXT, "guest": wire.UAM_GUEST}[login]
+        offered = ", ".join(repr(u) for u in info.uams) or "none"
+        if wanted not in info.uams:
+            hint = {
+                "secure": "it offers no secure login workbench speaks; ask for the cleartext login only on a "
+                "trusted link (the password then crosses it in clear)",
+                "cleartext": "use the secure login (DHX2)",
+                "guest": "log in with a user and password",
+            }[login]
+            raise AuthError(f"AFP server {self._where} offers no {wanted!r} login (it offers {offered})", hint)
+        return wanted
+
+    def connect(self) -> None:
+        info = self._server_info()
+        self.server_name = info.name
+        version = wire.choose_version(info.versions)
+        if version is None:
+            offered = ", ".join(repr(v) for v in info.versions) or "none"
+            raise UnavailableError(
+                f"AFP server {self._where} speaks no AFP 3 version (it offers {offered})",
+                f"{self.label} speaks AFP 3.1 to 3.4",
+            )
+        uam = self._choose_uam(info)
+        what = f"opening an AFP session with {self._where}"
+        with self._guard(what):
+            conn = DsiConnection.connect(
+                self.target.host, self._port, self.options.connect_timeout, self.options.timeout
+            )
+            self._conn = conn
+            conn.open_session()
+        try:
+            self._login(version, uam)
+            self.version, self.uam = version, uam
+            reply = self._call(wire.open_vol(self.target.share), f"opening the volume {self.target.share!r}")
+            with self._guard(f"opening the volume {self.target.share!r}"):
+                self._vol = wire.parse_open_vol(reply.data)
+        except BaseException:
+            self.close()
+            raise
+
+    def _login(self, version: str, uam: str) -> None:
+        creds = self.target.credentials
+        what = f"logging in to {self._where} as {creds.user!r}"
+        conn = self._conn
+        assert conn is not None
+        if uam == wire.UAM_GUEST:
+            self._login_step(conn, wire.login_guest(version), what, last=True)
+            return
+        if uam == wire.UAM_CLEARTEXT:
+            try:
+                password = wire.cleartext_password(creds.password)
+            except ValueError as exc:
+                raise UsageError(f"AFP: {exc}", "use the secure login (DHX2) for a longer password") from exc
+            self._login_step(conn, wire.login_ext(version, uam, creds.user, password), what, last=True)
+            return
+        answer = self._login_step(conn, wire.login_ext(version, uam, creds.user), what, last=False)
+        with self._guard(what):
+            challenge = dhx2.parse_challenge(answer)
+            rb = 2 + secrets.randbelow(challenge.p - 3)
+            nonce = os.urandom(dhx2.NONCE_BYTES)
+            first, key = dhx2.first_reply(challenge, rb, nonce)
+        answer = self._login_step(conn, wire.login_cont(first), what, last=False)
+        try:
+            session_id, server_nonce = dhx2.server_nonce(key, nonce, answer)
+        except ValueError as exc:
+            raise AuthError(f"AFP: {what}: {exc}", "the server is not who it claims, or it is broken") from exc
+        try:
+            proof = dhx2.password_reply(key, session_id, server_nonce, creds.password)
+        except ValueError as exc:
+            raise UsageError(f"AFP: {exc}", "use a shorter password") from exc
+        self._login_step(conn, wire.login_cont(proof), what, last=True)
+
+    def _login_step(self, conn: DsiConnection, payload: bytes, what: str, last: bool) -> bytes:
+        """One login message; its reply's data. The last must be accepted, the others continued."""
+        with self._guard(what):
+            reply = conn.request(COMMAND, payload)
+        expected = wire.AFP_OK if last else wire.ERR_AUTH_CONTINUE
+        if reply.code == expected:
+            return reply.data
+        if reply.code in (wire.ERR_USER_NOT_AUTH, wire.ERR_PARAM, wire.ERR_ACCESS, wire.AFP_OK):
+            # netatalk answers a bad user name with a parameter error at the first step
+            raise AuthError(
+                f"AFP login as {self.target.credentials.user!r} refused by {self._where} "
+                f"({wire.result_name(reply.code)})",
+                "check the user and password",
+            )
+        raise self._failure(reply.code, what)
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        self._vol = None
+        self._dirs.clear()
+        if conn is None:
+            return
+        with suppress(OSError, DsiError):
+            conn.sock.settimeout(min(self.options.timeout, 2.0))
+            conn.read_reply(conn.send_request(COMMAND, wire.logout()))
+        conn.close()
+
+    # -- paths ------------------------------------------------------------------------------------------------
+
+    def _names(self, remote: str) -> list[str]:
+        path = self.target.remote_path(remote) if self.target.stock else remote
+        try:
+            return wire.split_path(path)
+        except ValueError as exc:
+            raise NotFoundError(f"AFP: the remote path {remote!r} holds {exc}", "use a path inside the volume") from exc
+
+    def _lookup(self, dir_id: int, name: str, what: str) -> wire.Entry:
+        """The entry `name` of directory `dir_id` (NotFoundError when there is none)."""
+        _, vol = self._require()
+        unix = bool(vol.attributes & wire.VOL_ATTR_UNIX_PRIVS)
+        request = wire.get_file_dir_parms(vol.vol_id, dir_id, wire.file_bitmap(unix), wire.dir_bitmap(unix), [name])
+        reply = self._call(request, what)
+        with self._guard(what):
+            return wire.parse_file_dir_parms(reply.data)
+
+    def _dir_id(self, names: list[str], what: str) -> int:
+        """The ID of the directory at `names` (the volume's root for none), every step a real directory."""
+        dir_id = wire.ROOT_DIR_ID
+        for depth in range(1, len(names) + 1):
+            key = tuple(names[:depth])
+            if key in self._dirs:
+                dir_id = self._dirs[key]
+                continue
+            entry = self._lookup(dir_id, names[depth - 1], what)
+            if not entry.is_real_dir:
+                raise NotFoundError(f"AFP: {'/'.join(key)} is not a directory on {self._where} while {what}")
+            dir_id = self._dirs[key] = entry.node_id
+        return dir_id
+
+    def _parent(self, remote: str, what: str) -> tuple[int, str]:
+        names = self._names(remote)
+        if not names:
+            raise NotFoundError(f"AFP: {remote!r} names the volume itself, not a file", "give a file's path")
+        return self._dir_id(names[:-1], what), names[-1]
+
+    # -- copies -----------------------------------------------------------------------------------------------
+
+    @property
+    def request_bytes(self) -> int:
+        """One read or write: the block size, at most the server's quantum."""
+        quantum = self._conn.server_quantum_bytes if self._conn is not None else 0
+        size = self.options.block_size
+        return min(size, quantum) if quantum else size
+
+    @property
+    def in_flight(self) -> int:
+        return max(1, min(self.options.requests_in_flight, MAX_REQUESTS_IN_FLIGHT))
+
+    def _open_fork(self, dir_id: int, name: str, access: int, what: str) -> tuple[int, int | None]:
+        _, vol = self._require()
+        reply = self._call(wire.open_fork(vol.vol_id, dir_id, name, access), what)
+        with self._guard(what):
+            return wire.parse_open_fork(reply.data)
+
+    def _close_fork(self, fork: int, what: str) -> None:
+        if self._conn is not None:
+            self._call(wire.close_fork(fork), what)
+
+    def download(self, remote: str, local: Path, progress: Progress) -> None:
+        what = f"downloading {remote}"
+        dir_id, name = self._parent(remote, what)
+        fork, size = self._open_fork(dir_id, name, wire.FORK_READ, what)
+        try:
+            try:
+                fh = open(local, "wb")  # noqa: SIM115 - closed below, after the fork
+            except OSError as exc:
+                raise from_os_error(exc, f"writing {local}") from exc
+            with fh:
+                self._read_fork(fork, size, fh, progress, what)
+        finally:
+            with suppress(WorkbenchError):
+                self._close_fork(fork, what)
+
+    def _read_fork(self, fork: int, size: int | None, fh: BinaryIO, progress: Progress, what: str) -> None:
+        """Read the fork from its start with `in_flight` FPReadExt requests outstanding, in order, into `fh`."""
+        conn, _ = self._require()
+        step = self.request_bytes
+        buffer = bytearray(step)
+        view = memoryview(buffer)
+        pending: list[tuple[int, int, int]] = []  # (request id, offset, count)
+        next_offset = 0
+        ended = False
+        with self._guard(what):
+            while True:
+                while not ended and len(pending) < self.in_flight and (size is None or next_offset < size):
+                    count = step if size is None else min(step, size - next_offset)
+                    pending.append(
+                        (conn.send_request(COMMAND, wire.read_ext(fork, next_offset, count)), next_offset, count)
+                    )
+                    next_offset += count
+                if not pending:
+                    return
+                request_id, offset, count = pending.pop(0)
+                reply = conn.read_reply(request_id, view)
+                if reply.code not in (wire.AFP_OK, wire.ERR_EOF):
+                    raise self._failure(reply.code, what)
+                if reply.length:
+                    _write_local(fh, view[: reply.length], what)
+                    progress(reply.length)
+                if reply.length < count or reply.code == wire.ERR_EOF:
+                    if pending and size is not None:
+                        raise WorkbenchError(
+                            f"AFP: {what}: the file ended at {offset + reply.length} bytes, not {size}",
+                            "it changed on the server during the copy",
+                        )
+                    ended = True
+                    if not pending:
+                        return
+
+    def upload(self, local: Path, remote: str, progress: Progress) -> None:
+        what = f"uploading {remote}"
+        dir_id, name = self._parent(remote, what)
+        try:
+            fh = open(local, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise from_os_error(exc, f"reading {local}") from exc
+        with fh:
+            _, vol = self._require()
+            # a hard create replaces an existing file: nothing of a longer one stays behind
+            self._call(wire.create_file(vol.vol_id, dir_id, name, hard=True), what)
+            fork, _ = self._open_fork(dir_id, name, wire.FORK_READ | wire.FORK_WRITE | wire.FORK_DENY_WRITE, what)
+            try:
+                self._write_fork(fork, fh, progress, what)
+            finally:
+                with suppress(WorkbenchError):
+                    self._close_fork(fork, what)
+
+    def _write_fork(self, fork: int, fh: BinaryIO, progress: Progress, what: str) -> None:
+        """Write `fh` from its start with `in_flight` FPWriteExt requests outstanding; each acknowledged write
+        counts as progress."""
+        conn, _ = self._require()
+        step = self.request_bytes
+        buffer = bytearray(step)
+        view = memoryview(buffer)
+        pending: list[tuple[int, int, int]] = []  # (request id, offset, count)
+        offset = 0
+        ended = False
+        with self._guard(what):
+            while True:
+                while not ended and len(pending) < self.in_flight:
+                    count = _read_local(fh, view, what)
+                    if count == 0:
+                        ended = True
+                        break
+                    payload = wire.write_ext(fork, offset, count)
+                    pending.append((conn.send_request(WRITE, payload, view[:count]), offset, count))
+                    offset += count
+                if not pending:
+                    return
+                request_id, at, count = pending.pop(0)
+                reply = conn.read_reply(request_id)
+                if reply.code != wire.AFP_OK:
+                    raise self._failure(reply.code, what)
+                if len(reply.data) >= 8 and struct.unpack_from(">Q", reply.data)[0] != at + count:
+                    raise WorkbenchError(f"AFP: {what}: the server wrote up to another offset than asked")
+                progress(count)
+
+    # -- directories ------------------------------------------------------------------------------------------
+
+    def mkdir(self, remote_dir: str) -> None:
+        names = self._names(remote_dir)
+        what = f"creating {remote_dir}"
+        _, vol = self._require()
+        dir_id = wire.ROOT_DIR_ID
+        for depth in range(1, len(names) + 1):
+            key = tuple(names[:depth])
+            if key in self._dirs:
+                dir_id = self._dirs[key]
+                continue
+            reply = self._call(
+                wire.create_dir(vol.vol_id, dir_id, names[depth - 1]), what, (wire.AFP_OK, wire.ERR_OBJECT_EXISTS)
+            )
+            if reply.code == wire.AFP_OK and len(reply.data) >= 4:
+                dir_id = self._dirs[key] = struct.unpack_from(">I", reply.data)[0]
+            else:  # there already: it must be a real directory
+                dir_id = self._dir_id(list(key), what)
+
+    def is_dir(self, remote: str) -> bool:
+        names = self._names(remote)
+        if not names:
+            return True
+        what = f"looking up {remote}"
+        try:
+            parent = self._dir_id(names[:-1], what)
+            return self._lookup(parent, names[-1], what).is_dir
+        except NotFoundError:
+            return False
+
+    def check_real_dir(self, remote: str) -> None:
+        names = self._names(remote)
+        what = f"checking {remote}"
+        if not names:
+            return
+        entry = self._lookup(self._dir_id(names[:-1], what), names[-1], what)
+        if not entry.is_real_dir:
+            raise LeftInPlace(
+                f"{remote} on {self._where} is not a real directory (a link or a file): left in place",
+                "delete it by hand if it is yours",
+            )
+
+    def _list(self, dir_id: int, what: str) -> list[wire.Entry]:
+        """Every entry of the directory `dir_id`, with FPEnumerateExt2 until the server says there are no more."""
+        _, vol = self._require()
+        unix = bool(vol.attributes & wire.VOL_ATTR_UNIX_PRIVS)
+        entries: list[wire.Entry] = []
+        while True:
+            request = wire.enumerate_ext2(
+                vol.vol_id,
+                dir_id,
+                wire.file_bitmap(unix),
+                wire.dir_bitmap(unix),
+                ENUMERATE_COUNT,
+                len(entries) + 1,
+                ENUMERATE_REPLY_BYTES,
+            )
+            reply = self._call(request, what, (wire.AFP_OK, wire.ERR_OBJECT_NOT_FOUND))
+            if reply.code == wire.ERR_OBJECT_NOT_FOUND:
+                return entries
+            with self._guard(what):
+                batch = wire.parse_enumerate_ext2(reply.data)
+            if not batch:
+                return entries
+            entries.extend(batch)
+            if len(entries) > 2 * ENUMERATE_COUNT * 1000:
+                raise LeftInPlace(f"AFP: {what}: the server lists no end of entries", "delete it by hand")
+
+    def remove_tree(self, remote_dir: str) -> None:
+        names = self._names(remote_dir)
+        if not names:
+            raise UsageError("refusing to delete the volume's root directory", "give a directory beneath it")
+        what = f"removing {remote_dir}"
+        where = f"{self._where}/{self.target.share}"
+        parent = self._dir_id(names[:-1], what)
+        top = self._lookup(parent, names[-1], what)
+        if not top.is_real_dir:
+            raise LeftInPlace(
+                f"{remote_dir} on {where} is not a real directory (a link or a file, as the volume lists it): left "
+                "in place, nothing through it touched",
+                "delete it by hand if it is yours",
+            )
+        problems: list[WorkbenchError] = []
+        try:
+            self._remove_dir(parent, top, "/".join(names), where, problems, RemovalBudget(where), 0)
+        finally:
+            self._forget(names)
+        problem = first_problem(problems)
+        if problem is not None:
+            raise problem
+
+    def _forget(self, names: list[str]) -> None:
+        prefix = tuple(names)
+        for key in [k for k in self._dirs if k[: len(prefix)] == prefix]:
+            del self._dirs[key]
+
+    def _remove_dir(
+        self,
+        parent_id: int,
+        entry: wire.Entry,
+        path: str,
+        where: str,
+        problems: list[WorkbenchError],
+        budget: RemovalBudget,
+        depth: int,
+    ) -> bool:
+        """Delete the directory `entry` of `parent_id` and its contents; False (the reason in `problems`) when
+        something had to stay."""
+        budget.enter(depth, path)
+        entries = self._list(entry.node_id, f"listing {path}")
+        budget.count(len(entries), path)
+        self._unchanged(parent_id, entry, path, where)
+        complete = True
+        for child in entries:
+            try:
+                name = listed_name(child.name, f"{where}, in {path},")
+            except WorkbenchError as exc:
+                problems.append(exc)
+                complete = False
+                continue
+            child_path = f"{path}/{name}"
+            if child.is_dir and child.is_real_dir:
+                try:
+                    complete &= self._remove_dir(entry.node_id, child, child_path, where, problems, budget, depth + 1)
+                except LeftInPlace as exc:
+                    if budget.entries > budget.max_entries:
+                        raise
+                    problems.append(exc)
+                    complete = False
+                continue
+            # a file, or a link (whatever it leads to): deleted itself, never entered
+            complete &= self._delete(entry.node_id, name, child_path, where, problems)
+        if not complete:
+            return False
+        self._unchanged(parent_id, entry, path, where)
+        return self._delete(parent_id, path.rpartition("/")[2], path, where, problems)
+
+    def _unchanged(self, parent_id: int, entry: wire.Entry, path: str, where: str) -> None:
+        """Raise LeftInPlace unless the name still leads to the same real directory (no link swapped in)."""
+        try:
+            now = self._lookup(parent_id, path.rpartition("/")[2], f"checking {path}")
+        except NotFoundError:
+            now = None
+        if now is None or not now.is_real_dir or now.node_id != entry.node_id:
+            raise LeftInPlace(
+                f"{path} on {where} was swapped for a link or another directory while it was being deleted: left "
+                "in place, nothing through it touched",
+                "delete it by hand if it is yours",
+            )
+
+    def _delete(self, dir_id: int, name: str, path: str, where: str, problems: list[WorkbenchError]) -> bool:
+        _, vol = self._require()
+        what = f"deleting {path}"
+        reply = self._call(
+            wire.delete(vol.vol_id, dir_id, name),
+            what,
+            (wire.AFP_OK, wire.ERR_OBJECT_NOT_FOUND, wire.ERR_DIR_NOT_EMPTY, wire.ERR_ACCESS, wire.ERR_PARAM,
+             wire.ERR_VOLUME_LOCKED, -5010, -5032),
+        )  # fmt: skip
+        if reply.code in (wire.AFP_OK, wire.ERR_OBJECT_NOT_FOUND):
+            return True  # deleted, or gone already
+        if reply.code == wire.ERR_DIR_NOT_EMPTY:
+            problems.append(
+                WorkbenchError(
+                    f"{path} on {where} is not empty after deleting everything the server lists in it",
+                    "the server hides some entries: remove them there",
+                )
+            )
+        else:
+            problems.append(self._failure(reply.code, what))
+        return False
+
+    # -- what shapes the rows ---------------------------------------------------------------------------------
+
+    def details(self) -> ClientDetails:
+        return ClientDetails(
+            request_bytes=self.request_bytes,
+            requests_in_flight=self.in_flight,
+            timed_includes_setup=False,
+            block_bytes=self.request_bytes,
+            round_trips_per_file=2,
+        )
+
+    def row_details(self, direction: str) -> ClientDetails:
+        # per file: FPOpenFork and FPCloseFork around the data; an upload first makes the file (FPCreateFile)
+        details = self.details()
+        if direction == "upload":
+            return replace(details, round_trips_per_file=3)
+        return details
+
+    @property
+    def requests_sent(self) -> int:
+        """AFP requests sent on this session so far (a test counts a copy's with it)."""
+        return self._conn.requests_sent if self._conn is not None else 0
+
+
+def _write_local(fh: BinaryIO, data: memoryview, what: str) -> None:
+    try:
+        fh.write(data)
+    except OSError as exc:
+        raise from_os_error(exc, f"{what}: writing the local file") from exc
+
+
+def _read_local(fh: BinaryIO, view: memoryview, what: str) -> int:
+    try:
+        return fh.readinto(view) or 0  # type: ignore[attr-defined]
+    except OSError as exc:
+        raise from_os_error(exc, f"{what}: reading the local file") from exc
