@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -271,46 +269,6 @@ def _delete_failure(status: int, path: str, where: str, through_link: bool) -> W
     return WorkbenchError(f"deleting {shown} on {where} failed (NT status 0x{status:08X})", "see the server's log")
 
 
-def _proc_net_address(host: str, port: int) -> str:
-    """host:port as /proc/net/tcp{,6} writes it (each 32-bit word of the address in host byte order)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    packed = socket.inet_pton(family, host)
-    words = [packed[i : i + 4][::-1].hex().upper() for i in range(0, len(packed), 4)]
-    return f"{''.join(words)}:{port:04X}"
-
-
-def local_peer_pids(sock: socket.socket | None) -> list[int]:
-    """PIDs of local processes holding the far end of a TCP connection (the smbd child serving it)."""
-    if sock is None:
-        return []
-    try:
-        near, far = sock.getsockname()[:2], sock.getpeername()[:2]
-    except OSError:
-        return []
-    want_local, want_remote = _proc_net_address(*far), _proc_net_address(*near)
-    inodes: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as fh:
-                rows = [line.split() for line in fh][1:]
-        except OSError:
-            continue
-        inodes.update(r[9] for r in rows if len(r) > 9 and r[1] == want_local and r[2] == want_remote)
-    if not inodes:
-        return []  # the server is on another host or in another network namespace
-    targets = {f"socket:[{inode}]" for inode in inodes}
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            if any(os.readlink(f"/proc/{entry}/fd/{fd}") in targets for fd in os.listdir(f"/proc/{entry}/fd")):
-                pids.append(int(entry))
-        except OSError:
-            continue
-    return sorted(pids)
-
-
 class _ProgressWriter:
     """File object for retrieveFile that reports every chunk as it lands."""
 
@@ -562,9 +520,6 @@ class PysmbClient(Client):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-
-    def server_pids(self) -> list[int]:
-        return local_peer_pids(self._conn.sock if self._conn is not None else None)
 
     def row_details(self, direction: str) -> ClientDetails:
         # Per file, pysmb opens (CREATE) and closes (CLOSE) around its data; a read goes on until the server

@@ -30,7 +30,6 @@ from workbench.protocols.smb import (
     SHARE_ALL,
     DirEntry,
     delete_options,
-    local_peer_pids,
     posix,
     remove_smb_tree,
     share_path,
@@ -110,10 +109,6 @@ class SmbprotocolClient(Client):
         with contextlib.suppress(Exception):
             if conn.transport is not None:
                 conn.transport.close()
-
-    def server_pids(self) -> list[int]:
-        transport = self._conn.transport if self._conn is not None else None
-        return local_peer_pids(getattr(transport, "_sock", None))
 
     def details(self) -> ClientDetails:
         info = ClientDetails(requests_in_flight=self.depth, timed_includes_setup=False, files_in_flight=FILES_IN_FLIGHT)

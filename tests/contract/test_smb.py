@@ -234,16 +234,6 @@ def test_a_stalled_server_fails_within_the_timeout(
         client.close()
 
 
-@pytest.mark.parametrize("cls", [PysmbClient, SmbprotocolClient], ids=lambda c: c.name)
-def test_server_pids_name_the_smbd_child_serving_the_session(cls: type[Client], smbd, smbd_runner) -> None:
-    with client_factory(cls, smbd_runner)() as client:
-        pids = client.server_pids()
-        # checked while the session is open: smbd's per-connection child exits as soon as it closes
-        assert len(pids) == 1
-        assert os.getpgid(pids[0]) == os.getpgid(smbd.proc.pid)
-        assert pids[0] != smbd.proc.pid  # the per-connection child, not the listener
-
-
 def test_smbprotocol_sets_mix_compounds_and_long_copies(make_smbprotocol, served_root, tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(smbprotocol_client, "MAX_REQUEST", 64 * 1024)  # files from 64 KiB on go the long way
     sizes = [0, 1, 4096, 64 * 1024 - 1, 64 * 1024, 200_000]

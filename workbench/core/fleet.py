@@ -9,9 +9,9 @@ Preparing the test files and each client's own raw-TCP baseline run one client a
 once on the server, and a client's baseline alone is its path to the server with nobody else on it. The
 baseline measured by every client at once, and every copy, start together.
 
-`combine` turns what the clients sent into one run: every client's rows (`client_host` = its name) and, per
-plan step, an aggregate row (`client_host` = "all") counted only over the window when every client was copying
-(workbench.core.aggregate). Clocks: each copy's start is placed at the controller's time of sending its "go"
+`fleet_rows` and `explain_fleet` turn what the clients sent into one run: every client's rows (`client_host` = its
+name) and, per plan step, an aggregate row (`client_host` = "all") counted only over the window when every client
+was copying (workbench.core.aggregate). Clocks: each copy's start is placed at the controller's time of sending its "go"
 plus the time the client reports from receiving it to the copy's first request; the one-way delay of the "go"
 (an SSH round trip's half, under a millisecond on a LAN) is the residual offset between clients.
 """
@@ -99,11 +99,6 @@ class MemberReport:
     failure: str | None = None  # why it stopped early, in one line; None when it finished
     failure_exit: int = 0  # the exit code that failure would have alone (ExitCode), 0 when none
     started: bool = False  # it answered with a compatible workbench
-
-
-def _sum(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v]
-    return sum(present) if present else None
 
 
 def together_baseline(reports: Sequence[MemberReport]) -> tuple[Baseline, dict[str, Baseline]]:
