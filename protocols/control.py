@@ -19,7 +19,7 @@ from workbench.shared.errors import AuthError, NetworkError, NotFoundError, Work
 from workbench.shared.jsontypes import JSONValue
 from workbench.shared.target import Target, url_host
 
-# Deadlines (issue 8, "nothing hangs"). A reachable host answers a TCP connect in milliseconds, so a few
+# Deadlines: nothing hangs. A reachable host answers a TCP connect in milliseconds, so a few
 # seconds separate "unreachable" from "slow"; every call then waits at most CALL_TIMEOUT_S per read.
 CONNECT_TIMEOUT_S = 5.0
 CALL_TIMEOUT_S = 30.0

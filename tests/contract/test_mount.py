@@ -186,7 +186,7 @@ def _bytes_read(pid: int) -> int:
     raise AssertionError("no rchar")
 
 
-# Helper CPU (sshfs daemon + its ssh) per MiB read through the mount. Measured here (2-core VM, aes128-gcm):
+# Helper CPU (sshfs daemon + its ssh) per MiB read through the mount. Measured on a 2-core VM (aes128-gcm):
 # 64 MiB cost 0.12-0.14 s, about 2 ms/MiB, of which ssh alone was ~1.2 ms/MiB (its decryption). A quarter of that
 # still proves both are counted in seconds (not ticks or ms) and that a copy's work shows up; CPU time only grows
 # under a neighbour's load, so the floor cannot flake on a busy machine. /proc counts in 10 ms ticks: a floor of

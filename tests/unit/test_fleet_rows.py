@@ -1,4 +1,4 @@
-"""A fleet run's rows (issue 14): each client's own rows (`client_host` its alias) and the aggregate rows
+"""A fleet run's rows: each client's own rows (`client_host` its alias) and the aggregate rows
 (`client_host` "all", `aggregate` their figures) through the JSON document of schema 3, the results database, and
 every way a run is shown: the terminal's default table folds each client's healthy rows into the aggregate row's
 footnote and keeps a failed one in sight; --wide, Markdown, CSV and HTML show every row with a host column."""

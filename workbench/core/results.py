@@ -66,7 +66,7 @@ class RowExplanation:
     triage_note: str | None = None  # the TCP counters name another limit than the binding ceiling
 
     def row_json(self) -> dict[str, Any]:
-        """The row-level keys of schema 2."""
+        """The explanation's keys on the row object (schema 2 onwards)."""
         return {
             "pct_of_tcp": self.pct_of_tcp,
             "ceiling_bytes_per_s": self.ceiling_bytes_per_s,
@@ -76,7 +76,7 @@ class RowExplanation:
         }
 
     def details_json(self) -> dict[str, Any]:
-        """The keys schema 2 adds to the row's `details` (only those that were found)."""
+        """The explanation's keys in the row's `details` (only those that were found; schema 2 onwards)."""
         doc: dict[str, Any] = {}
         if self.bounds is not None:
             doc["bounds"] = [
@@ -92,7 +92,7 @@ class RowExplanation:
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> RowExplanation:
-        """Read back from a row object of schema 2 (its own keys and the ones it put in `details`)."""
+        """Read back from a row object of schema 2 or later (its own keys and the ones it put in `details`)."""
         details = row.get("details") or {}
         raw_bounds = details.get("bounds")
         return cls(
@@ -142,7 +142,7 @@ _UNEXPLAINED = RowExplanation()
 class Explanation:
     """The explanation of a whole run: one RowExplanation per row (in the run's row order) and run-level notes.
 
-    The notes are also among the run's warnings, where the JSON document keeps them (schema 2 has one list).
+    The notes are also among the run's warnings, where the JSON document keeps them (one list since schema 2).
     """
 
     rows: tuple[RowExplanation, ...]

@@ -1,4 +1,4 @@
-"""N client hosts behind a switch, sharing one lab link: the lab for `workbench fleet` (issue 14).
+"""N client hosts behind a switch, sharing one lab link: the lab for `workbench fleet`.
 
 Built on a started `Lab` without changing it: the lab's client namespace becomes the SWITCH and its
 emulated link (delay line or kernel link) stays the ONE bottleneck to the server. Each client is a

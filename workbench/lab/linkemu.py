@@ -56,7 +56,7 @@ PR_SET_TIMERSLACK = 29
 READ_SIZE = 65536 + VNET_HDR + 256
 BATCH = 64  # packets read per wake-up and direction, so one busy direction cannot starve the other
 PARENT_CHECK_S = 0.25
-SPIN_S = 0.0002  # wake this early and poll: timer wake-ups on this VM land 50-150 µs late, spinning is exact
+SPIN_S = 0.0002  # wake this early and poll: timer wake-ups on a VM can land 50-150 µs late, spinning is exact
 # spinning is rationed (a token bucket of CPU time) so a busy link cannot turn it into a core's load:
 # idle-RTT probes get exact timing, bulk transfers get timer wake-ups (their lateness never accumulates)
 SPIN_SHARE = 0.1

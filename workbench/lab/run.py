@@ -7,7 +7,7 @@ with a plain iperf3 for the raw-TCP baseline.
 
 The default preset is wifi-ac (533 Mbit/s, 2.8 ms), not gige: it is the case users ask about (iperf
 says 533, the copy says 170), and its 2.8 ms RTT is long enough that request-bound clients (pysmb's
-64 KiB × 1, paramiko's prefetch) show their ceilings, where at gige's 0.2 ms this 2-core machine's
+64 KiB × 1, paramiko's prefetch) show their ceilings, where at gige's 0.2 ms a 2-core machine's
 CPU would hide them.
 """
 

@@ -55,7 +55,7 @@ def _clamp(sock: socket.socket, window: int) -> None:
 
 
 def _prefault(buf: bytearray) -> None:
-    # Fresh pages are slow to touch the first time (~1.7 s of kernel CPU per GiB on this VM: a first 1 GiB
+    # Fresh pages are slow to touch the first time (~1.7 s of kernel CPU per GiB on a 2-core VM: a first 1 GiB
     # dd from /dev/zero ran at 374 MB/s, the second at 3.1 GB/s): fault them in before anything is timed.
     buf[::4096] = b"\x01" * len(range(0, len(buf), 4096))
 
