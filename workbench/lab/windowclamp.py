@@ -22,7 +22,7 @@ from workbench.lab.checksum import fold16
 
 VNET_HDR = 10
 NEEDS_CSUM = 0x01  # virtio_net_hdr flag: the checksum is left to the receiver (it holds the pseudo-header sum)
-SYN, ACK = 0x02, 0x10
+SYN = 0x02
 WSCALE_OPTION = 3
 MAX_FLOWS = 65536  # handshakes remembered; the oldest is forgotten first
 

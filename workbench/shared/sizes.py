@@ -72,10 +72,6 @@ def format_size(n: int) -> str:
     return f"{n}B"
 
 
-def format_rate(bytes_per_s: float) -> str:
-    """Bytes per second as decimal MB/s (10^6), the unit every table uses."""
-    return f"{bytes_per_s / 1e6:.1f} MB/s"
-
 
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:bit|bps|b)?(?:/s)?\s*$", re.IGNORECASE)
 _RATE_UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}

@@ -43,10 +43,6 @@ class SshHost:
     batch_mode: bool = False
 
     @property
-    def known_hosts_files(self) -> tuple[str, ...]:
-        return self.user_known_hosts + self.global_known_hosts
-
-    @property
     def known_hosts_name(self) -> str:
         """The name this host's keys are filed under in known_hosts, as OpenSSH looks them up.
 
