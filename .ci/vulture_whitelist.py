@@ -5,6 +5,7 @@ only a test calls is dead, not whitelisted, unless it is how a test observes the
 """
 
 # Clients the registry loads by dotted path (protocols/registry.py), never by name.
+AfpPythonClient
 AiohttpClient
 CurlFtpClient
 CurlHttpClient
@@ -44,6 +45,7 @@ isfile
 islink
 getmtime
 validate_authentication
+banner
 use_sendfile
 dtp_handler
 abstracted_fs
