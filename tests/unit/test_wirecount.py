@@ -5,7 +5,15 @@ from __future__ import annotations
 import socket
 import struct
 
-from workbench.lab.wirecount import Packet, control_connections, count_turns, parse_ipv4_tcp, within
+from workbench.lab.wirecount import (
+    Counted,
+    Packet,
+    control_connections,
+    count_round_trips,
+    count_turns,
+    parse_ipv4_tcp,
+    within,
+)
 
 CLIENT, SERVER = "10.77.0.1", "10.77.0.2"
 CONN = (CLIENT, 40000, SERVER, 8181)
@@ -29,6 +37,16 @@ def test_each_wait_for_the_server_is_one_exchange_and_acks_or_streaming_are_none
     assert count_turns(streaming, 0.0014) == 1
     # pipelined requests sent before any answer are one exchange
     assert count_turns([_c(0), _c(0.05), _s(2.8), _s(2.9)], 0.0014) == 1
+
+
+def test_a_sender_held_by_its_congestion_window_waits_a_round_trip_per_flight() -> None:
+    # a fresh connection's answer in three flights, each after the client's ACKs of the last came back
+    packets = [_c(0), _s(2.8, 14480), _c(2.9, 0), _s(5.8, 28960), _c(5.9, 0), _s(8.8, 22096), _c(8.9, 0)]
+    assert count_round_trips(packets, 0.0014) == Counted(turns=1, flights=2)
+    # an upload the same way: the client's data resumes after ACKs, the server's answer ends it
+    upload = [_c(0, 14480), _s(2.8, 0), _c(2.9, 28960), _s(5.7, 0), _c(5.8, 22096), _s(8.7, 0), _s(8.8, 120)]
+    assert count_round_trips(upload, 0.0014) == Counted(turns=1, flights=2)
+    assert count_round_trips(upload, 0.0014).round_trips == 3
 
 
 def test_a_new_connection_is_a_round_trip_on_any_connection() -> None:

@@ -157,6 +157,28 @@ def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None) -
     return f"≈{format_ms(gap_s)} per copy that no ceiling counts{said}"
 
 
+METER_AGREES = 0.02  # the lab's goodput meter and raw TCP up within 2 % are one figure
+
+
+def _goodput_note(run: Run) -> str | None:
+    """Where the lab's goodput meter and the raw-TCP probe up (both one stream, client to server, on the same
+    link) read more than 2 % apart: the two figures and which one fell short. The ceilings take the link's
+    expected goodput and raw TCP, never the meter's figure."""
+    meter = (run.link or {}).get("goodput_bytes_per_s")
+    raw = run.baseline.up_bytes_per_s
+    if not meter or not raw or abs(meter - raw) <= METER_AGREES * raw:
+        return None
+    low = (
+        "the meter's round met CPU contention the probe did not (see the link's notes)"
+        if meter < raw
+        else "the raw-TCP probe fell short of the link"
+    )
+    return (
+        f"the lab's goodput meter read {meter * 8 / 1e6:,.0f} Mbit/s and raw TCP {raw * 8 / 1e6:,.0f} Mbit/s up "
+        f"on the same link: {low}; the ceilings use the link's expected goodput and raw TCP"
+    )
+
+
 def _is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -189,6 +211,9 @@ def explain(run: Run, host: str) -> Explanation:
     elif cpu_rows:
         notes.append(f"{cpu_rows} row(s) were CPU-bound: a process sat near a full core, not the network")
     notes.extend(notes_on_costs)
+    meter = _goodput_note(run)
+    if meter:
+        notes.append(meter)
     stalled = [f"{r.label} {r.direction} {r.file_set}" for r in run.results if r.stall_count]
     if stalled:
         notes.append(f"stalls (100 ms intervals with almost no progress mid-copy) in: {', '.join(stalled)}")

@@ -11,11 +11,13 @@ import socket
 import statistics
 import threading
 import time
+from dataclasses import dataclass
 
 from workbench.lab.emulator import LinkDriver
 from workbench.lab.lifecycle import Hosts
 from workbench.lab.linkemu import expected_goodput_bits_per_s
 from workbench.shared.errors import WorkbenchError
+from workbench.shared.tcpinfo import read_tcp_info
 
 
 def connect_times(hosts: Hosts, emulator: LinkDriver, count: int) -> list[float]:
@@ -88,6 +90,10 @@ def calibrate(hosts: Hosts, emulator: LinkDriver, rtt_ms: float, loss: float, no
     return measured
 
 
+GOODPUT_AGREES = 0.98  # a goodput within 2 % of the expected one needs no second look
+GOODPUT_ROUNDS = 2  # CPU contention only ever lowers a round: the better of two is the link's
+
+
 def goodput_bits_per_s(
     hosts: Hosts,
     emulator: LinkDriver,
@@ -98,13 +104,57 @@ def goodput_bits_per_s(
     seconds: float = 3.0,
     warmup: float = 1.0,
 ) -> float:
-    """TCP goodput client→server in bit/s over `seconds` after a `warmup`, with one plain socket stream."""
+    """TCP goodput client→server in bit/s over `seconds` after a `warmup`, with one plain socket stream.
+
+    A round more than 2 % below the expected goodput is measured once more and the better one kept: the
+    meter shares the host's cores with the emulator and the rest of the machine, and contention only ever
+    lowers a round (a single round read 483 Mbit/s of an expected 502 while raw TCP reached 498 and 500 in
+    the same lab). What still falls short goes into the notes with its evidence.
+    """
+    expected = expected_goodput_bits_per_s(rate_bits_per_s, mtu)
+    rounds: list[_Round] = []
+    for _ in range(GOODPUT_ROUNDS):
+        rounds.append(_one_round(hosts, emulator, cc, seconds, warmup))
+        if rounds[-1].bits_per_s >= GOODPUT_AGREES * expected:
+            break
+    best = max(rounds, key=lambda r: r.bits_per_s)
+    if best.bits_per_s < GOODPUT_AGREES * expected:
+        notes.append(_shortfall_note(best, expected, [r.bits_per_s for r in rounds]))
+    return best.bits_per_s
+
+
+@dataclass(frozen=True)
+class _Round:
+    bits_per_s: float
+    emulator_cpu: float  # share of one core
+    stalled_s: float  # the line's own pauses meanwhile (asked for with --stall)
+    retrans_share: float | None  # retransmitted bytes / bytes sent, from the sender's TCP_INFO
+
+
+def _shortfall_note(best: _Round, expected: float, all_bits_per_s: list[float]) -> str:
+    if best.stalled_s > 0:
+        why = f"the line stalled for {best.stalled_s:.1f} s meanwhile, as asked"
+    elif best.emulator_cpu > 0.8:
+        why = "the emulator was near a full core"
+    elif best.retrans_share is not None and best.retrans_share > 0.01:
+        why = f"{best.retrans_share:.1%} of the bytes were sent again (queue drops)"
+    else:
+        why = "CPU contention on this host (the meter, the emulator and the machine's other work share its cores)"
+    rounds = " and ".join(f"{b / 1e6:.0f}" for b in all_bits_per_s)
+    return (
+        f"goodput {best.bits_per_s / 1e6:.0f} Mbit/s is below the {expected / 1e6:.0f} Mbit/s expected "
+        f"(rounds: {rounds} Mbit/s): {why} (emulator used {best.emulator_cpu:.0%} of a core)"
+    )
+
+
+def _one_round(hosts: Hosts, emulator: LinkDriver, cc: str | None, seconds: float, warmup: float) -> _Round:
     total = min(seconds + warmup, 10.0)  # bounded: never more than 10 s of load
     before = emulator.stats()
     with hosts.in_server():
         listener = socket.socket()
     marks: list[tuple[float, int]] = []
     errors: list[BaseException] = []
+    info = None
 
     def receive() -> None:
         try:
@@ -143,30 +193,25 @@ def goodput_bits_per_s(
                     sender.sendall(block)
             except OSError as exc:
                 errors.append(exc)
+            info = read_tcp_info(sender)
         thread.join(10)
     if errors or len(marks) < 2:
         raise WorkbenchError(f"goodput stream over the lab link failed: {errors[0] if errors else 'no data'}")
     start_t = marks[0][0] + warmup
     first = next(((t, b) for t, b in marks if t >= start_t), marks[0])
     last = marks[-1]
-    measured_bits_per_s = 8 * (last[1] - first[1]) / (last[0] - first[0])
     after = emulator.stats()
     wall = max(1e-9, after["wall_seconds"] - before["wall_seconds"])
-    busy = (after["cpu_seconds"] - before["cpu_seconds"]) / wall
-    expected = expected_goodput_bits_per_s(rate_bits_per_s, mtu)
-    if measured_bits_per_s < 0.95 * expected:
-        stalled_s = sum(
-            after.get(way, {}).get("stalled_s", 0) - before.get(way, {}).get("stalled_s", 0)
-            for way in ("client_to_server", "server_to_client")
-        )
-        if stalled_s > 0:
-            why = f"the line stalled for {stalled_s:.1f} s meanwhile, as asked"
-        elif busy > 0.8:
-            why = "the emulator was near a full core"
-        else:
-            why = "CPU contention or queue drops"
-        notes.append(
-            f"goodput {measured_bits_per_s / 1e6:.0f} Mbit/s is below the {expected / 1e6:.0f} Mbit/s "
-            f"expected: {why} (emulator used {busy:.0%} of a core)"
-        )
-    return measured_bits_per_s
+    stalled_s = sum(
+        after.get(way, {}).get("stalled_s", 0) - before.get(way, {}).get("stalled_s", 0)
+        for way in ("client_to_server", "server_to_client")
+    )
+    retrans = None
+    if info is not None and info.bytes_sent and info.bytes_retrans is not None:
+        retrans = info.bytes_retrans / info.bytes_sent
+    return _Round(
+        bits_per_s=8 * (last[1] - first[1]) / (last[0] - first[0]),
+        emulator_cpu=(after["cpu_seconds"] - before["cpu_seconds"]) / wall,
+        stalled_s=stalled_s,
+        retrans_share=retrans,
+    )

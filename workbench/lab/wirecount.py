@@ -74,23 +74,55 @@ def control_connections(packets: Iterable[Packet]) -> set[Connection]:
     return {conn for conn, head in first.items() if CONTROL_MARK in head}
 
 
-def count_turns(packets: Sequence[Packet], min_gap_s: float) -> int:
-    """The exchanges in `packets` (any order): the times the client spoke after hearing the server, having
-    been silent for at least `min_gap_s` (half the idle RTT: a real wait lasts a whole one)."""
-    turns = 0
-    heard = True  # the first thing the client says in a window starts an exchange
-    last_spoke = float("-inf")
+@dataclass(frozen=True)
+class Counted:
+    """The round trips in a stretch of conversation: the client's turns and the flights a sender waited for."""
+
+    turns: int  # the client spoke again after hearing the server's answer
+    flights: int  # a sender's data resumed after waiting a round trip for ACKs only (slow start, a small window)
+
+    @property
+    def round_trips(self) -> int:
+        return self.turns + self.flights
+
+
+def count_round_trips(packets: Sequence[Packet], min_gap_s: float) -> Counted:
+    """The round trips in `packets` (any order), counted where a side resumes speaking after a pause of at
+    least `min_gap_s` (half the idle RTT: a real wait lasts a whole one) with something heard meanwhile:
+
+    - a turn: the client speaks after the server spoke (an answer, a SYN-ACK);
+    - a flight: one side's data resumes having heard only ACKs from the other (the client's upload, or the
+      server's answer, held by its congestion window on a fresh connection).
+    """
+    turns = flights = 0
+    heard_answer = True  # the first thing the client says in a window starts an exchange
+    heard_ack_by = {True: False, False: False}  # since each side last spoke: the other side's ACKs
+    spoke_since = {True: False, False: False}  # since each side last spoke: the other side's payload
+    last = {True: float("-inf"), False: float("-inf")}
     for p in sorted(packets, key=lambda p: p.t_s):
+        side, other = p.from_client, not p.from_client
         if not p.speaks:
+            heard_ack_by[other] = True
             continue
-        if not p.from_client:
-            heard = True
-            continue
-        if heard and p.t_s - last_spoke >= min_gap_s:
+        paused = p.t_s - last[side] >= min_gap_s
+        if side and heard_answer and paused:
             turns += 1
-        heard = False
-        last_spoke = p.t_s
-    return turns
+        elif paused and heard_ack_by[side] and not spoke_since[side] and last[side] > float("-inf"):
+            flights += 1
+        if side:
+            heard_answer = False
+        else:
+            heard_answer = True
+        heard_ack_by[side] = False
+        spoke_since[side] = False
+        spoke_since[other] = True
+        last[side] = p.t_s
+    return Counted(turns, flights)
+
+
+def count_turns(packets: Sequence[Packet], min_gap_s: float) -> int:
+    """The client's turns alone (see count_round_trips)."""
+    return count_round_trips(packets, min_gap_s).turns
 
 
 def within(packets: Sequence[Packet], start_s: float, end_s: float, skip: set[Connection]) -> list[Packet]:

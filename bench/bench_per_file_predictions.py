@@ -1,0 +1,102 @@
+"""Counts taken on one link predict the small-file rows of others: the predicted/measured table per client.
+
+Usage (root): python bench/bench_per_file_predictions.py [--counts counts.json] [--links wan,gige]
+                                                         [--files wan=8,gige=30] [--repeat 2] [--protocols all]
+
+The counts (round trips per file and per set, and the turnaround per file and per set on this machine) come
+from --counts (bench/count_exchanges.py --json) or are taken first on wifi-ac. Each other link then runs
+`workbench lab` with one set of 64 KiB files, and every client's set is predicted as round trips × that link's
+idle RTT + the bytes at its goodput + the turnaround (workbench.lab.exchangecount.predicted_s). A prediction
+within 25 % of the measured median holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from workbench.core.ceiling import link_goodput_bytes_per_s
+from workbench.core.results import Run
+from workbench.lab.exchangecount import ClientCount, counted, lab_run, predicted_s
+from workbench.protocols.exchanges import COUNTED_FILE_BYTES
+
+HOLDS = 0.25
+
+
+def predictions(run: Run, counts: list[ClientCount]) -> list[tuple[str, str, int, float, float, float]]:
+    """(client, direction, files, round trips per file, predicted s, measured s) of every small-file row."""
+    rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
+    by_client = {(c.label, c.direction): c for c in counts}
+    found = []
+    for row in run.results:
+        count = by_client.get((row.label, row.direction))
+        times = [s.seconds for s in row.good_samples]
+        if row.files <= 1 or count is None or not times or row.error is not None:
+            continue
+        path = link_goodput_bytes_per_s(run.link, row.direction) or run.baseline.for_direction(row.direction)
+        if not path:
+            continue
+        predicted = predicted_s(count, row.files, row.bytes // row.files, rtt_s, path)
+        found.append((row.label, row.direction, row.files, count.per_file, predicted, statistics.median(times)))
+    return found
+
+
+def measure(link: str, files: int, protocols: str, repeat: int) -> Run:
+    flags = {
+        "link": link,
+        "protocols": protocols,
+        "sizes": "",
+        "small": [f"{files}x64K"],
+        "repeat": repeat,
+        "warmup": 1,
+        "tcp_duration": 1.0,
+    }
+    return lab_run(flags, f"per-file predictions on {link}")[0]
+
+
+def show(link: str, run: Run, rows: list[tuple[str, str, int, float, float, float]]) -> int:
+    rtt = (run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0
+    print(f"\n{link}: idle RTT {rtt:.2f} ms; predicted from the counts, per file (the set's time / its files)")
+    print(f"{'client':<22}{'dir':<10}{'RT/file':>8}{'predicted':>11}{'measured':>10}{'ratio':>7}  holds")
+    held = 0
+    for label, direction, files, trips, predicted, measured in rows:
+        ratio = predicted / measured
+        ok = abs(ratio - 1) <= HOLDS
+        held += ok
+        print(
+            f"{label:<22}{direction:<10}{trips:>8.2f}{predicted / files * 1e3:>9.1f}ms{measured / files * 1e3:>8.1f}ms"
+            f"{ratio:>7.2f}  {'yes' if ok else 'NO'}"
+        )
+    print(f"{held} of {len(rows)} predictions within {HOLDS:.0%}")
+    return len(rows) - held
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", type=Path, help="bench/count_exchanges.py --json output (else counted now)")
+    parser.add_argument("--links", default="wan,gige")
+    parser.add_argument("--files", default="wan=8,gige=30", help="files per set on each link")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--protocols", default="all")
+    args = parser.parse_args()
+    if args.counts:
+        doc = json.loads(args.counts.read_text())
+        counts = [ClientCount(**{**c, "files": tuple(c["files"])}) for c in doc["counts"]]
+    else:
+        counts, _ = counted("wifi-ac", args.protocols, (4, 12), args.repeat)
+    files = dict((k, int(v)) for k, v in (item.split("=") for item in args.files.split(",")))
+    missed = 0
+    for link in args.links.split(","):
+        run = measure(link, files.get(link, 10), args.protocols, args.repeat)
+        missed += show(link, run, predictions(run, counts))
+    print(f"\nfile size counted on: {COUNTED_FILE_BYTES // 1024} KiB")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Each client's declared round trips per file and per set are what the lab link shows, and counts taken on
+wifi-ac predict the small-file sets of wan (40 ms) and gige within 25 %.
+
+Bounded: sets of 2 and 5 files of 64 KiB on wifi-ac, one of 4 on wan and one of 10 on gige, one timed copy each.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.lab.test_lab_run import _lab_reason
+from workbench.core.ceiling import link_goodput_bytes_per_s
+from workbench.lab.exchangecount import ClientCount, count_clients, lab_run, predicted_s
+from workbench.protocols import exchanges, registry
+
+pytestmark = [pytest.mark.lab, pytest.mark.skipif(_lab_reason() is not None, reason=f"lab: {_lab_reason()}")]
+
+FILES = (2, 5)
+PER_FILE_SLACK = 0.5  # a round trip's worth of a file, or two files sharing one
+PER_SET_SLACK = 1.5
+PREDICTS = 0.25
+
+
+def _flags(link: str, small: list[str]) -> dict[str, object]:
+    return {"link": link, "sizes": "", "small": small, "repeat": 1, "warmup": 1, "tcp_duration": 1.0}
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A private data directory: the lab's test files are made there, not in the user's."""
+    path = tmp_path_factory.mktemp("exchanges-home")
+    before = os.environ.get("WORKBENCH_HOME")
+    os.environ["WORKBENCH_HOME"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("WORKBENCH_HOME", None)
+    else:
+        os.environ["WORKBENCH_HOME"] = before
+
+
+@pytest.fixture(scope="module")
+def counts(home: Path) -> list[ClientCount]:
+    run, packets, marks = lab_run(_flags("wifi-ac", [f"{n}x64K" for n in FILES]), "exchanges test")
+    assert packets, "nothing captured on the lab link"
+    found = count_clients(run, packets, marks)
+    assert found
+    return found
+
+
+def test_every_client_declares_the_round_trips_the_wire_shows(counts: list[ClientCount]) -> None:
+    available = {e.label for e in registry.KNOWN_CLIENTS if not isinstance(registry.load(e), str)}
+    counted = {(c.label, c.direction): c for c in counts}
+    for label in sorted(available):
+        for direction in ("upload", "download"):
+            if (label, direction) not in counted:
+                continue  # a client that copied nothing here (its row failed) is the other tests' to find
+            wire = counted[(label, direction)]
+            said = exchanges.declared(label, direction)
+            assert said is not None, f"{label} {direction} declares no counted round trips; the wire shows {wire}"
+            assert abs(wire.per_file - said.per_file) <= PER_FILE_SLACK, (label, direction, wire, said)
+            assert abs(wire.per_set - said.per_set) <= PER_SET_SLACK, (label, direction, wire, said)
+    assert len(counted) >= len(available)  # both directions of most clients: nothing silently dropped
+
+
+@pytest.mark.parametrize(("link", "files"), [("wan", 4), ("gige", 10)])
+def test_counts_from_wifi_ac_predict_another_links_small_files(
+    counts: list[ClientCount], link: str, files: int
+) -> None:
+    run, _, _ = lab_run(_flags(link, [f"{files}x64K"]), f"predictions on {link}")
+    rtt_s = float((run.link or {}).get("rtt_ms") or 0) / 1e3
+    by_client = {(c.label, c.direction): c for c in counts}
+    missed = []
+    checked = 0
+    for row in run.results:
+        count = by_client.get((row.label, row.direction))
+        times = sorted(s.seconds for s in row.good_samples)
+        path = link_goodput_bytes_per_s(run.link, row.direction)
+        if row.files <= 1 or count is None or not times or not path:
+            continue
+        checked += 1
+        predicted = predicted_s(count, row.files, row.bytes // row.files, rtt_s, path)
+        if abs(predicted / times[len(times) // 2] - 1) > PREDICTS:
+            missed.append((row.label, row.direction, round(predicted, 3), round(times[len(times) // 2], 3)))
+    assert checked >= len(by_client) // 2
+    assert not missed, missed

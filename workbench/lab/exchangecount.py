@@ -1,0 +1,210 @@
+"""Each client's round trips per file and per set, counted on the lab link, and what they predict elsewhere.
+
+`count_clients` runs a lab (`workbench lab` itself: its servers, its runner, its timing) copying two small-file
+sets of different sizes with every client asked for, captures the client host's link device meanwhile
+(workbench.lab.wirecount) and cuts the capture into each timed copy by the runner's own progress calls. Per
+client and direction, the round trips of the larger set less those of the smaller one, over the files between
+them, are the round trips per file; what the smaller set has beyond its files' share is the set's own (a
+login). The copies' durations give, the same way, the time per file and per set that is neither round trips
+nor bytes on the wire: the client's and the server's turnaround, which is this machine's and not the link's.
+
+`predicted_s` carries both to another link: round trips × its RTT + bytes at its rate + the turnaround.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.core.ceiling import link_goodput_bytes_per_s
+from workbench.core.results import Run
+from workbench.lab.lifecycle import CLIENT_ADDR, CLIENT_DEV
+from workbench.lab.wirecount import Capture, Packet, control_connections, count_round_trips, within
+from workbench.protocols.exchanges import COUNTED_FILE_BYTES
+
+WARMUP = "warm-up"
+
+
+@dataclass(frozen=True)
+class ClientCount:
+    """One client's counted pattern copying sets one way, and the turnaround it showed on this machine."""
+
+    label: str
+    direction: str
+    per_file: float  # round trips per file (turns and flights)
+    per_set: float  # round trips the set pays once
+    turns_per_file: float
+    flights_per_file: float
+    turnaround_per_file_s: float  # per file: time that is neither round trips nor bytes on the wire
+    turnaround_per_set_s: float
+    files: tuple[int, int]  # the two set sizes counted
+
+
+@dataclass
+class _Marks:
+    """The runner's progress calls, in time: (wall-clock time, description); a description of None ends a row."""
+
+    marks: list[tuple[float, str | None]] = field(default_factory=list)
+    capture: Capture | None = None
+
+    def status(self, line: str) -> None:
+        print(f"  {line}", file=sys.stderr)
+
+    def row_progress(self, description: str, total_bytes: int) -> _Progress:
+        return _Progress(self)
+
+
+class _Progress:
+    def __init__(self, marks: _Marks) -> None:
+        self.owner = marks
+
+    def restart(self, description: str) -> None:
+        owner = self.owner
+        if owner.capture is None:  # the runner calls this from the client namespace: capture there
+            owner.capture = Capture(CLIENT_DEV, CLIENT_ADDR)
+            owner.capture.start()
+        owner.marks.append((time.time(), description))
+
+    def advance(self, done_bytes: int) -> None:
+        """Nothing to show."""
+
+    def close(self) -> None:
+        self.owner.marks.append((time.time(), None))
+
+
+def _windows(marks: Sequence[tuple[float, str | None]]) -> list[tuple[str, str, str, float, float]]:
+    """(client label, direction, set, start, end) of every timed copy: from its progress restart to the next call."""
+    found = []
+    for (start, what), (end, _) in itertools.pairwise(marks):
+        if what is None or what.endswith(WARMUP):
+            continue
+        words = what.split()
+        if len(words) >= 4:
+            found.append((words[0], words[1], words[2], start, end))
+    return found
+
+
+def _set_files(name: str) -> int | None:
+    count, _, _ = name.partition("x")
+    return int(count) if count.isdigit() else None
+
+
+def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[float, str | None]]) -> list[ClientCount]:
+    """Each client and direction's counts from a run of two small-file sets, its capture and its progress marks."""
+    rtt_s = (run.link or {}).get("rtt_ms") or run.baseline.rtt_ms
+    if not rtt_s:
+        return []
+    rtt_s /= 1e3
+    skip = control_connections(packets)
+    trips: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
+    for label, direction, set_name, start, end in _windows(marks):
+        files = _set_files(set_name)
+        if files is None:
+            continue
+        counted = count_round_trips(within(packets, start, end, skip), rtt_s / 2)
+        trips.setdefault((label, direction, files), []).append((counted.turns, counted.flights))
+    seconds: dict[tuple[str, str, int], float] = {}
+    for row in run.results:
+        times = [s.seconds for s in row.good_samples]
+        if row.files > 1 and times and row.error is None:
+            seconds[(row.label, row.direction, row.files)] = statistics.median(times)
+    found = []
+    for label, direction in sorted({(k[0], k[1]) for k in trips}):
+        sizes = sorted(f for (la, d, f) in trips if (la, d) == (label, direction))
+        if (
+            len(sizes) < 2
+            or (label, direction, sizes[0]) not in seconds
+            or (label, direction, sizes[-1]) not in seconds
+        ):
+            continue
+        small, large = sizes[0], sizes[-1]
+        span = large - small
+        turns = {n: statistics.median(t for t, _ in trips[(label, direction, n)]) for n in (small, large)}
+        flights = {n: statistics.median(f for _, f in trips[(label, direction, n)]) for n in (small, large)}
+        turns_file = (turns[large] - turns[small]) / span
+        flights_file = (flights[large] - flights[small]) / span
+        per_file = turns_file + flights_file
+        per_set = turns[small] + flights[small] - small * per_file
+        path = link_goodput_bytes_per_s(run.link, direction) or run.baseline.for_direction(direction) or 0
+        wire_s = COUNTED_FILE_BYTES / path if path else 0.0
+        d_small, d_large = seconds[(label, direction, small)], seconds[(label, direction, large)]
+        file_s = (d_large - d_small) / span
+        found.append(
+            ClientCount(
+                label=label,
+                direction=direction,
+                per_file=round(per_file, 2),
+                per_set=round(per_set, 2),
+                turns_per_file=round(turns_file, 2),
+                flights_per_file=round(flights_file, 2),
+                turnaround_per_file_s=file_s - per_file * rtt_s - wire_s,
+                turnaround_per_set_s=d_small - small * file_s - per_set * rtt_s,
+                files=(small, large),
+            )
+        )
+    return found
+
+
+def predicted_s(count: ClientCount, files: int, file_bytes: int, rtt_s: float, path_bytes_per_s: float) -> float:
+    """The seconds a set of `files` files of `file_bytes` takes on a link of `rtt_s` and `path_bytes_per_s`:
+    the counted round trips at its RTT, the bytes at its rate, the turnaround as counted."""
+    per_file = count.per_file * rtt_s + file_bytes / path_bytes_per_s + count.turnaround_per_file_s
+    return count.per_set * rtt_s + count.turnaround_per_set_s + files * per_file
+
+
+def lab_run(flags: Mapping[str, Any], label: str) -> tuple[Run, list[Packet], list[tuple[float, str | None]]]:
+    """`workbench lab` with `flags` (settings by name), its client link captured: the run, packets and marks.
+
+    The run's rows go to a private results database, not the user's.
+    """
+    from workbench.core.config import resolve
+    from workbench.core.store import StoreRecorder
+    from workbench.lab.run import lab_request, run_lab
+
+    request = lab_request(resolve("lab", dict(flags)))
+    marks = _Marks()
+    with tempfile.TemporaryDirectory(prefix="workbench-count-") as work:
+        run = run_lab(request, StoreRecorder(Path(work) / "runs.sqlite"), marks, label)
+    packets = marks.capture.stop() if marks.capture is not None else []
+    return run, packets, marks.marks
+
+
+def counted(link: str, protocols: str, files: tuple[int, int], repeat: int) -> tuple[list[ClientCount], float]:
+    """Every client's counts on the lab link `link` from sets of `files` 64 KiB files, and the idle RTT (ms)."""
+    flags = {
+        "link": link,
+        "protocols": protocols,
+        "sizes": "",
+        "small": [f"{n}x64K" for n in files],
+        "repeat": repeat,
+        "warmup": 1,
+        "tcp_duration": 1.0,
+    }
+    run, packets, marks = lab_run(flags, f"count exchanges on {link}")
+    rtt_ms = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0)
+    return count_clients(run, packets, marks), rtt_ms
+
+
+def table_source(counts: Sequence[ClientCount]) -> str:
+    """The COUNTED table of workbench.protocols.exchanges for `counts`, as Python source lines."""
+    lines = ["COUNTED: dict[tuple[str, str], Exchanges] = {"]
+    for c in sorted(counts, key=lambda c: (c.label, c.direction)):
+        per_file, per_set = round(max(0.0, c.per_file), 1), round(max(0.0, c.per_set), 1)
+        lines.append(f'    ("{c.label}", "{c.direction}"): Exchanges(per_file={per_file:g}, per_set={per_set:g}),')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def write_table(path: Path, counts: Sequence[ClientCount]) -> None:
+    """Rewrite the table between the BEGIN COUNTED and END COUNTED lines of `path`, keeping the rest."""
+    text = path.read_text()
+    head, _, rest = text.partition("# BEGIN COUNTED\n")
+    _, _, tail = rest.partition("# END COUNTED\n")
+    path.write_text(f"{head}# BEGIN COUNTED\n{table_source(counts)}\n# END COUNTED\n{tail}")
