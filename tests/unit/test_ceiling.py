@@ -289,3 +289,12 @@ def test_counted_exchanges_make_the_per_file_ceiling_and_a_far_one_says_how_much
     assert why.bound == "unexplained" and why.bound_explanation is not None
     assert "2 RTT + 64 KiB per file" in why.bound_explanation
     assert "per file (≈4.8 RTT): time the client or server spends off the wire" in why.bound_explanation
+
+
+def test_a_goodput_meter_off_raw_tcp_by_more_than_two_percent_is_said_and_which_fell_short() -> None:
+    base = Baseline(up_bytes_per_s=498e6 / 8, down_bytes_per_s=500e6 / 8, rtt_ms=2.8)
+    agreeing = Run(id=1, meta={}, baseline=base, results=(), link={"goodput_bytes_per_s": 492e6 / 8})
+    assert not any("goodput meter" in n for n in explain(agreeing, "10.77.0.2").notes)
+    low = Run(id=1, meta={}, baseline=base, results=(), link={"goodput_bytes_per_s": 483e6 / 8})
+    (note,) = [n for n in explain(low, "10.77.0.2").notes if "goodput meter" in n]
+    assert "read 483 Mbit/s and raw TCP 498 Mbit/s up" in note and "the meter's round met CPU contention" in note
