@@ -102,7 +102,8 @@ class AfpPythonClient(Client):
         except TimeoutError as exc:
             self._broken()
             raise NetworkError(
-                f"AFP: no reply from {self._where} for {self.options.timeout:g} s while {what}", "the server stalled"
+                f"AFP: no reply from {self._where} for {self.options.stall_timeout_s:g} s while {what}",
+                "the server stalled"
             ) from exc
         except OSError as exc:
             self._broken()
@@ -154,7 +155,7 @@ class AfpPythonClient(Client):
         what = f"asking {self._where} for its AFP versions and login methods"
         with self._guard(what):
             status = DsiConnection.connect(
-                self.target.host, self._port, self.options.connect_timeout, self.options.connect_timeout
+                self.target.host, self._port, self.options.connect_timeout_s, self.options.connect_timeout_s
             )
             try:
                 return wire.parse_server_info(status.get_status())
@@ -191,7 +192,7 @@ class AfpPythonClient(Client):
         what = f"opening an AFP session with {self._where}"
         with self._guard(what):
             conn = DsiConnection.connect(
-                self.target.host, self._port, self.options.connect_timeout, self.options.timeout
+                self.target.host, self._port, self.options.connect_timeout_s, self.options.stall_timeout_s
             )
             self._conn = conn
             conn.open_session()
@@ -260,7 +261,7 @@ class AfpPythonClient(Client):
         if conn is None:
             return
         with suppress(OSError, DsiError):
-            conn.sock.settimeout(min(self.options.timeout, 2.0))
+            conn.sock.settimeout(min(self.options.stall_timeout_s, 2.0))
             conn.read_reply(conn.send_request(COMMAND, wire.logout()))
         conn.close()
 

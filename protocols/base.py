@@ -55,9 +55,9 @@ class ClientOptions:
     block_size: int = 1 << 20  # application read/write size where the client has one
     cipher: str | None = None  # SSH cipher; None pins the client's fastest default
     compress: bool = False  # rsync -z
-    timeout: float = 30.0  # seconds without progress before a transfer is declared dead (--stall-timeout)
+    stall_timeout_s: float = 30.0  # seconds without progress before a transfer is declared dead (--stall-timeout)
     # A reachable host answers a TCP connect in milliseconds: a few seconds tell an unreachable one apart.
-    connect_timeout: float = 5.0
+    connect_timeout_s: float = 5.0
     verify_host_keys: bool = True
     # AFP login: "secure" (DHX2: the password never in clear), "cleartext" (Cleartxt Passwrd: the password, at
     # most 8 bytes, in clear on the wire; only when the user asks for it) or "guest" (No User Authent).

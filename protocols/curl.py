@@ -69,11 +69,11 @@ class _CurlClient(Client):
             "--max-time",
             str(MAX_TIME_S),
             "--connect-timeout",
-            str(max(1, round(self.options.connect_timeout))),
+            str(max(1, round(self.options.connect_timeout_s))),
             "--speed-limit",
             "1",
             "--speed-time",
-            str(int(self.options.timeout)),
+            str(int(self.options.stall_timeout_s)),
             "-K",
             "-",
         ]
@@ -89,7 +89,7 @@ class _CurlClient(Client):
             watch=None if upload else (lambda: sum(_size(j.local) for j in jobs)),
             watch_reads=upload,
             stdin_text=self._config(pairs, upload),
-            stall_timeout=self.options.timeout,
+            stall_timeout=self.options.stall_timeout_s,
         )
         if done.returncode != 0:
             raise self._error(done, jobs[0].remote)
@@ -115,7 +115,7 @@ class _CurlClient(Client):
 
     def connect(self) -> None:
         """curl opens a connection per invocation; check reachability and credentials once up front."""
-        Control(self.target, timeout=self.options.timeout).info()
+        Control(self.target, timeout=self.options.stall_timeout_s).info()
 
     def download(self, remote: str, local: Path, progress: Progress) -> None:
         self._run([FileCopy(local, remote, 0)], upload=False, progress=progress)
@@ -244,7 +244,7 @@ class CurlHttpClient(_CurlClient):
 
     def mkdir(self, remote_dir: str) -> None:
         if not self.target.stock:
-            Control(self.target, timeout=self.options.timeout).mkdir(remote_dir)
+            Control(self.target, timeout=self.options.stall_timeout_s).mkdir(remote_dir)
             return
         dav = _webdav()
         parents = dav.webdav_parents(remote_dir)

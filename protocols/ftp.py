@@ -81,7 +81,7 @@ class FtplibClient(Client):
         if isinstance(exc, ssl.SSLError):
             return NetworkError(f"FTPS {what}: TLS failed: {exc.reason or exc}", "is the server speaking FTPS?")
         if isinstance(exc, socket.timeout | TimeoutError):
-            return NetworkError(f"FTP {what} stalled for {self.options.timeout:.0f} s", "the server stopped?")
+            return NetworkError(f"FTP {what} stalled for {self.options.stall_timeout_s:.0f} s", "the server stopped?")
         if isinstance(exc, EOFError | ftplib.error_temp | ftplib.error_proto | ftplib.error_reply):
             return NetworkError(f"FTP {what} failed: {exc or 'connection closed'}", "the server stopped mid-transfer")
         if isinstance(exc, OSError):
@@ -109,13 +109,13 @@ class FtplibClient(Client):
 
     def _session(self) -> ftplib.FTP:
         if self.target.tls:
-            return ftplib.FTP_TLS(context=self.tls_context(), timeout=self.options.timeout)
-        return ftplib.FTP(timeout=self.options.timeout)
+            return ftplib.FTP_TLS(context=self.tls_context(), timeout=self.options.stall_timeout_s)
+        return ftplib.FTP(timeout=self.options.stall_timeout_s)
 
     def connect(self) -> None:
         ftp = self._session()
         try:
-            ftp.connect(self.target.host, self.target.port("ftp"), timeout=self.options.connect_timeout)
+            ftp.connect(self.target.host, self.target.port("ftp"), timeout=self.options.connect_timeout_s)
         except OSError as exc:  # refused, unreachable, or a silent host (a timeout here is no stalled transfer)
             ftp.close()
             raise from_os_error(exc, "connecting over FTP", self.target.host, self.target.port("ftp")) from exc
@@ -123,10 +123,10 @@ class FtplibClient(Client):
             ftp.close()
             raise self._translate(exc, "login") from exc
         try:
-            # from here on (and for every data connection) a stall is options.timeout without a byte
-            ftp.timeout = self.options.timeout
+            # from here on (and for every data connection) a stall is options.stall_timeout_s without a byte
+            ftp.timeout = self.options.stall_timeout_s
             assert ftp.sock is not None  # connect() above opened it
-            ftp.sock.settimeout(self.options.timeout)
+            ftp.sock.settimeout(self.options.stall_timeout_s)
             if isinstance(ftp, ftplib.FTP_TLS):
                 self._secure(ftp)
             try:

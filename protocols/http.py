@@ -248,7 +248,8 @@ class AiohttpClient(Client):
             ) from exc
         except TimeoutError as exc:
             raise NetworkError(
-                f"HTTP transfer stalled for {self.options.timeout:.0f} s", "the server stopped or the link is down"
+                f"HTTP transfer stalled for {self.options.stall_timeout_s:.0f} s",
+                "the server stopped or the link is down"
             ) from exc
         except aiohttp.ClientConnectorCertificateError as exc:  # https only: before the connector errors
             raise AuthError(
@@ -279,7 +280,7 @@ class AiohttpClient(Client):
             self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
     async def _watchdog(self, coro: Any) -> Any:
-        """Run coro, cancelling it when no bytes moved for options.timeout seconds.
+        """Run coro, cancelling it when no bytes moved for options.stall_timeout_s seconds.
 
         aiohttp's sock_read only bounds reads: an upload to a server that stopped reading waits in the
         transport's drain forever. Progress (a chunk read, or the next chunk asked for) resets the clock.
@@ -288,10 +289,10 @@ class AiohttpClient(Client):
         self._moved_at = loop.time()
         task = asyncio.ensure_future(coro)
         while True:
-            done, _ = await asyncio.wait({task}, timeout=min(1.0, self.options.timeout / 4))
+            done, _ = await asyncio.wait({task}, timeout=min(1.0, self.options.stall_timeout_s / 4))
             if done:
                 return task.result()
-            if loop.time() - self._moved_at > self.options.timeout:
+            if loop.time() - self._moved_at > self.options.stall_timeout_s:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
@@ -315,7 +316,7 @@ class AiohttpClient(Client):
     def connect(self) -> None:
         self._loop = asyncio.new_event_loop()
         timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self.options.connect_timeout, sock_read=self.options.timeout
+            total=None, sock_connect=self.options.connect_timeout_s, sock_read=self.options.stall_timeout_s
         )
         if self.stock:
             self._run(self._open_stock(timeout))

@@ -56,10 +56,10 @@ def ssh_options(target: Target, options: ClientOptions) -> list[str]:
 
 
 def _timing_options(options: ClientOptions) -> list[str]:
-    alive = max(1, round(options.timeout / 3))
+    alive = max(1, round(options.stall_timeout_s / 3))
     return [
         "-o",
-        f"ConnectTimeout={max(1, round(options.connect_timeout))}",
+        f"ConnectTimeout={max(1, round(options.connect_timeout_s))}",
         "-o",
         f"ServerAliveInterval={alive}",
         "-o",
@@ -273,8 +273,8 @@ class OpenSSHSftpClient(Client):
                 [argv[0], "-S", ssh, *argv[1:]] if ssh else argv,
                 progress=progress,
                 total_bytes=total,
-                timeout=self.options.timeout * 4 + min(total, MAX_BUDGET_BYTES) / MIN_RATE,
-                stall_timeout=self.options.timeout,
+                timeout=self.options.stall_timeout_s * 4 + min(total, MAX_BUDGET_BYTES) / MIN_RATE,
+                stall_timeout=self.options.stall_timeout_s,
                 stdin_text="\n".join(batch) + "\n",
                 env=env,
                 **watch,

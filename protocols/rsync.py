@@ -112,7 +112,7 @@ class _RsyncClient(Client):
 
     # --- the Client interface ---
     def _argv(self, *extra: str) -> list[str]:
-        argv = ["rsync", "-W", "-I", f"--timeout={max(1, round(self.options.timeout))}"]
+        argv = ["rsync", "-W", "-I", f"--timeout={max(1, round(self.options.stall_timeout_s))}"]
         if self.options.compress:
             argv.append("-z")
         return argv + self._transport_args() + list(extra)
@@ -122,9 +122,9 @@ class _RsyncClient(Client):
             argv,
             progress=progress,
             total_bytes=total,
-            timeout=self.options.timeout * 4 + min(total, MAX_BUDGET_BYTES) / MIN_RATE,
+            timeout=self.options.stall_timeout_s * 4 + min(total, MAX_BUDGET_BYTES) / MIN_RATE,
             env=self._env(),
-            stall_timeout=self.options.timeout * 2,  # rsync's own --timeout should speak first
+            stall_timeout=self.options.stall_timeout_s * 2,  # rsync's own --timeout should speak first
             **kw,
         )
         if done.returncode != 0:
@@ -327,7 +327,7 @@ class RsyncDaemonClient(_RsyncClient):
             self._ask(argv, f"creating {remote_dir}")
 
     def _transport_args(self) -> list[str]:
-        return [f"--contimeout={max(1, round(self.options.connect_timeout))}", "--no-motd"]
+        return [f"--contimeout={max(1, round(self.options.connect_timeout_s))}", "--no-motd"]
 
     def _ask(self, argv: list[str], what: str, work_bytes: int = 0) -> Completed:
         """Run an rsync that moves no file data (a listing, a dry run, a delete) and return its output."""
@@ -335,7 +335,7 @@ class RsyncDaemonClient(_RsyncClient):
             argv,
             progress=lambda n: None,
             total_bytes=0,
-            timeout=self.options.connect_timeout + self.options.timeout * 4 + work_bytes / MIN_RATE,
+            timeout=self.options.connect_timeout_s + self.options.stall_timeout_s * 4 + work_bytes / MIN_RATE,
             env=self._env(),
         )
         if done.returncode != 0:
@@ -381,13 +381,13 @@ class RsyncDaemonClient(_RsyncClient):
         """
         size = local.stat().st_size
         # The daemon reads the whole file before it answers: give rsync's I/O timeout that long too.
-        io_timeout = round(self.options.timeout + size / MIN_RATE)
+        io_timeout = round(self.options.stall_timeout_s + size / MIN_RATE)
         argv = ["rsync", "-n", "-c", "-i", f"--timeout={io_timeout}", *self._transport_args()]
         done = self._ask([*argv, str(local), self._remote(remote)], f"checksumming {remote}", work_bytes=size)
         return not any(line[:2] in _ITEMIZED for line in done.stdout.splitlines())
 
     def _io_args(self) -> list[str]:
-        return [f"--timeout={max(1, round(self.options.timeout))}", *self._transport_args()]
+        return [f"--timeout={max(1, round(self.options.stall_timeout_s))}", *self._transport_args()]
 
     def _env(self) -> dict[str, str]:
         # The only way to hand rsync a daemon password without argv or a prompt.

@@ -113,8 +113,8 @@ class _ScpClient(Client):
                 self._argv(*args),
                 progress=progress,
                 total_bytes=total,
-                timeout=self.options.timeout * 4 + min(total, MAX_BUDGET_BYTES) / MIN_RATE,
-                stall_timeout=self.options.timeout,
+                timeout=self.options.stall_timeout_s * 4 + min(total, MAX_BUDGET_BYTES) / MIN_RATE,
+                stall_timeout=self.options.stall_timeout_s,
                 env=env,
                 **watch,
             )

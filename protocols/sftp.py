@@ -72,11 +72,11 @@ class ParamikoClient(Client):
         host, port = self._where
         ssh_host = self._resolve() if self.target.stock else None
         if ssh_host is not None:
-            sock = paramiko_login.open_socket(ssh_host, self.options.connect_timeout, self.options.timeout)
+            sock = paramiko_login.open_socket(ssh_host, self.options.connect_timeout_s, self.options.stall_timeout_s)
         else:
             try:
-                sock = socket.create_connection((host, port), timeout=self.options.connect_timeout)
-                sock.settimeout(self.options.timeout)
+                sock = socket.create_connection((host, port), timeout=self.options.connect_timeout_s)
+                sock.settimeout(self.options.stall_timeout_s)
             except OSError as exc:
                 raise from_os_error(exc, "connecting over SSH", host, port) from exc
         try:
@@ -86,7 +86,7 @@ class ParamikoClient(Client):
             if ssh_host is not None:
                 self._stock_login(transport, ssh_host)
             else:
-                transport.start_client(timeout=self.options.timeout)
+                transport.start_client(timeout=self.options.stall_timeout_s)
                 self._check_host_key(transport.get_remote_server_key())
                 self._authenticate(transport)
             self._sftp = paramiko.SFTPClient.from_transport(
@@ -94,7 +94,7 @@ class ParamikoClient(Client):
             )
             if self._sftp is None:
                 raise NetworkError(f"{host}:{port} refused the SFTP subsystem", "is sftp enabled on the server?")
-            self._sftp.sock.settimeout(self.options.timeout)
+            self._sftp.sock.settimeout(self.options.stall_timeout_s)
         except BaseException as exc:
             self.close()
             if isinstance(exc, WorkbenchError):
@@ -117,7 +117,7 @@ class ParamikoClient(Client):
         if self.options.verify_host_keys:
             files = self._known_hosts_files(ssh_host)
             paramiko_login.prefer_known_types(transport, paramiko_login.known_keys(files, ssh_host.known_hosts_name))
-        transport.start_client(timeout=self.options.timeout)
+        transport.start_client(timeout=self.options.stall_timeout_s)
         if self.options.verify_host_keys:
             hint = known_host_hint(self.target)
             paramiko_login.check_host_key(transport.get_remote_server_key(), ssh_host, files, hint)
@@ -165,7 +165,8 @@ class ParamikoClient(Client):
             return AuthError(f"host key of {host}:{port} does not match", "the server changed or this is not it")
         if isinstance(exc, TimeoutError):
             return NetworkError(
-                f"no data from {host}:{port} for {self.options.timeout:.0f} s while {what}", "the server stalled"
+                f"no data from {host}:{port} for {self.options.stall_timeout_s:.0f} s while {what}",
+                "the server stalled"
             )
         if isinstance(exc, OSError) and exc.errno == errno.ENOENT:
             return NotFoundError(f"no such remote file while {what}", "check the path (relative to the served root)")

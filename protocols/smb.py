@@ -406,7 +406,7 @@ class PysmbClient(Client):
         try:
             # pysmb's timeout bounds the TCP connect and each reply of the login alike (replies take ms)
             ok = self._call(
-                conn.connect, self.target.host, self.target.port("smb"), timeout=self.options.connect_timeout
+                conn.connect, self.target.host, self.target.port("smb"), timeout=self.options.connect_timeout_s
             )
         except WorkbenchError:
             conn.close()
@@ -441,7 +441,8 @@ class PysmbClient(Client):
             return WorkbenchError(f"{what} failed{code}: {exc.message}", "see the smbd log")
         if isinstance(exc, SMBTimeout):
             return NetworkError(
-                f"no reply from {self._where} for {self.options.timeout:.0f} s while {what}", "the server stalled"
+                f"no reply from {self._where} for {self.options.stall_timeout_s:.0f} s while {what}",
+                "the server stalled"
             )
         if isinstance(exc, NotConnectedError | NotReadyError):
             return NetworkError(f"SMB connection to {self._where} lost while {what}", "the server stopped?")
@@ -466,7 +467,7 @@ class PysmbClient(Client):
                     self.target.share,
                     share_path(self.target, remote),
                     _ProgressWriter(fh, progress),
-                    timeout=self.options.timeout,
+                    timeout=self.options.stall_timeout_s,
                     what=what,
                 )
         except OSError as exc:
@@ -481,7 +482,7 @@ class PysmbClient(Client):
                     self.target.share,
                     share_path(self.target, remote),
                     _ProgressReader(fh, progress),
-                    timeout=self.options.timeout,
+                    timeout=self.options.stall_timeout_s,
                     what=f"uploading {remote}",
                 )
         except OSError as exc:
@@ -493,7 +494,7 @@ class PysmbClient(Client):
         for depth in range(1, len(parts) + 1):
             path = "\\".join(parts[:depth])
             try:
-                conn.createDirectory(self.target.share, path, timeout=self.options.timeout)
+                conn.createDirectory(self.target.share, path, timeout=self.options.stall_timeout_s)
             except Exception as exc:
                 if _status(exc) == STATUS_OBJECT_NAME_COLLISION:
                     continue  # already there: mkdir is idempotent
@@ -507,7 +508,7 @@ class PysmbClient(Client):
         what = f"looking up {posix(path) or 'the share root'}"
         try:
             found = self._call(
-                self._require().getAttributes, self.target.share, path, timeout=self.options.timeout, what=what
+                self._require().getAttributes, self.target.share, path, timeout=self.options.stall_timeout_s, what=what
             )
         except NotFoundError:
             return False
@@ -553,7 +554,7 @@ class _PysmbTree:
         self.client = client
         self.conn = client._require()
         self.share = client.target.share
-        self.timeout = client.options.timeout
+        self.timeout = client.options.stall_timeout_s
 
     def list_dir(self, path: str, pattern: str = "*") -> list[DirEntry]:
         what = f"listing {posix(path) or 'the share root'}"

@@ -119,7 +119,7 @@ class SmbclientClient(Client):
             "0",  # only errors: a line per file would fill the output pipe on large sets
             "-q",
             "-t",
-            str(max(1, round(self.options.timeout))),  # per-operation timeout: a stalled server fails the batch
+            str(max(1, round(self.options.stall_timeout_s))),  # per-operation timeout: a stalled server fails the batch
         ]
 
     def _run(
@@ -140,7 +140,7 @@ class SmbclientClient(Client):
             watch_file=watch_file,
             watch_reads=watch_file is None and total > 0,
             stdin_text="".join(f"{c}\n" for c in commands),
-            stall_timeout=self.options.timeout if total > 0 else None,
+            stall_timeout=self.options.stall_timeout_s if total > 0 else None,
         )
         error = self._error(done, what, ignore)
         if error is not None:
@@ -148,12 +148,12 @@ class SmbclientClient(Client):
         return done
 
     def _time_bound(self, total: int) -> float:
-        """Seconds a whole batch may take; stalls (no progress for options.timeout) are caught much sooner."""
+        """Seconds a whole batch may take; stalls (no progress for options.stall_timeout_s) are caught much sooner."""
         if total >= UNKNOWN_SIZE:
             return UNKNOWN_SIZE_BOUND
         if total == 0:  # a login or mkdir: no bytes to watch, so no stall guard; bound it as connect + a stall
-            return self.options.connect_timeout + 2 * self.options.timeout
-        return max(60.0, 2 * self.options.timeout) + total / MIN_RATE
+            return self.options.connect_timeout_s + 2 * self.options.stall_timeout_s
+        return max(60.0, 2 * self.options.stall_timeout_s) + total / MIN_RATE
 
     def _error(self, done: Completed, what: str, ignore: frozenset[str]) -> WorkbenchError | None:
         text = f"{done.stdout}\n{done.stderr}"

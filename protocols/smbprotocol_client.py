@@ -79,13 +79,13 @@ class SmbprotocolClient(Client):
         creds = self.target.credentials
         conn = Connection(uuid.uuid4(), self.target.host, self.target.port("smb"), require_signing=True)
         # The reader thread pings after this much silence and gives up after twice it: bounds every wait.
-        conn._receive_timeout = max(1, int(self.options.timeout))
+        conn._receive_timeout = max(1, int(self.options.stall_timeout_s))
         self._conn = conn
         try:
-            self._guard(conn.connect, timeout=self.options.connect_timeout, what="connecting")
+            self._guard(conn.connect, timeout=self.options.connect_timeout_s, what="connecting")
             # smbprotocol's socket blocks with no timeout: a server that stops reading would hold a send
             # forever. A send timeout (the receive side has the reader thread's) makes it fail instead.
-            seconds = max(1, int(self.options.timeout))
+            seconds = max(1, int(self.options.stall_timeout_s))
             conn.transport._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, 0))
             # Encryption off: the rows measure the transport; signing stays on because Samba insists.
             session = Session(conn, creds.user, creds.password, require_encryption=False, auth_protocol="ntlm")
@@ -167,13 +167,15 @@ class SmbprotocolClient(Client):
             if "timeout" in str(exc).lower():
                 self._stalled = True
                 return NetworkError(
-                    f"no reply from {self._where} for {self.options.timeout:.0f} s while {what}", "the server stalled"
+                    f"no reply from {self._where} for {self.options.stall_timeout_s:.0f} s while {what}",
+                    "the server stalled"
                 )
             return NetworkError(f"SMB failure talking to {self._where} while {what}", "see the smbd log")
         if isinstance(exc, BlockingIOError):  # the send timeout set in connect()
             self._stalled = True
             return NetworkError(
-                f"{self._where} took no data for {self.options.timeout:.0f} s while {what}", "the server stalled"
+                f"{self._where} took no data for {self.options.stall_timeout_s:.0f} s while {what}",
+                "the server stalled"
             )
         if isinstance(exc, ValueError) and isinstance(exc.__cause__, OSError):
             # smbprotocol wraps connect() errors in ValueError("Failed to connect to ...").
@@ -326,7 +328,7 @@ class SmbprotocolClient(Client):
         for _, requests, _ in in_flight:
             for request in requests:
                 try:
-                    self._conn.receive(request, timeout=self.options.timeout)
+                    self._conn.receive(request, timeout=self.options.stall_timeout_s)
                 except SMBResponseException:
                     continue
                 except Exception:
@@ -369,7 +371,7 @@ class SmbprotocolClient(Client):
         replies: list[Any] = []
         for request in requests:  # every reply is collected, even after a failure, so none is left pending
             try:
-                replies.append(self._conn.receive(request, timeout=self.options.timeout))
+                replies.append(self._conn.receive(request, timeout=self.options.stall_timeout_s))
             except EndOfFile:
                 replies.append(None)  # reading an empty file
             except Exception as exc:
@@ -421,7 +423,7 @@ class SmbprotocolClient(Client):
     def _top_up(self, need: int) -> None:
         """Ask for credits with an echo when none are outstanding to bring them back."""
         conn = self._conn
-        conn.echo(sid=self._tree.session.session_id, timeout=self.options.timeout, credit_request=need + 1)
+        conn.echo(sid=self._tree.session.session_id, timeout=self.options.stall_timeout_s, credit_request=need + 1)
         if self._credits() < need:
             raise NetworkError(
                 f"server at {self._where} granted too few SMB credits for a {need}-credit request",
@@ -429,13 +431,13 @@ class SmbprotocolClient(Client):
             )
 
     def _read_reply(self, request: Any) -> memoryview:
-        response = self._conn.receive(request, timeout=self.options.timeout)
+        response = self._conn.receive(request, timeout=self.options.stall_timeout_s)
         return read_payload(response["data"].get_value())
 
     def _write_reply(self, request: Any) -> int:
         from smbprotocol.open import SMB2WriteResponse
 
-        response = self._conn.receive(request, timeout=self.options.timeout)
+        response = self._conn.receive(request, timeout=self.options.stall_timeout_s)
         reply = SMB2WriteResponse()
         reply.unpack(response["data"].get_value())
         return reply["count"].get_value()
@@ -602,7 +604,7 @@ class _SmbprotocolTree:
             request["buffer"] = info
             conn, session = self.tree.session.connection, self.tree.session
             sent = conn.send(request, session.session_id, self.tree.tree_connect_id)
-            conn.receive(sent, timeout=self.client.options.timeout)
+            conn.receive(sent, timeout=self.client.options.stall_timeout_s)
         except SMBResponseException as exc:
             status = exc.status
         except Exception as exc:

@@ -70,4 +70,4 @@ def factory(cls: type[Client], runner: ServeRunner) -> Callable[..., Client]:
 
 def bad(cls: type[Client], runner: ServeRunner) -> Client:
     wrong = dataclasses.replace(runner.ctx.credentials, password="not-the-password")
-    return cls(runner.target(wrong), ClientOptions(timeout=5.0))
+    return cls(runner.target(wrong), ClientOptions(stall_timeout_s=5.0))

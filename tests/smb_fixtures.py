@@ -54,4 +54,4 @@ def client_factory(cls: type[Client], runner: SmbdRunner) -> Callable[..., Clien
 
 def bad_client_for(cls: type[Client], runner: SmbdRunner) -> Client:
     wrong = dataclasses.replace(runner.ctx.credentials, password=runner.ctx.credentials.password + "x")
-    return cls(runner.target(wrong), ClientOptions(timeout=10.0))
+    return cls(runner.target(wrong), ClientOptions(stall_timeout_s=10.0))

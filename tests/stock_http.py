@@ -78,4 +78,4 @@ class StockDav:
 
     def bad(self, cls: type[Client]) -> Client:
         wrong = dataclasses.replace(self.ctx.credentials, password="not-the-password")
-        return cls(self.target(wrong), ClientOptions(timeout=5.0))
+        return cls(self.target(wrong), ClientOptions(stall_timeout_s=5.0))

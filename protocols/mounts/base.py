@@ -104,7 +104,7 @@ class MountClient(Client):
 
     @property
     def mount_timeout(self) -> float:
-        return max(10.0, self.options.timeout)
+        return max(10.0, self.options.stall_timeout_s)
 
     def connect(self) -> None:
         if self.mountpoint is not None:

@@ -80,7 +80,7 @@ class CifsClient(MountClient):
 
     def mount_argv(self, mountpoint: Path, credentials_file: Path) -> list[str]:
         """`mount -t cifs`; the password is only in credentials_file."""
-        timeout = max(1, int(self.options.timeout))
+        timeout = max(1, int(self.options.stall_timeout_s))
         opts = [
             f"credentials={credentials_file}",
             f"port={self.target.port('smb')}",

@@ -131,10 +131,10 @@ class SshfsClient(MountClient):
         ]
 
     def _common_ssh_options(self) -> dict[str, str]:
-        timeout = max(1, math.ceil(self.options.timeout))
+        timeout = max(1, math.ceil(self.options.stall_timeout_s))
         return {
             "BatchMode": "yes",
-            "ConnectTimeout": str(max(1, math.ceil(self.options.connect_timeout))),
+            "ConnectTimeout": str(max(1, math.ceil(self.options.connect_timeout_s))),
             # about `timeout` seconds of silence before ssh gives up and sshfs fails the reads
             "ServerAliveInterval": str(max(1, math.ceil(timeout / 3))),
             "ServerAliveCountMax": "3",

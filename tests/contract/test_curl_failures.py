@@ -52,7 +52,7 @@ def _assert_one_line(exc: WorkbenchError, cls: type[WorkbenchError], code: ExitC
 
 
 def _connected(cls: type[Client], served: ServeRunner) -> Client:
-    client = cls(served.target(), ClientOptions(timeout=5.0))
+    client = cls(served.target(), ClientOptions(stall_timeout_s=5.0))
     client.connect()
     return client
 
@@ -112,7 +112,7 @@ from workbench.shared import credentials, target
 
 state, tmp = Path(sys.argv[1]), Path(sys.argv[2])
 where = target.read(state / "target.json", credentials.read(state / "credentials.json"))
-clients = [cls(where, ClientOptions(timeout=5.0)) for cls in (CurlHttpClient, CurlFtpClient)]
+clients = [cls(where, ClientOptions(stall_timeout_s=5.0)) for cls in (CurlHttpClient, CurlFtpClient)]
 for client in clients:
     client.connect()
 def ignore(n):

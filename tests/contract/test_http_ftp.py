@@ -86,7 +86,7 @@ def test_ftp_session_that_never_came_back_fails_its_copy_in_one_line(tmp_path: P
     from workbench.shared.target import Target
 
     target = Target("127.0.0.1", generate(), ports={"ftp": free_port()})  # nothing listens there
-    client = FtplibClient(target, ClientOptions(timeout=2.0))
+    client = FtplibClient(target, ClientOptions(stall_timeout_s=2.0))
     with pytest.raises(NetworkError):
         client.connect()
     for call in (lambda: client.mkdir("incoming/x"), lambda: client.download("files/a", tmp_path / "a", print)):

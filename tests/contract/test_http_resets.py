@@ -89,7 +89,7 @@ def relayed(served: ServeRunner) -> Iterator[tuple[ServeRunner, list[ResettingRe
 def _client(served: ServeRunner, relay: ResettingRelay) -> AiohttpClient:
     target = served.target()
     target = dataclasses.replace(target, ports={**target.ports, "http": relay.port})
-    return AiohttpClient(target, ClientOptions(timeout=10.0))
+    return AiohttpClient(target, ClientOptions(stall_timeout_s=10.0))
 
 
 def test_an_upload_whose_kept_alive_connection_was_reset_goes_out_again_once(

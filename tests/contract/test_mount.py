@@ -280,7 +280,8 @@ def test_sshfs_closed_port_is_a_network_error(sshd_runner: SshdRunner) -> None:
 
 def test_sshfs_argv_carries_no_secret_and_verifies_host_keys(tmp_path: Path) -> None:
     creds = Credentials("jo", PASSWORD, ssh_key=tmp_path / "k,ey", known_hosts=tmp_path / "kh")
-    client = SshfsClient(Target("::1", creds, ports={"ssh": 2022}, remote_root="/srv/root"), ClientOptions(timeout=9))
+    target = Target("::1", creds, ports={"ssh": 2022}, remote_root="/srv/root")
+    client = SshfsClient(target, ClientOptions(stall_timeout_s=9))
     argv = client.mount_argv(tmp_path / "mnt")
     assert argv[1:7] == ["jo@[::1]:/srv/root", str(tmp_path / "mnt"), "-p", "2022", "-F", "/dev/null"]
     opts = argv[-1]

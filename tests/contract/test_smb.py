@@ -185,7 +185,7 @@ ALL_CLIENTS = [PysmbClient, SmbprotocolClient, SmbclientClient]
 @pytest.mark.parametrize("cls", ALL_CLIENTS, ids=lambda c: c.name)
 def test_nothing_listening_is_a_network_error(cls: type[Client], smbd_runner: SmbdRunner) -> None:
     target = dataclasses.replace(smbd_runner.target(), ports={"smb": free_port()})
-    client = cls(target, ClientOptions(timeout=5.0))
+    client = cls(target, ClientOptions(stall_timeout_s=5.0))
     with pytest.raises(NetworkError):
         client.connect()
     client.close()
@@ -194,7 +194,7 @@ def test_nothing_listening_is_a_network_error(cls: type[Client], smbd_runner: Sm
 @pytest.mark.parametrize("cls", ALL_CLIENTS, ids=lambda c: c.name)
 def test_unknown_share_is_not_found(cls: type[Client], smbd, smbd_runner: SmbdRunner, tmp_path) -> None:
     target = dataclasses.replace(smbd_runner.target(), share="no-such-share")
-    client = cls(target, ClientOptions(timeout=5.0))
+    client = cls(target, ClientOptions(stall_timeout_s=5.0))
     with pytest.raises(NotFoundError) as info:
         client.connect()
         client.download("files/x.bin", tmp_path / "x.bin", Counter())
@@ -217,7 +217,7 @@ def test_a_stalled_server_fails_within_the_timeout(
                 frozen.append(time.monotonic())
                 os.killpg(pgid, signal.SIGSTOP)  # alive but silent: only a timeout can end the copy
 
-    client = cls(smbd_runner.target(), ClientOptions(timeout=2.0))
+    client = cls(smbd_runner.target(), ClientOptions(stall_timeout_s=2.0))
     client.connect()
     # A native client's progress is polled: on a fast machine a copy can end before its first report, so a
     # timer freezes the server mid-copy too, whichever comes first.

@@ -96,7 +96,7 @@ class _StockFtpContract(ClientContract):
     @pytest.fixture
     def bad_client(self, stock_ftp: StockFtpServer) -> Client:
         creds = replace(stock_ftp.target.credentials, password="wrong-" + stock_ftp.target.credentials.password)
-        return self.client_cls(replace(stock_ftp.target, credentials=creds), ClientOptions(timeout=5.0))
+        return self.client_cls(replace(stock_ftp.target, credentials=creds), ClientOptions(stall_timeout_s=5.0))
 
     @pytest.fixture
     def stop_server(self, stock_ftp: StockFtpServer) -> Callable[[], None]:
@@ -145,7 +145,7 @@ def test_the_password_reaches_the_server_only_through_a_private_file(stock_ftp: 
 def test_curl_with_the_wrong_password_is_an_auth_error(stock_ftp: StockFtpServer, tmp_path: Path) -> None:
     write_random(stock_ftp.prefix_root / "files" / "x.bin", 1000)
     creds = replace(stock_ftp.target.credentials, password="not-" + stock_ftp.target.credentials.password)
-    client = CurlFtpClient(replace(stock_ftp.target, credentials=creds), ClientOptions(timeout=5.0))
+    client = CurlFtpClient(replace(stock_ftp.target, credentials=creds), ClientOptions(stall_timeout_s=5.0))
     with pytest.raises(AuthError):
         client.download("files/x.bin", tmp_path / "x.bin", Counter())
 
@@ -248,7 +248,7 @@ def untrusted_ftps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 
 def test_ftplib_refuses_an_untrusted_certificate(untrusted_ftps: StockFtpServer) -> None:
-    client = FtplibClient(untrusted_ftps.target, ClientOptions(timeout=5.0))
+    client = FtplibClient(untrusted_ftps.target, ClientOptions(stall_timeout_s=5.0))
     with pytest.raises(AuthError, match="not trusted") as caught:
         client.connect()
     client.close()
@@ -258,7 +258,7 @@ def test_ftplib_refuses_an_untrusted_certificate(untrusted_ftps: StockFtpServer)
 
 def test_curl_refuses_an_untrusted_certificate(untrusted_ftps: StockFtpServer, tmp_path: Path) -> None:
     write_random(untrusted_ftps.prefix_root / "files" / "x.bin", 1000)
-    client = CurlFtpClient(untrusted_ftps.target, ClientOptions(timeout=5.0))
+    client = CurlFtpClient(untrusted_ftps.target, ClientOptions(stall_timeout_s=5.0))
     with pytest.raises(AuthError, match="not trusted") as caught:
         client.download("files/x.bin", tmp_path / "x.bin", Counter())
     assert "certificate" in str(caught.value).split("not trusted", 1)[1]  # curl's reason, not its advice
@@ -283,7 +283,7 @@ def test_ftps_against_a_plain_server_is_refused_before_the_password(
 ) -> None:
     with _running(_start(tmp_path / "s", StockFtp, monkeypatch)) as stock:
         write_random(stock.prefix_root / "files" / "x.bin", 1000)
-        client = client_cls(replace(stock.target, tls=True), ClientOptions(timeout=5.0))
+        client = client_cls(replace(stock.target, tls=True), ClientOptions(stall_timeout_s=5.0))
         with pytest.raises(WorkbenchError, match="explicit TLS"):
             if isinstance(client, CurlFtpClient):
                 client.download("files/x.bin", tmp_path / "x.bin", Counter())
@@ -297,7 +297,7 @@ def test_ftps_against_a_plain_server_is_refused_before_the_password(
 def test_a_plain_client_is_refused_by_the_ftps_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """tls_control_required: the stock FTPS server never takes a password in clear."""
     with _running(_start(tmp_path / "s", StockFtps, monkeypatch)) as stock:
-        client = FtplibClient(replace(stock.target, tls=False), ClientOptions(timeout=5.0))
+        client = FtplibClient(replace(stock.target, tls=False), ClientOptions(stall_timeout_s=5.0))
         with pytest.raises(WorkbenchError):
             client.connect()
         client.close()

@@ -188,7 +188,7 @@ def test_a_login_refused_after_connect_fails_the_upload_at_once(cls: type[Client
     AuthError, never a stall: aiohttp's own retry would send the streamed body again, which never comes."""
     dav = StockDav(tmp_path / "dav", "digest", tls=False)
     dav.ensure()
-    client = cls(dav.target(), ClientOptions(timeout=60.0))  # a stall would end as NetworkError, after 60 s
+    client = cls(dav.target(), ClientOptions(stall_timeout_s=60.0))  # a stall would end as NetworkError, after 60 s
     try:
         client.connect()
         dav.restart_with_password("changed-" + dav.ctx.credentials.password)
@@ -209,7 +209,7 @@ def test_a_connection_the_server_closed_between_copies_does_not_fail_the_next(
     dav = StockDav(tmp_path / "dav", "digest", tls=False)
     dav.ensure()
     data = write_random(tmp_path / "up.bin", 4 << 20)
-    client = cls(dav.target(), ClientOptions(timeout=30.0))
+    client = cls(dav.target(), ClientOptions(stall_timeout_s=30.0))
     try:
         client.connect()
         for n in range(3):
@@ -228,7 +228,7 @@ def test_untrusted_certificate_is_a_clean_auth_error(
     # The system store alone: it does not know this server's self-signed certificate.
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
-    client = cls(https_dav.target(), ClientOptions(timeout=5.0))
+    client = cls(https_dav.target(), ClientOptions(stall_timeout_s=5.0))
     with pytest.raises(AuthError, match="certificate") as caught:
         client.connect()
     client.close()
@@ -267,7 +267,7 @@ def test_missing_prefix_directory_is_not_found_at_connect(cls: type[Client], dig
 @pytest.mark.parametrize("cls", CLIENTS)
 def test_closed_port_is_a_network_error(cls: type[Client], digest_dav: StockDav) -> None:
     target = Target("127.0.0.1", digest_dav.ctx.credentials, ports={"http": free_port()}, stock=True, prefix=PREFIX)
-    client = cls(target, ClientOptions(timeout=2.0, connect_timeout=2.0))
+    client = cls(target, ClientOptions(stall_timeout_s=2.0, connect_timeout_s=2.0))
     with pytest.raises(NetworkError):
         client.connect()
     client.close()
@@ -365,7 +365,7 @@ def test_a_redirect_is_refused_never_followed(cls: type[Client], tmp_path: Path)
     )
     write_random(tmp_path / "up.bin", 4096)
     try:
-        with cls(target, ClientOptions(timeout=10.0)) as client:
+        with cls(target, ClientOptions(stall_timeout_s=10.0)) as client:
             for action in (
                 lambda: client.remove_tree("run"),
                 lambda: client.upload(tmp_path / "up.bin", "run/up.bin", Counter()),

@@ -224,7 +224,7 @@ def test_the_stock_daemon_serves_inside_a_network_namespace(tmp_path: Path) -> N
             assert (ctx.root / "up.bin").read_bytes() == data
             # Nothing listens on the host's own loopback: the port is the namespace's.
             with pytest.raises(WorkbenchError):
-                RsyncDaemonClient(target, ClientOptions(connect_timeout=2.0)).connect()
+                RsyncDaemonClient(target, ClientOptions(connect_timeout_s=2.0)).connect()
         finally:
             server.stop()
     finally:

@@ -100,7 +100,7 @@ class _StockSmbContract(ClientContract):
     @pytest.fixture
     def bad_client(self, target: Target) -> Client:
         wrong = replace(target.credentials, password=target.credentials.password + "x")
-        return self.client_class(replace(target, credentials=wrong), ClientOptions(timeout=10.0))
+        return self.client_class(replace(target, credentials=wrong), ClientOptions(stall_timeout_s=10.0))
 
     @pytest.fixture
     def stop_server(self, stock_smbd: StockSmbd) -> Callable[[], None]:
@@ -128,7 +128,7 @@ def test_url_names_the_share_and_port(stock_smbd: StockSmbd) -> None:
 @pytest.mark.parametrize("cls", [PysmbClient, SmbprotocolClient, SmbclientClient], ids=lambda c: c.name)
 def test_wrong_password_is_an_auth_error(cls: type[Client], stock_smbd: StockSmbd, prefix_root: Path) -> None:
     target = target_from_url(stock_smbd.url(), stock_smbd, password="not-the-password")
-    client = cls(target, ClientOptions(timeout=10.0))
+    client = cls(target, ClientOptions(stall_timeout_s=10.0))
     with pytest.raises(AuthError):
         client.connect()
     client.close()
@@ -226,7 +226,7 @@ def test_the_stock_smbd_serves_inside_a_network_namespace(tmp_path: Path) -> Non
             assert (ctx.root / "in ns" / "up.bin").read_bytes() == data
             # Nothing listens on the host's own loopback: the port is the namespace's.
             with pytest.raises(WorkbenchError):
-                PysmbClient(target, ClientOptions(connect_timeout=2.0)).connect()
+                PysmbClient(target, ClientOptions(connect_timeout_s=2.0)).connect()
         finally:
             server.stop()
     finally:

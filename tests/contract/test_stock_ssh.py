@@ -537,7 +537,7 @@ def test_stock_sshd_serves_inside_a_network_namespace(tmp_path: Path, monkeypatc
             assert sorted(p.name for p in ctx.root.iterdir()) == ["made-by-OpenSSHSftpClient", "made-by-ParamikoClient"]
             # Nothing listens on the host's own loopback: the port is the namespace's.
             with pytest.raises(WorkbenchError):
-                ParamikoClient(target, ClientOptions(connect_timeout=2.0)).connect()
+                ParamikoClient(target, ClientOptions(connect_timeout_s=2.0)).connect()
         finally:
             server.stop()
     finally:

@@ -154,7 +154,7 @@ def _client_class(label: str) -> type[Client]:
 
 
 def _client(label: str, target: Target, timeout: float = STALL_S) -> Client:
-    return _client_class(label)(target, ClientOptions(timeout=timeout))
+    return _client_class(label)(target, ClientOptions(stall_timeout_s=timeout))
 
 
 def _upload_dir(client: Client) -> str:

@@ -153,7 +153,7 @@ def test_the_runner_counts_every_planned_copy_as_made_or_dropped(tmp_path: Path,
         warmup=1,
         tcp_duration=1.0,
         files_dir=tmp_path / "files",
-        options=ClientOptions(timeout=5.0),
+        options=ClientOptions(stall_timeout_s=5.0),
         iperf3=False,
     )
     script.fail_copies = {2}  # the upload row's first timed copy: its last two are not made

@@ -51,7 +51,7 @@ def plan_of(
         warmup=warmup,
         tcp_duration=1.0,
         files_dir=tmp_path / "files",
-        options=ClientOptions(timeout=5.0),
+        options=ClientOptions(stall_timeout_s=5.0),
         iperf3=False,
     )
 

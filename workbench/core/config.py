@@ -165,7 +165,7 @@ def plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) -
         compress=bool(values.get("compress")),
         verify_host_keys=bool(values.get("verify_host_keys", True)),
         block_size=int(_given(values, "block_size")),
-        timeout=float(_given(values, "stall_timeout")),
+        stall_timeout_s=float(_given(values, "stall_timeout")),
     )
     return {
         "entries": tuple(named(where("protocols"), _protocols, _text(_given(values, "protocols")))),

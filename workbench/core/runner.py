@@ -393,7 +393,7 @@ def execute(
 
     _clean_this_machine()
     observer = observer or QuietObserver()
-    control: FarHost = far if far is not None else ServedFarHost(plan.target, timeout=plan.options.timeout)
+    control: FarHost = far if far is not None else ServedFarHost(plan.target, timeout=plan.options.stall_timeout_s)
     finished = False
     try:
         # The first call reaches the server: an unreachable host or a bad password stops here, in one line.
