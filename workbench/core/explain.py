@@ -97,8 +97,9 @@ def _per_file_trips(row: Result) -> tuple[float, float, int] | None:
 def _per_file_choices(
     row: Result, rtt_s: float | None, path_bytes_per_s: float | None, cost: fixedcost.FixedCost | None
 ) -> list[Bound]:
-    """Per-file ceilings of a small-file set, tightest first: wire, server turnaround and client CPU; wire and
-    server turnaround; the wire alone (exchanges × RTT + the file's bytes at the path's rate).
+    """Per-file ceilings of a small-file set, tightest first: wire, server turnaround and client CPU; wire and the
+    busier side's CPU; wire and server turnaround; the wire alone (exchanges × RTT + the file's bytes at the
+    path's rate).
 
     The server's CPU per file is its turnaround; the client's CPU per file is spent between exchanges when the
     client does one thing at a time. Either may overlap the wire instead (a client reading the next file while
@@ -116,7 +117,8 @@ def _per_file_choices(
     client_s = client_cpu / row.files if client_cpu else None
     set_trips = 0.0 if cost is not None else per_set
     found = []
-    for charged_server, charged_client in ((server_s, client_s), (server_s, None), (None, None)):
+    busier = (None, client_s) if (client_s or 0) > (server_s or 0) else (server_s, None)
+    for charged_server, charged_client in ((server_s, client_s), busier, (server_s, None), (None, None)):
         bound = per_file_bound(
             row.bytes,
             row.files,
