@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 import struct
 
+import pytest
+
 from workbench.lab.wirecount import (
     Counted,
     Packet,
@@ -86,3 +88,45 @@ def test_packets_parse_from_ipv4_headers() -> None:
     answer = parse_ipv4_tcp(_ipv4_tcp(SERVER, CLIENT, 0x12, b""), 1.6, CLIENT)
     assert answer is not None and not answer.from_client and answer.syn and answer.payload_bytes == 0
     assert parse_ipv4_tcp(_ipv4_tcp("10.0.0.9", SERVER, 0x10, b""), 1.0, CLIENT) is None
+
+
+def _copy(start_s: float, files: int, trips_per_file: int, login_trips: int, rtt_s: float) -> list[Packet]:
+    """A copy that waits `login_trips` round trips once, then `trips_per_file` per file, one RTT each."""
+    packets = []
+    t = start_s
+    for _ in range(login_trips + files * trips_per_file):
+        packets += [Packet(t, True, CONN, 100, False), Packet(t + rtt_s, False, CONN, 100, False)]
+        t += rtt_s + 0.0005
+    return packets
+
+
+def test_a_runs_copies_give_round_trips_per_file_per_set_and_the_turnaround() -> None:
+    from workbench.core.results import Baseline, Result, Run, Sample
+    from workbench.lab.exchangecount import count_clients, predicted_s
+
+    rtt_s = 0.0028
+    packets = [*_copy(10.0, 4, 3, 5, rtt_s), *_copy(20.0, 12, 3, 5, rtt_s)]
+    ctl = (CLIENT, 40010, SERVER, 8181)
+    packets += [Packet(10.5, True, ctl, 90, False, b"POST /ctl/hash HTTP/1.1"), Packet(10.6, False, ctl, 90, False)]
+    marks = [
+        (9.0, "ftp/ftplib upload 4x64K warm-up"),
+        (10.0, "ftp/ftplib upload 4x64K 1/1"),
+        (15.0, None),
+        (20.0, "ftp/ftplib upload 12x64K 1/1"),
+        (25.0, None),
+    ]
+
+    def row(files: int, seconds: float) -> Result:
+        sample = Sample(bytes=files * 65536, seconds=seconds, files=files, verified=True)
+        return Result("ftp", "ftplib", "upload", f"{files}x64K", files * 65536, files, samples=(sample,))
+
+    link = {"rtt_ms": 2.8, "expected_goodput_bytes_per_s": 62.5e6}
+    run = Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=(row(4, 0.1), row(12, 0.26)), link=link)
+    (count,) = count_clients(run, packets, marks)
+    assert (count.label, count.direction, count.files) == ("ftp/ftplib", "upload", (4, 12))
+    assert count.per_file == 3 and count.per_set == 5  # the control API's exchange is left out
+    # 20 ms per file in all, of which 3 RTT and 64 KiB at 62.5 MB/s: the rest is turnaround
+    assert count.turnaround_per_file_s == pytest.approx(0.02 - 3 * rtt_s - 65536 / 62.5e6)
+    assert count.turnaround_per_set_s == pytest.approx(0.1 - 4 * 0.02 - 5 * rtt_s)
+    # on the same link the counts give back the copies' own times
+    assert predicted_s(count, 12, 65536, rtt_s, 62.5e6) == pytest.approx(0.26)
