@@ -11,9 +11,13 @@ Logins: DHX2 (Diffie-Hellman, then the password CAST5-encrypted) unless the user
 "cleartext" (the password, at most 8 bytes, in clear) or "guest". A server that offers no DHX2 is refused with
 a hint rather than sent the password in clear.
 
-Links: netatalk shows a symbolic link as a file (Finder type 'slnk', st_mode S_IFLNK); remove_tree deletes such
-an entry itself and never enters it, and checks before deleting inside a directory that its name still leads to
-the same directory ID (not a link swapped in).
+Paths: every request names its object by its whole path from the volume's root, never by a directory ID the
+client kept (with netatalk's "last" CNID scheme an ID dies with the next change to its directory).
+
+Links: netatalk shows a symbolic link as a file (Finder type 'slnk', st_mode S_IFLNK) and resolves no path
+through it; remove_tree deletes such an entry itself and never enters it, and checks before deleting inside a
+directory, and before deleting the directory, that its path still leads to a real directory (the same ID where
+the volume keeps IDs), not a link swapped in.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from workbench.protocols import afp_dhx2 as dhx2
 from workbench.protocols import afp_wire as wire
 from workbench.protocols.afp_dsi import COMMAND, WRITE, DsiConnection, DsiError, Reply
 from workbench.protocols.base import (
+    REMOVE_MAX_ENTRIES,
     Client,
     LeftInPlace,
     Progress,
@@ -69,10 +74,10 @@ class AfpPythonClient(Client):
         super().__init__(*args, **kwargs)
         self._conn: DsiConnection | None = None
         self._vol: wire.Volume | None = None
-        self._dirs: dict[tuple[str, ...], int] = {}  # directory IDs by path, looked up or made this session
         self.version: str | None = None
         self.uam: str | None = None
         self.server_name: str | None = None
+        self.peak_in_flight = 0  # the most read or write requests outstanding at once this session
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -103,7 +108,7 @@ class AfpPythonClient(Client):
             self._broken()
             raise NetworkError(
                 f"AFP: no reply from {self._where} for {self.options.stall_timeout_s:g} s while {what}",
-                "the server stalled"
+                "the server stalled",
             ) from exc
         except OSError as exc:
             self._broken()
@@ -257,7 +262,6 @@ class AfpPythonClient(Client):
     def close(self) -> None:
         conn, self._conn = self._conn, None
         self._vol = None
-        self._dirs.clear()
         if conn is None:
             return
         with suppress(OSError, DsiError):
@@ -274,34 +278,20 @@ class AfpPythonClient(Client):
         except ValueError as exc:
             raise NotFoundError(f"AFP: the remote path {remote!r} holds {exc}", "use a path inside the volume") from exc
 
-    def _lookup(self, dir_id: int, name: str, what: str) -> wire.Entry:
-        """The entry `name` of directory `dir_id` (NotFoundError when there is none)."""
+    def _lookup(self, names: list[str], what: str) -> wire.Entry:
+        """The file or directory at `names` (NotFoundError when there is none)."""
         _, vol = self._require()
         unix = bool(vol.attributes & wire.VOL_ATTR_UNIX_PRIVS)
-        request = wire.get_file_dir_parms(vol.vol_id, dir_id, wire.file_bitmap(unix), wire.dir_bitmap(unix), [name])
-        reply = self._call(request, what)
+        fbits, dbits = wire.file_bitmap(unix), wire.dir_bitmap(unix)
+        reply = self._call(wire.get_file_dir_parms(vol.vol_id, wire.ROOT_DIR_ID, fbits, dbits, names), what)
         with self._guard(what):
             return wire.parse_file_dir_parms(reply.data)
 
-    def _dir_id(self, names: list[str], what: str) -> int:
-        """The ID of the directory at `names` (the volume's root for none), every step a real directory."""
-        dir_id = wire.ROOT_DIR_ID
-        for depth in range(1, len(names) + 1):
-            key = tuple(names[:depth])
-            if key in self._dirs:
-                dir_id = self._dirs[key]
-                continue
-            entry = self._lookup(dir_id, names[depth - 1], what)
-            if not entry.is_real_dir:
-                raise NotFoundError(f"AFP: {'/'.join(key)} is not a directory on {self._where} while {what}")
-            dir_id = self._dirs[key] = entry.node_id
-        return dir_id
-
-    def _parent(self, remote: str, what: str) -> tuple[int, str]:
+    def _file_names(self, remote: str) -> list[str]:
         names = self._names(remote)
         if not names:
             raise NotFoundError(f"AFP: {remote!r} names the volume itself, not a file", "give a file's path")
-        return self._dir_id(names[:-1], what), names[-1]
+        return names
 
     # -- copies -----------------------------------------------------------------------------------------------
 
@@ -316,9 +306,9 @@ class AfpPythonClient(Client):
     def in_flight(self) -> int:
         return max(1, min(self.options.requests_in_flight, MAX_REQUESTS_IN_FLIGHT))
 
-    def _open_fork(self, dir_id: int, name: str, access: int, what: str) -> tuple[int, int | None]:
+    def _open_fork(self, names: list[str], access: int, what: str) -> tuple[int, int | None]:
         _, vol = self._require()
-        reply = self._call(wire.open_fork(vol.vol_id, dir_id, name, access), what)
+        reply = self._call(wire.open_fork(vol.vol_id, wire.ROOT_DIR_ID, names, access), what)
         with self._guard(what):
             return wire.parse_open_fork(reply.data)
 
@@ -328,8 +318,7 @@ class AfpPythonClient(Client):
 
     def download(self, remote: str, local: Path, progress: Progress) -> None:
         what = f"downloading {remote}"
-        dir_id, name = self._parent(remote, what)
-        fork, size = self._open_fork(dir_id, name, wire.FORK_READ, what)
+        fork, size = self._open_fork(self._file_names(remote), wire.FORK_READ, what)
         try:
             try:
                 fh = open(local, "wb")  # noqa: SIM115 - closed below, after the fork
@@ -357,6 +346,7 @@ class AfpPythonClient(Client):
                     pending.append(
                         (conn.send_request(COMMAND, wire.read_ext(fork, next_offset, count)), next_offset, count)
                     )
+                    self.peak_in_flight = max(self.peak_in_flight, len(pending))
                     next_offset += count
                 if not pending:
                     return
@@ -379,7 +369,7 @@ class AfpPythonClient(Client):
 
     def upload(self, local: Path, remote: str, progress: Progress) -> None:
         what = f"uploading {remote}"
-        dir_id, name = self._parent(remote, what)
+        names = self._file_names(remote)
         try:
             fh = open(local, "rb")  # noqa: SIM115 - closed below
         except OSError as exc:
@@ -387,8 +377,8 @@ class AfpPythonClient(Client):
         with fh:
             _, vol = self._require()
             # a hard create replaces an existing file: nothing of a longer one stays behind
-            self._call(wire.create_file(vol.vol_id, dir_id, name, hard=True), what)
-            fork, _ = self._open_fork(dir_id, name, wire.FORK_READ | wire.FORK_WRITE | wire.FORK_DENY_WRITE, what)
+            self._call(wire.create_file(vol.vol_id, wire.ROOT_DIR_ID, names, hard=True), what)
+            fork, _ = self._open_fork(names, wire.FORK_READ | wire.FORK_WRITE | wire.FORK_DENY_WRITE, what)
             try:
                 self._write_fork(fork, fh, progress, what)
             finally:
@@ -414,6 +404,7 @@ class AfpPythonClient(Client):
                         break
                     payload = wire.write_ext(fork, offset, count)
                     pending.append((conn.send_request(WRITE, payload, view[:count]), offset, count))
+                    self.peak_in_flight = max(self.peak_in_flight, len(pending))
                     offset += count
                 if not pending:
                     return
@@ -431,77 +422,65 @@ class AfpPythonClient(Client):
         names = self._names(remote_dir)
         what = f"creating {remote_dir}"
         _, vol = self._require()
-        dir_id = wire.ROOT_DIR_ID
         for depth in range(1, len(names) + 1):
-            key = tuple(names[:depth])
-            if key in self._dirs:
-                dir_id = self._dirs[key]
-                continue
             reply = self._call(
-                wire.create_dir(vol.vol_id, dir_id, names[depth - 1]), what, (wire.AFP_OK, wire.ERR_OBJECT_EXISTS)
+                wire.create_dir(vol.vol_id, wire.ROOT_DIR_ID, names[:depth]),
+                what,
+                (wire.AFP_OK, wire.ERR_OBJECT_EXISTS),
             )
-            if reply.code == wire.AFP_OK and len(reply.data) >= 4:
-                dir_id = self._dirs[key] = struct.unpack_from(">I", reply.data)[0]
-            else:  # there already: it must be a real directory
-                dir_id = self._dir_id(list(key), what)
+            if reply.code == wire.ERR_OBJECT_EXISTS and not self._lookup(names[:depth], what).is_real_dir:
+                raise NotFoundError(f"AFP: {'/'.join(names[:depth])} on {self._where} is not a directory while {what}")
 
     def is_dir(self, remote: str) -> bool:
         names = self._names(remote)
         if not names:
             return True
-        what = f"looking up {remote}"
         try:
-            parent = self._dir_id(names[:-1], what)
-            return self._lookup(parent, names[-1], what).is_dir
+            return self._lookup(names, f"looking up {remote}").is_dir
         except NotFoundError:
             return False
 
     def check_real_dir(self, remote: str) -> None:
         names = self._names(remote)
-        what = f"checking {remote}"
-        if not names:
-            return
-        entry = self._lookup(self._dir_id(names[:-1], what), names[-1], what)
-        if not entry.is_real_dir:
+        if names and not self._lookup(names, f"checking {remote}").is_real_dir:
             raise LeftInPlace(
                 f"{remote} on {self._where} is not a real directory (a link or a file): left in place",
                 "delete it by hand if it is yours",
             )
 
-    def _list(self, dir_id: int, what: str) -> list[wire.Entry]:
-        """Every entry of the directory `dir_id`, with FPEnumerateExt2 until the server says there are no more."""
+    def _list(self, names: list[str], what: str) -> list[wire.Entry]:
+        """Every entry of the directory at `names`, with FPEnumerateExt2 until the server says there are no more."""
         _, vol = self._require()
         unix = bool(vol.attributes & wire.VOL_ATTR_UNIX_PRIVS)
         entries: list[wire.Entry] = []
         while True:
             request = wire.enumerate_ext2(
                 vol.vol_id,
-                dir_id,
+                wire.ROOT_DIR_ID,
                 wire.file_bitmap(unix),
                 wire.dir_bitmap(unix),
                 ENUMERATE_COUNT,
                 len(entries) + 1,
                 ENUMERATE_REPLY_BYTES,
+                names,
             )
             reply = self._call(request, what, (wire.AFP_OK, wire.ERR_OBJECT_NOT_FOUND))
             if reply.code == wire.ERR_OBJECT_NOT_FOUND:
-                return entries
+                return entries  # past the last entry
             with self._guard(what):
                 batch = wire.parse_enumerate_ext2(reply.data)
             if not batch:
                 return entries
             entries.extend(batch)
-            if len(entries) > 2 * ENUMERATE_COUNT * 1000:
+            if len(entries) > REMOVE_MAX_ENTRIES:
                 raise LeftInPlace(f"AFP: {what}: the server lists no end of entries", "delete it by hand")
 
     def remove_tree(self, remote_dir: str) -> None:
         names = self._names(remote_dir)
         if not names:
             raise UsageError("refusing to delete the volume's root directory", "give a directory beneath it")
-        what = f"removing {remote_dir}"
         where = f"{self._where}/{self.target.share}"
-        parent = self._dir_id(names[:-1], what)
-        top = self._lookup(parent, names[-1], what)
+        top = self._lookup(names, f"removing {remote_dir}")
         if not top.is_real_dir:
             raise LeftInPlace(
                 f"{remote_dir} on {where} is not a real directory (a link or a file, as the volume lists it): left "
@@ -509,35 +488,27 @@ class AfpPythonClient(Client):
                 "delete it by hand if it is yours",
             )
         problems: list[WorkbenchError] = []
-        try:
-            self._remove_dir(parent, top, "/".join(names), where, problems, RemovalBudget(where), 0)
-        finally:
-            self._forget(names)
+        self._remove_dir(names, top, where, problems, RemovalBudget(where), 0)
         problem = first_problem(problems)
         if problem is not None:
             raise problem
 
-    def _forget(self, names: list[str]) -> None:
-        prefix = tuple(names)
-        for key in [k for k in self._dirs if k[: len(prefix)] == prefix]:
-            del self._dirs[key]
-
     def _remove_dir(
         self,
-        parent_id: int,
+        names: list[str],
         entry: wire.Entry,
-        path: str,
         where: str,
         problems: list[WorkbenchError],
         budget: RemovalBudget,
         depth: int,
     ) -> bool:
-        """Delete the directory `entry` of `parent_id` and its contents; False (the reason in `problems`) when
-        something had to stay."""
+        """Delete the directory at `names` (`entry` as it was looked up) and its contents; False (the reason in
+        `problems`) when something had to stay."""
+        path = "/".join(names)
         budget.enter(depth, path)
-        entries = self._list(entry.node_id, f"listing {path}")
+        entries = self._list(names, f"listing {path}")
         budget.count(len(entries), path)
-        self._unchanged(parent_id, entry, path, where)
+        self._unchanged(names, entry, where)
         complete = True
         for child in entries:
             try:
@@ -546,10 +517,9 @@ class AfpPythonClient(Client):
                 problems.append(exc)
                 complete = False
                 continue
-            child_path = f"{path}/{name}"
-            if child.is_dir and child.is_real_dir:
+            if child.is_real_dir:
                 try:
-                    complete &= self._remove_dir(entry.node_id, child, child_path, where, problems, budget, depth + 1)
+                    complete &= self._remove_dir([*names, name], child, where, problems, budget, depth + 1)
                 except LeftInPlace as exc:
                     if budget.entries > budget.max_entries:
                         raise
@@ -557,33 +527,38 @@ class AfpPythonClient(Client):
                     complete = False
                 continue
             # a file, or a link (whatever it leads to): deleted itself, never entered
-            complete &= self._delete(entry.node_id, name, child_path, where, problems)
+            complete &= self._delete([*names, name], where, problems)
         if not complete:
             return False
-        self._unchanged(parent_id, entry, path, where)
-        return self._delete(parent_id, path.rpartition("/")[2], path, where, problems)
+        self._unchanged(names, entry, where)
+        return self._delete(names, where, problems)
 
-    def _unchanged(self, parent_id: int, entry: wire.Entry, path: str, where: str) -> None:
-        """Raise LeftInPlace unless the name still leads to the same real directory (no link swapped in)."""
+    def _unchanged(self, names: list[str], entry: wire.Entry, where: str) -> None:
+        """Raise LeftInPlace unless `names` still leads to a real directory, the same one where the volume keeps
+        IDs (no link swapped in). The server never resolves a path through a link it shows as one."""
+        path = "/".join(names)
         try:
-            now = self._lookup(parent_id, path.rpartition("/")[2], f"checking {path}")
+            now: wire.Entry | None = self._lookup(names, f"checking {path}")
         except NotFoundError:
             now = None
-        if now is None or not now.is_real_dir or now.node_id != entry.node_id:
+        _, vol = self._require()
+        same = now is not None and (not vol.attributes & wire.VOL_ATTR_FILE_IDS or now.node_id == entry.node_id)
+        if now is None or not now.is_real_dir or not same:
             raise LeftInPlace(
                 f"{path} on {where} was swapped for a link or another directory while it was being deleted: left "
                 "in place, nothing through it touched",
                 "delete it by hand if it is yours",
             )
 
-    def _delete(self, dir_id: int, name: str, path: str, where: str, problems: list[WorkbenchError]) -> bool:
+    def _delete(self, names: list[str], where: str, problems: list[WorkbenchError]) -> bool:
         _, vol = self._require()
+        path = "/".join(names)
         what = f"deleting {path}"
         reply = self._call(
-            wire.delete(vol.vol_id, dir_id, name),
+            wire.delete(vol.vol_id, wire.ROOT_DIR_ID, names),
             what,
             (wire.AFP_OK, wire.ERR_OBJECT_NOT_FOUND, wire.ERR_DIR_NOT_EMPTY, wire.ERR_ACCESS, wire.ERR_PARAM,
-             wire.ERR_VOLUME_LOCKED, -5010, -5032),
+             wire.ERR_VOLUME_LOCKED, wire.ERR_FILE_BUSY, wire.ERR_OBJECT_LOCKED),
         )  # fmt: skip
         if reply.code in (wire.AFP_OK, wire.ERR_OBJECT_NOT_FOUND):
             return True  # deleted, or gone already

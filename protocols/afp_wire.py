@@ -4,7 +4,9 @@ Pure functions, no sockets: each builder returns one AFP request (the payload of
 each parser takes a reply's data and raises ValueError when it does not hold what its bitmap promises. All
 integers are big-endian. Names travel as UTF-8 (AFP 3's path type 3, "AFPUTF8Name"); a path is its names
 joined by a NUL byte, relative to a directory given by its ID (2 is the volume's root). An empty name would
-mean "the parent" to the server, so builders refuse empty names, "." and "..".
+mean "the parent" to the server, so builders refuse empty names, "." and "..". The client addresses everything
+from the root by its whole path: a directory ID other than the root's may not outlive a change to that
+directory (netatalk's "last" CNID scheme forgets it), a path always resolves.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ ERR_BITMAP = -5004
 ERR_DIR_NOT_EMPTY = -5007
 ERR_DISK_FULL = -5008
 ERR_EOF = -5009
+ERR_FILE_BUSY = -5010
 ERR_OBJECT_EXISTS = -5017
 ERR_OBJECT_NOT_FOUND = -5018
 ERR_PARAM = -5019
@@ -84,12 +87,14 @@ ERR_USER_NOT_AUTH = -5023
 ERR_OBJECT_TYPE = -5025
 ERR_DIR_NOT_FOUND = -5029
 ERR_VOLUME_LOCKED = -5031
+ERR_OBJECT_LOCKED = -5032
 ERR_PASSWORD_EXPIRED = -5042
 
 # --- bitmaps ---------------------------------------------------------------------------------------------------
 VOL_BIT_ATTRIBUTES = 0x0001
 VOL_BIT_ID = 0x0020
 VOL_ATTR_READ_ONLY = 0x0001
+VOL_ATTR_FILE_IDS = 0x0004  # kSupportsFileIDs: an object keeps its ID (netatalk's "last" CNID scheme does not)
 VOL_ATTR_UNIX_PRIVS = 0x0020  # kSupportsUnixPrivs: the UNIX privileges bit (and so st_mode) is available
 
 FILE_BIT_FINDER_INFO = 0x0020  # 32 bytes: type, creator, ...
@@ -214,32 +219,40 @@ def get_file_dir_parms(vol_id: int, dir_id: int, file_bitmap: int, dir_bitmap: i
 
 
 def enumerate_ext2(
-    vol_id: int, dir_id: int, file_bitmap: int, dir_bitmap: int, count: int, start_index: int, max_reply_bytes: int
+    vol_id: int,
+    dir_id: int,
+    file_bitmap: int,
+    dir_bitmap: int,
+    count: int,
+    start_index: int,
+    max_reply_bytes: int,
+    names: list[str],
 ) -> bytes:
-    """FPEnumerateExt2 of the directory `dir_id` itself (an empty path): `count` entries from `start_index`
-    (1-based)."""
+    """FPEnumerateExt2 of the directory at `names` beneath `dir_id`: `count` entries from `start_index` (1-based)."""
     head = struct.pack(
         ">BBHIHHHII", FP_ENUMERATE_EXT2, 0, vol_id, dir_id, file_bitmap, dir_bitmap, count, start_index, max_reply_bytes
     )
-    return head + utf8_path([])
+    return head + utf8_path(names)
 
 
-def create_dir(vol_id: int, dir_id: int, name: str) -> bytes:
-    return struct.pack(">BBHI", FP_CREATE_DIR, 0, vol_id, dir_id) + utf8_path([name])
+def create_dir(vol_id: int, dir_id: int, names: list[str]) -> bytes:
+    return struct.pack(">BBHI", FP_CREATE_DIR, 0, vol_id, dir_id) + utf8_path(names)
 
 
-def create_file(vol_id: int, dir_id: int, name: str, hard: bool = True) -> bytes:
+def create_file(vol_id: int, dir_id: int, names: list[str], hard: bool = True) -> bytes:
     flag = CREATE_HARD if hard else 0
-    return struct.pack(">BBHI", FP_CREATE_FILE, flag, vol_id, dir_id) + utf8_path([name])
+    return struct.pack(">BBHI", FP_CREATE_FILE, flag, vol_id, dir_id) + utf8_path(names)
 
 
-def delete(vol_id: int, dir_id: int, name: str) -> bytes:
-    return struct.pack(">BBHI", FP_DELETE, 0, vol_id, dir_id) + utf8_path([name])
+def delete(vol_id: int, dir_id: int, names: list[str]) -> bytes:
+    return struct.pack(">BBHI", FP_DELETE, 0, vol_id, dir_id) + utf8_path(names)
 
 
-def open_fork(vol_id: int, dir_id: int, name: str, access: int, bitmap: int = FILE_BIT_EXT_DATA_FORK_LEN) -> bytes:
-    """FPOpenFork of the data fork of `name` in `dir_id`."""
-    return struct.pack(">BBHIHH", FP_OPEN_FORK, 0, vol_id, dir_id, bitmap, access) + utf8_path([name])
+def open_fork(
+    vol_id: int, dir_id: int, names: list[str], access: int, bitmap: int = FILE_BIT_EXT_DATA_FORK_LEN
+) -> bytes:
+    """FPOpenFork of the data fork of the file at `names` beneath `dir_id`."""
+    return struct.pack(">BBHIHH", FP_OPEN_FORK, 0, vol_id, dir_id, bitmap, access) + utf8_path(names)
 
 
 def close_fork(fork: int) -> bytes:

@@ -205,11 +205,12 @@ def test_request_layouts() -> None:
     assert wire.write_ext(5, 0, 3) == bytes.fromhex("3D 00 0005 0000000000000000 0000000000000003")
     assert len(wire.write_ext(5, 0, 3)) == wire.WRITE_EXT_HEADER_BYTES
     assert wire.open_vol("wb") == bytes.fromhex("18 00 0021") + b"\x02wb"
-    assert wire.create_file(1, 2, "f") == bytes.fromhex("07 80 0001 00000002") + wire.utf8_path(["f"])
-    assert wire.delete(1, 9, "f")[:8] == bytes.fromhex("08 00 0001 00000009")
-    assert wire.open_fork(1, 2, "f", wire.FORK_READ)[:12] == bytes.fromhex("1A 00 0001 00000002 0800 0001")
-    enum = wire.enumerate_ext2(1, 2, 0x2920, 0x2100, 512, 1, 65536)
-    assert enum == bytes.fromhex("44 00 0001 00000002 2920 2100 0200 00000001 00010000") + wire.utf8_path([])
+    assert wire.create_file(1, 2, ["d", "f"]) == bytes.fromhex("07 80 0001 00000002") + wire.utf8_path(["d", "f"])
+    assert wire.create_dir(1, 2, ["d"]) == bytes.fromhex("06 00 0001 00000002") + wire.utf8_path(["d"])
+    assert wire.delete(1, 9, ["f"])[:8] == bytes.fromhex("08 00 0001 00000009")
+    assert wire.open_fork(1, 2, ["f"], wire.FORK_READ)[:12] == bytes.fromhex("1A 00 0001 00000002 0800 0001")
+    enum = wire.enumerate_ext2(1, 2, 0x2920, 0x2100, 512, 1, 65536, ["d"])
+    assert enum == bytes.fromhex("44 00 0001 00000002 2920 2100 0200 00000001 00010000") + wire.utf8_path(["d"])
     assert wire.login_cont(b"\x12\x34rest") == b"\x13\x00\x12\x34rest"
 
 
