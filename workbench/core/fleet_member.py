@@ -40,7 +40,8 @@ from workbench.core.fleet import PROTOCOL
 from workbench.core.fleet_messages import clean_text
 from workbench.core.observe import TOGETHER_STEP
 from workbench.core.results import Baseline, Result, Run, Sample
-from workbench.shared.errors import ExitCode, UsageError, WorkbenchError
+from workbench.shared import signals
+from workbench.shared.errors import ExitCode, Terminated, UsageError, WorkbenchError
 
 JOB_TIMEOUT_S = 60.0  # from hello to the job line
 SILENCE_S = 60.0  # waiting at a step: the controller pings every PING_S; this long without a line, it is gone
@@ -203,15 +204,16 @@ class _StreamRecorder:
 def _plan_and_far(job: Mapping[str, Any], keys_dir: Path) -> tuple[Any, Any]:
     """The plan and, for a server given by URL, its far host (None: workbench's own servers, reached directly)."""
     from workbench.core import stock
-    from workbench.core.config import draft_plan
+    from workbench.core.config import draft_plan, resolve, url_plan
     from workbench.shared.login import ENV_PASSWORD, ENV_USER
     from workbench.shared.target import target_from_hello
 
     settings = {k: v for k, v in dict(job.get("settings") or {}).items() if k not in SETTINGS_NOT_SENT}
-    explicit = set(job.get("explicit") or ())
+    # as the controller resolved them: what it was given counts as typed here (a config's --protocols is kept)
+    resolved = resolve("fleet", settings, typed=set(job.get("explicit") or ()))
     if job.get("served"):
         served = job["served"]
-        _, _, complete = draft_plan(settings, explicit=explicit)
+        complete = draft_plan(resolved)
         return complete(target_from_hello(served, str(served["host"]), keys_dir)), None
     url = job.get("url")
     if not isinstance(url, str):
@@ -223,7 +225,7 @@ def _plan_and_far(job: Mapping[str, Any], keys_dir: Path) -> tuple[Any, Any]:
         os.environ[ENV_USER] = str(login["user"])
     if login.get("password") is not None:
         os.environ[ENV_PASSWORD] = str(login["password"])
-    plan = stock.url_plan(settings, explicit=explicit)
+    plan = url_plan(resolved)
     return stock.prepare(url, plan, prompt=False, iperf3=job.get("iperf3"))
 
 
@@ -236,12 +238,12 @@ def serve_member(inp: IO[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     channel = _Channel(out, inp or sys.stdin)
-    # sshd ends a session by closing its pipes; a hangup or SIGTERM unwinds the run the same way as Ctrl-C
-    signal.signal(signal.SIGHUP, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    channel.send("hello", protocol=PROTOCOL, version=__version__, pid=os.getpid())
+    # sshd ends a session by closing its pipes; a hangup or SIGTERM unwinds the run as for every command
+    signals.install()
     keys_dir = Path(tempfile.mkdtemp(prefix="workbench-fleet-"))  # 0700
     try:
+        # inside: a signal from the moment the controller knows this member is there unwinds as below
+        channel.send("hello", protocol=PROTOCOL, version=__version__, pid=os.getpid())
         line = channel.next_line(JOB_TIMEOUT_S)
         if not line:
             return int(ExitCode.INTERRUPTED)
@@ -260,6 +262,9 @@ def serve_member(inp: IO[str] | None = None) -> int:
     except KeyboardInterrupt:
         channel.send("error", message="stopped: the controller ended the session", exit_code=130)
         return int(ExitCode.INTERRUPTED)
+    except Terminated as exc:
+        channel.send("error", message=f"stopped: {signals.last_words(exc)}", exit_code=int(exc.exit_code))
+        return int(exc.exit_code)
     except (ValueError, KeyError) as exc:
         channel.send("error", message=f"a malformed fleet job: {exc}", exit_code=int(ExitCode.USAGE))
         return int(ExitCode.USAGE)

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import IO
 
 from workbench.lab import netns
-from workbench.lab.lifecycle import signals_held, tune_host_namespace
+from workbench.lab.lifecycle import tune_host_namespace
 from workbench.lab.link import Lab
+from workbench.shared import signals
 from workbench.shared.errors import UnavailableError, UsageError, WorkbenchError
 
 MAX_CLIENTS = 8
@@ -95,7 +96,7 @@ class ClientHosts:
     """Context manager: `count` client hosts with an sshd each behind the lab's client namespace (the switch).
 
     Used as ``with Lab(spec) as lab, ClientHosts(lab, 3, work) as fleet: ...``. Teardown (exit, exception,
-    Ctrl-C, SIGTERM turned into SystemExit by the Lab) stops every sshd and its sessions, deletes the client
+    Ctrl-C, SIGTERM or SIGHUP turned into Terminated by the Lab) stops every sshd and its sessions, deletes the client
     namespaces (their veth pairs go with them), and undoes the switch's and the server's changes.
     """
 
@@ -300,7 +301,7 @@ class ClientHosts:
         self.hosts_file.write_text("".join(f"{client.alias}\n" for client in self.clients))
 
     def _teardown(self) -> None:
-        with signals_held():
+        with signals.held():
             for proc in self._sshd.values():
                 _stop(proc)
             self._sshd.clear()

@@ -22,7 +22,7 @@ from typing import Any
 from workbench.lab import netns
 from workbench.shared.errors import UnavailableError, UsageError, WorkbenchError
 from workbench.shared.procs import pid_alive
-from workbench.shared.signals import TERMINATING, detach_terminal, exit_code_for, ignore_further
+from workbench.shared.signals import TERMINATING, held, on_signal
 
 LOOPBACK_HINT = "run 'workbench run' against 'workbench serve' on loopback instead"
 CLIENT_ADDR = "10.77.0.1"
@@ -109,20 +109,6 @@ def tune_host_namespace(ns: str, raised_buffers: bool) -> None:
     netns.write_sysctl(ns, "net.ipv4.tcp_tso_win_divisor", "0")
 
 
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Hold Ctrl-C, SIGTERM and SIGHUP while the block runs (a teardown): they are delivered, and raise, right after."""
-    held = {signal.SIGINT, *TERMINATING}
-    main = threading.current_thread() is threading.main_thread()
-    if main:
-        signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        if main:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
-
-
 @dataclass(frozen=True)
 class Hosts:
     """The lab's two hosts: a namespace each, joined by a TUN device each with a point-to-point address."""
@@ -171,21 +157,14 @@ class Lifecycle:
 
     def catch_sigterm(self) -> None:
         # SIGTERM or SIGHUP would kill Python without running __exit__ (the lab is also a library, not only
-        # the CLI, which catches both itself): turn them into an exception that unwinds
+        # the CLI, which catches both itself): the CLI's own handler, raising Terminated or HungUp, which unwind
         if threading.current_thread() is not threading.main_thread():
             return
-
-        def on_term(signum: int, frame: Any) -> None:
-            # Once, as the CLI's own handler: a second signal must not cut short the teardown the first began.
-            ignore_further()
-            if signum == signal.SIGHUP:
-                detach_terminal()  # writes to a hung-up terminal fail and would skip the rest of the teardown
-            raise SystemExit(exit_code_for(signum))
 
         for sig in TERMINATING:
             if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
                 continue  # started under nohup: stays ignored
-            self._old_handlers[sig] = signal.signal(sig, on_term) or signal.SIG_DFL
+            self._old_handlers[sig] = signal.signal(sig, on_signal) or signal.SIG_DFL
 
     def open_namespaces(self) -> None:
         """Hold the cores awake, then create and tune both namespaces (the emulator adds the TUN devices)."""
@@ -244,15 +223,17 @@ class Lifecycle:
 
     @contextlib.contextmanager
     def signals_held(self) -> Iterator[None]:
-        """Hold Ctrl-C, SIGTERM and SIGHUP for the block (delivered, and raising, right after); restore the
-        handlers SIGTERM and SIGHUP had before the lab."""
-        with signals_held():
-            try:
+        """Hold Ctrl-C, SIGTERM and SIGHUP for the block (delivered, and raising, right after); then give SIGTERM
+        and SIGHUP back the handlers they had before the lab, unless one arrived meanwhile: its handler switched
+        further ones off, and the cleanup that unwinds from here must not be cut short either."""
+        try:
+            with held():
                 yield
-            finally:
-                for sig, old in self._old_handlers.items():
+        finally:
+            for sig, old in self._old_handlers.items():
+                if signal.getsignal(sig) is on_signal:
                     signal.signal(sig, old)
-                self._old_handlers = {}
+            self._old_handlers = {}
 
     def remove(self) -> None:
         """Delete both namespaces (with whatever runs inside) and drop the PM QoS request."""

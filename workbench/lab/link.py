@@ -175,7 +175,7 @@ class Lab:
     """Context manager: builds the two namespaces and the link, measures it, tears everything down.
 
     Teardown runs on exit, on exceptions and Ctrl-C, and on SIGTERM when entered from the main thread
-    (SIGTERM becomes SystemExit(143) there). A lab whose owner was SIGKILLed is removed by the next one.
+    (SIGTERM and SIGHUP raise Terminated and HungUp there). A lab whose owner was SIGKILLed is removed by the next one.
     """
 
     _serial = 0

@@ -32,12 +32,19 @@ class ExitCode(IntEnum):
     TERMINATED = 143  # SIGTERM, handled like Ctrl-C
 
 
-class Terminated(BaseException):
+class Terminated(SystemExit):
     """SIGTERM arrived: unwinds like Ctrl-C (every `finally:` and `except BaseException:` cleanup runs).
 
     A BaseException and not an Exception, so `except Exception` and `suppress(Exception)` never swallow it;
-    not a KeyboardInterrupt, so click does not turn it into a bare Abort and the CLI can say 'terminated'.
+    not a KeyboardInterrupt, so click does not turn it into a bare Abort and the CLI can say 'terminated'. A
+    SystemExit carrying its exit code, so that a program using the lab as a library, which catches nothing,
+    still ends with that code and no traceback.
     """
+
+    exit_code = ExitCode.TERMINATED
+
+    def __init__(self) -> None:
+        super().__init__(int(self.exit_code))
 
 
 class WorkbenchError(Exception):

@@ -2,8 +2,8 @@
 
 A closed terminal or a dropped SSH session sends SIGHUP; its default action kills Python outright, leaving a
 stock server's scratch directory (possibly gigabytes on a NAS), mounts and servers behind. `install()` is
-the one place both are caught, for every command (`main` calls it first); the lab's own handler
-(workbench/lab/lifecycle.py) uses `TERMINATING` and `exit_code_for` from here too.
+the one place both are caught, for every command (`main` calls it first), and `held()` the one way a cleanup
+holds them (with Ctrl-C) off until it is done; the lab (workbench/lab/lifecycle.py) and a fleet member use both.
 
 Exit codes: SIGTERM 143 and SIGHUP 129 (128 + the signal's number, as a shell reports a process killed by
 it), each with its own last line on stderr ("terminated", "hung up").
@@ -16,7 +16,8 @@ import errno
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 from typing import Any, TextIO, TypeVar
 
@@ -32,6 +33,8 @@ T = TypeVar("T")
 class HungUp(Terminated):
     """SIGHUP arrived (the terminal closed, the SSH session dropped): unwinds exactly like SIGTERM."""
 
+    exit_code = ExitCode.HANGUP
+
 
 def exit_code_for(signum: int) -> ExitCode:
     return ExitCode.HANGUP if signum == signal.SIGHUP else ExitCode.TERMINATED
@@ -43,7 +46,7 @@ def last_words(exc: Terminated) -> str:
 
 
 def exit_code_of(exc: Terminated) -> ExitCode:
-    return ExitCode.HANGUP if isinstance(exc, HungUp) else ExitCode.TERMINATED
+    return exc.exit_code
 
 
 def ignore_further() -> None:
@@ -114,12 +117,52 @@ def guard_terminal_output() -> None:
                 setattr(sys, name, TerminalOutput(stream))
 
 
-def _on_signal(signum: int, frame: FrameType | None) -> None:
+def on_signal(signum: int, frame: FrameType | None) -> None:
+    """The handler of SIGTERM and SIGHUP: further ones off (the cleanup this begins must not be cut short), then
+    raise Terminated or HungUp (a hung-up terminal's streams first pointed at /dev/null)."""
     ignore_further()
     if signum == signal.SIGHUP:
         detach_terminal()
         raise HungUp()
     raise Terminated()
+
+
+HELD = (signal.SIGINT, *TERMINATING)
+_SEVERITY: list[int] = [signal.SIGHUP, signal.SIGTERM, signal.SIGINT]
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Hold Ctrl-C, SIGTERM and SIGHUP while the block runs (a cleanup: ending sessions, recording what they sent,
+    removing namespaces): one arriving meanwhile is noted, and delivered right after the block, so it raises
+    there and not halfway through. A signal that was ignored when the block began (a first one switched further
+    ones off; nohup) stays ignored. Outside the main thread nothing is held (handlers can be set only there).
+
+    The handlers are swapped for one that notes the signal, rather than the signals blocked with pthread_sigmask:
+    a blocked signal still reaches the other threads (a progress bar's, a library's), whose C handler then has the
+    main thread run the Python one all the same, and children started in the block would inherit the mask (an
+    `ssh -O exit` or a removal that SIGTERM then cannot stop).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        arrived.append(signum)
+
+    before = {sig: signal.getsignal(sig) for sig in HELD}
+    for sig, handler in before.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, note)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            if signal.getsignal(sig) is note:
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if arrived:  # its own handler runs now and raises; a hangup first, the terminal being gone
+            signal.raise_signal(min(arrived, key=_SEVERITY.index))
 
 
 def install() -> None:
@@ -132,4 +175,4 @@ def install() -> None:
     for sig in TERMINATING:
         if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
             continue
-        signal.signal(sig, _on_signal)
+        signal.signal(sig, on_signal)

@@ -1,0 +1,153 @@
+"""Signals during a cleanup: Ctrl-C, SIGTERM and SIGHUP are held until it is done (signals.held), from every
+thread, without passing a blocked mask on to the programs it starts; after a first signal switched further ones
+off, no cleanup switches them back on; a fleet member unwinds on SIGHUP or SIGTERM as every command does."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from workbench.lab.lifecycle import Hosts, Lifecycle
+from workbench.shared import signals
+from workbench.shared.errors import ExitCode, Terminated
+
+RAISES: dict[int, type[BaseException]] = {
+    signal.SIGINT: KeyboardInterrupt,
+    signal.SIGTERM: Terminated,
+    signal.SIGHUP: signals.HungUp,
+}
+
+
+@pytest.fixture(autouse=True)
+def installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CLI's handlers, put back as they were afterwards; a hangup leaves the test's own streams alone."""
+    before = {sig: signal.getsignal(sig) for sig in signals.HELD}
+    monkeypatch.setattr(signals, "detach_terminal", lambda: None)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in signals.TERMINATING:
+        signal.signal(sig, signals.on_signal)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _settle() -> None:
+    """Give a pending Python-level handler the bytecode boundaries it runs at."""
+    for _ in range(20):
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("sig", list(RAISES), ids=lambda s: signal.Signals(s).name)
+def test_a_signal_in_a_held_block_raises_right_after_it(sig: int) -> None:
+    done = []
+    with pytest.raises(RAISES[sig]), signals.held():
+        os.kill(os.getpid(), sig)
+        _settle()
+        done.append("the whole cleanup")
+    assert done == ["the whole cleanup"]
+
+
+def test_a_signal_a_thread_receives_is_held_too() -> None:
+    # The kernel hands a process's signal to any thread that does not block it (a progress bar's, a library's);
+    # the main thread then runs the Python handler all the same.
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    done = []
+    try:
+        with pytest.raises(Terminated), signals.held():
+            assert other.ident is not None
+            signal.pthread_kill(other.ident, signal.SIGTERM)
+            _settle()
+            done.append("the whole cleanup")
+    finally:
+        stop.set()
+        other.join()
+    assert done == ["the whole cleanup"]
+
+
+def test_programs_started_in_a_held_block_can_still_be_stopped() -> None:
+    with signals.held():
+        status = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True, check=True).stdout
+    blocked = int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+    for sig in signals.HELD:
+        assert not blocked & (1 << (sig - 1)), f"{signal.Signals(sig).name} blocked in a child"
+
+
+def test_a_signal_ignored_before_the_block_stays_ignored() -> None:
+    signals.ignore_further()  # as a first SIGTERM does
+    with signals.held():
+        os.kill(os.getpid(), signal.SIGTERM)
+        _settle()
+    _settle()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+
+
+def test_the_most_severe_of_several_signals_is_the_one_delivered() -> None:
+    with pytest.raises(signals.HungUp), signals.held():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGHUP)
+        _settle()
+
+
+def test_the_labs_teardown_never_switches_signals_back_on_after_a_first() -> None:
+    life = Lifecycle(Hosts("a", "b"), 1500, None, [])
+    life.catch_sigterm()
+    with pytest.raises(Terminated) as first:
+        os.kill(os.getpid(), signal.SIGTERM)
+        _settle()
+    assert first.value.code == ExitCode.TERMINATED  # a library user's program exits 143 without a traceback
+    with life.signals_held():
+        pass  # the lab's teardown, unwinding from the first signal
+    # the command's own cleanup goes on after the lab's: a second SIGTERM must not cut it short
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+
+
+def test_the_labs_teardown_gives_the_command_its_handlers_back_when_no_signal_came() -> None:
+    def commands_own(signum: int, frame: object) -> None:
+        raise AssertionError("not called")
+
+    signal.signal(signal.SIGTERM, commands_own)
+    life = Lifecycle(Hosts("a", "b"), 1500, None, [])
+    life.catch_sigterm()
+    assert signal.getsignal(signal.SIGTERM) is signals.on_signal
+    with life.signals_held():
+        pass
+    assert signal.getsignal(signal.SIGTERM) is commands_own
+
+
+@pytest.mark.parametrize(
+    ("sig", "said", "code"), [(signal.SIGHUP, "hung up", 129), (signal.SIGTERM, "terminated", 143)]
+)
+def test_a_fleet_member_unwinds_on_a_hangup_as_every_command(sig: int, said: str, code: int) -> None:
+    script = "import sys\nfrom workbench.core.fleet_member import serve_member\nsys.exit(serve_member())\n"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
+    )
+    try:
+        assert proc.stdout is not None
+        hello = json.loads(proc.stdout.readline())
+        assert hello["event"] == "hello"
+        proc.send_signal(sig)  # waiting for its job
+        last = json.loads(proc.stdout.readline())
+        assert proc.wait(timeout=60) == code
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert last == {"event": "error", "message": f"stopped: {said}", "exit_code": code}
