@@ -380,7 +380,9 @@ def test_a_run_whose_copies_would_take_hours_is_refused_before_the_first_copy() 
     from workbench.protocols import registry
 
     both = ("upload", "download")
-    plan = SimpleNamespace(entries=registry.select("http/aiohttp"), warmup=1, repeat=3, directions=both)
+    plan = SimpleNamespace(
+        entries=registry.select("http/aiohttp"), warmup=1, repeat=3, directions=both, copies_per_row=4
+    )
     gigabyte = Manifest(1, "random", [FileSet("1G", (FileEntry("f1G.bin", 10**9, "random", "0" * 32),))])
     console = Console(record=True, width=200)
     observer = RichObserver(console)

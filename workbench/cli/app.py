@@ -11,13 +11,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from workbench.cli.options import with_settings
-from workbench.core.settings import BY_NAME
+from workbench.core.settings import BY_NAME, Settings
 from workbench.shared import paths, signals
 from workbench.shared.errors import ExitCode, NotFoundError, Terminated, UsageError, WorkbenchError, from_os_error
 
@@ -96,11 +96,12 @@ def files_make(
 ) -> None:
     """Write test files of several sizes (and small-file sets) with a manifest of xxh3-128 hashes."""
     from workbench.core.config import check_profile
+    from workbench.core.settings import check
     from workbench.fixtures.generate import make
     from workbench.shared.sizes import parse_sizes, parse_small_set
-    from workbench.shared.validate import check_budget, check_free_space, check_range, named
+    from workbench.shared.validate import check_budget, check_free_space, named
 
-    check_range("seed", seed)
+    check("seed", seed)
     named("--profile", check_profile, profile)
     size_list = named("--sizes", parse_sizes, sizes)
     sets = [named("--small", parse_small_set, s) for s in small or []]
@@ -221,7 +222,7 @@ def tcp(
 @with_settings("run")
 def run(
     ctx: typer.Context,
-    settings: dict[str, Any],
+    settings: Settings,
     urls: Annotated[
         list[str] | None,
         typer.Argument(
@@ -232,16 +233,11 @@ def run(
             show_default=False,
         ),
     ] = None,
-    config: Annotated[Path | None, typer.Option(help="TOML config file (flags override it).")] = None,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
     markdown_out: MarkdownOpt = None,
     csv_out: CsvOpt = None,
     label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
-    insecure_host_keys: Annotated[
-        bool,
-        typer.Option("--insecure-host-keys", help="Do not verify SSH host keys or TLS certificates (not recommended)."),
-    ] = False,
     wide: WideOpt = False,
     via_ssh: Annotated[
         str | None,
@@ -273,16 +269,15 @@ def run(
     check_label(label)
     outputs = Outputs(json_out, markdown_out, csv_out)
     outputs.check()
-    explicit = _explicit_params(ctx)
+    explicit = set(settings.typed)
     if urls:
         _check_url_flags(explicit)
     elif "iperf3" in explicit:
         raise UsageError(
             "--iperf3 is for servers given by URL", "a host running 'workbench serve' has its own iperf3, used as is"
         )
-    if insecure_host_keys:
+    if settings["insecure_host_keys"]:
         err.print("[yellow]warning:[/] SSH host keys and TLS certificates will not be verified (--insecure-host-keys)")
-    values = {**settings, "verify_host_keys": not insecure_host_keys}
     if via_ssh is not None:
         from workbench.cli.via_ssh import check_via_ssh_flags, run_via_ssh
 
@@ -291,9 +286,7 @@ def run(
             run_via_ssh(
                 via_ssh,
                 remote_workbench,
-                values,
-                config,
-                explicit,
+                settings,
                 lambda start: present_run(out, db or paths.default_db(), outputs, start, wide),
                 label,
                 _say_plainly,
@@ -301,9 +294,9 @@ def run(
         )
         return
     if urls:
-        _run_urls(urls, values, config, explicit, db, outputs, label, wide)
+        _run_urls(urls, settings, db, outputs, label, wide)
         return
-    plan = build_plan(values, config=config, explicit=explicit)
+    plan = build_plan(settings)
     run = present_run(
         out,
         db or paths.default_db(),
@@ -333,9 +326,7 @@ def _check_url_flags(explicit: set[str]) -> None:
 
 def _run_urls(
     texts: list[str],
-    values: dict[str, Any],
-    config: Path | None,
-    explicit: set[str],
+    settings: Settings,
     db: Path | None,
     outputs: Outputs,
     label: str | None,
@@ -346,17 +337,14 @@ def _run_urls(
     Exits with the first failure's code once all ran (ROWS_FAILED when rows failed)."""
     from workbench.cli.progress import present_run
     from workbench.core import runner, stock
+    from workbench.core.config import url_plan
     from workbench.shared import urls as urls_mod
 
-    plan = stock.url_plan(values, config=config, explicit=explicit)
+    plan = url_plan(settings)
     parsed = [urls_mod.parse(text) for text in texts]
     for url in parsed:
         stock.check_clients(url, plan.entries)
-    iperf3 = values.get("iperf3")
-    if iperf3 is None and config is not None:
-        from workbench.core.config import load_toml
-
-        iperf3 = load_toml(config).get("iperf3")
+    iperf3 = settings["iperf3"]
     if iperf3 is not None:
         urls_mod.parse_host_port(str(iperf3))
     for index in range(1, len(texts) + 1):
@@ -397,15 +385,6 @@ def _exit_for_rows(run: Run) -> None:
         names = escape(", ".join(sorted({f"{r.label} {r.direction}" for r in failed})))
         err.print(f"[bold red]error:[/] {len(failed)} of {len(run.results)} rows failed or did not verify: {names}")
         raise typer.Exit(ExitCode.ROWS_FAILED)
-
-
-def _explicit_params(ctx: typer.Context) -> set[str]:
-    """Names of the options the user typed (so a TOML config fills in only the rest)."""
-    return {
-        name
-        for name, source in ((n, ctx.get_parameter_source(n)) for n in ctx.params)
-        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
-    }
 
 
 @app.command()
@@ -544,10 +523,10 @@ def servers_over_ssh(
 
 
 @app.command()
-@with_settings("run")
+@with_settings("fleet")
 def fleet(
     ctx: typer.Context,
-    settings: dict[str, Any],
+    settings: Settings,
     urls: Annotated[
         list[str],
         typer.Argument(
@@ -565,16 +544,11 @@ def fleet(
             "Ansible INI inventory's host lines work too). Each needs workbench installed.",
         ),
     ],
-    config: Annotated[Path | None, typer.Option(help="TOML config file (flags override it).")] = None,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
     markdown_out: MarkdownOpt = None,
     csv_out: CsvOpt = None,
     label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
-    insecure_host_keys: Annotated[
-        bool,
-        typer.Option("--insecure-host-keys", help="Do not verify SSH host keys or TLS certificates (not recommended)."),
-    ] = False,
     wide: WideOpt = False,
     remote_workbench: Annotated[
         str,
@@ -590,19 +564,15 @@ def fleet(
     check_label(label)
     outputs = Outputs(json_out, markdown_out, csv_out)
     outputs.check()
-    explicit = _explicit_params(ctx)
-    _check_url_flags(explicit)
-    if insecure_host_keys:
+    _check_url_flags(set(settings.typed))
+    if settings["insecure_host_keys"]:
         err.print("[yellow]warning:[/] SSH host keys and TLS certificates will not be verified (--insecure-host-keys)")
     for index in range(1, len(urls) + 1):
         outputs.numbered(index, len(urls)).check_writable()
-    values = {**settings, "verify_host_keys": not insecure_host_keys}
     runs = fleet_urls(
         clients,
         urls,
-        values,
-        config,
-        explicit,
+        settings,
         remote_workbench,
         lambda index, start: present_run(
             out, db or paths.default_db(), outputs.numbered(index, len(urls)), start, wide
@@ -660,56 +630,7 @@ def doctor(
 @with_settings("lab")
 def lab(
     ctx: typer.Context,
-    settings: dict[str, Any],
-    link: Annotated[str, typer.Option(help="Link preset: wifi-ac (default), gige, 10ge, wan.")] = "wifi-ac",
-    rate: Annotated[str | None, typer.Option(help="Link rate, e.g. 1gbit, 533mbit (overrides the preset).")] = None,
-    rtt: Annotated[str | None, typer.Option(help="Round-trip time, e.g. 2.8ms (overrides the preset).")] = None,
-    loss: Annotated[float, typer.Option(help="Random loss probability per packet (0..1).")] = 0.0,
-    mtu: Annotated[int, typer.Option(help="Link MTU.")] = 1500,
-    cc: Annotated[str | None, typer.Option(help="TCP congestion control in the lab (bbr, cubic).")] = None,
-    window_sweep: Annotated[str | None, typer.Option(help="Also sweep TCP windows, e.g. 32K,64K,128K,256K.")] = None,
-    rate_up: Annotated[str | None, typer.Option(help="Client-to-server rate when it differs, e.g. 100mbit.")] = None,
-    rate_down: Annotated[str | None, typer.Option(help="Server-to-client rate when it differs.")] = None,
-    client_window: Annotated[
-        str | None,
-        typer.Option(
-            help="Cap the receive window of every connection on the client host (native clients and servers "
-            "included, no co-operation needed), e.g. 64K: the window never scaled."
-        ),
-    ] = None,
-    stall: Annotated[
-        str | None,
-        typer.Option(
-            help="Pause the line: EVERY:DURATION[:up|down|both], e.g. 5s:300ms; ~5s:10ms for random gaps of "
-            "that mean."
-        ),
-    ] = None,
-    servers: Annotated[
-        str,
-        typer.Option(
-            help="The server host's servers: workbench (its own, default) or stock (plain daemons only, each "
-            "measured by URL as 'run URL' does, one run each; --json/--markdown/--csv PATH write "
-            "PATH-SCHEME.json/.md/.csv per run)."
-        ),
-    ] = "workbench",
-    scenario: Annotated[
-        str | None,
-        typer.Option(
-            help="Replay a published story (its link, options and figures beside the lab's): wifi-ac-64k, "
-            "gige-jumbo, wireless-g, thunderbolt; 'list' lists them. --json/--markdown/--csv PATH write "
-            "PATH-VARIANT.json/.md/.csv per run."
-        ),
-    ] = None,
-    quick: Annotated[bool, typer.Option(help="With --scenario: a reduced form (small files, fewer copies).")] = False,
-    clients: Annotated[
-        int,
-        typer.Option(
-            "--clients",
-            metavar="N",
-            help="N client hosts behind a switch, sharing the link to the server, each with an sshd: the run is "
-            "'workbench fleet' over SSH (aggregate and per-client rows).",
-        ),
-    ] = 0,
+    settings: Settings,
     db: DbOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
     markdown_out: MarkdownOpt = None,
@@ -719,34 +640,21 @@ def lab(
 ) -> None:
     """Two emulated hosts joined by a real link (rate, delay, MTU) with real servers; runs the comparison."""
     from workbench.cli.progress import Outputs, present_run
-    from workbench.lab.run import LabRequest, lab_settings, run_lab
+    from workbench.lab.run import lab_request, run_lab
     from workbench.shared.validate import check_label
 
     check_label(label)
     outputs = Outputs(json_out, markdown_out, csv_out)
     outputs.check()
+    scenario, quick, clients = settings["scenario"], settings["quick"], settings["clients"]
     if scenario is not None:
         if clients:
             raise UsageError("--scenario replays a story of one client", "drop --clients, or --scenario")
-        _scenario_lab(scenario, quick, settings, _explicit_params(ctx), db, outputs, label, wide)
+        _scenario_lab(scenario, quick, settings, set(settings.given), db, outputs, label, wide)
         return
     if quick:
         raise UsageError("--quick is the reduced form of a --scenario", "add --scenario NAME, or drop --quick")
-    request = LabRequest(
-        link,
-        rate,
-        rtt,
-        loss,
-        mtu,
-        cc,
-        window_sweep,
-        lab_settings(settings),
-        servers,
-        rate_up=rate_up,
-        rate_down=rate_down,
-        client_window=client_window,
-        stall=stall,
-    )
+    request = lab_request(settings)
     if clients:
         from workbench.cli.fleet import fleet_lab
 
@@ -759,7 +667,7 @@ def lab(
         )
         _exit_for_rows(run)
         return
-    if servers == "stock":
+    if settings["servers"] == "stock":
         _stock_lab(request, db, outputs, label, wide)
         return
     run = present_run(
@@ -775,7 +683,7 @@ def lab(
 def _scenario_lab(
     name: str,
     quick: bool,
-    settings: dict[str, Any],
+    settings: Settings,
     explicit: set[str],
     db: Path | None,
     outputs: Outputs,

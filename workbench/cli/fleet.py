@@ -68,6 +68,7 @@ from workbench.core.fleet_messages import (
 )
 from workbench.core.observe import COPY_STEP, STEP_BASELINE, STEP_PREPARE, TOGETHER_STEP, Recorder, RunObserver
 from workbench.core.results import Baseline, Result, Run
+from workbench.core.settings import Settings
 from workbench.shared import hostinfo, procs
 from workbench.shared.errors import ExitCode, NotFoundError, UsageError, WorkbenchError
 from workbench.shared.safetext import for_terminal
@@ -669,25 +670,7 @@ def planned_pairs(plan: Any) -> list[tuple[str, str]]:
     return [(e.label, d) for e in plan.entries for d in plan.directions]
 
 
-def jsonable_settings(values: Mapping[str, Any], config: Path | None, explicit: set[str]) -> dict[str, Any]:
-    """The plan's settings as the members get them: the config file's under the typed ones, nothing of this host
-    (its files directory, a target or credentials file)."""
-    from workbench.core.config import load_toml
-    from workbench.core.fleet_member import SETTINGS_NOT_SENT
-
-    merged = dict(values)
-    if config is not None:
-        for key, value in load_toml(config).items():
-            if key not in explicit:
-                merged[key] = value
-    return {
-        k: (str(v) if isinstance(v, Path) else v)
-        for k, v in merged.items()
-        if k not in SETTINGS_NOT_SENT and v is not None
-    }
-
-
-def url_job(text: str, values: Mapping[str, Any], config: Path | None, explicit: set[str]) -> tuple[dict, Any]:
+def url_job(text: str, settings: Settings) -> tuple[dict, Any]:
     """The members' job for the server at URL `text`, and the checked plan (its clients, directions, copies).
 
     The login is found here, as `run URL` finds it (WORKBENCH_PASSWORD, ~/.netrc, the keyring, the prompt), and
@@ -695,13 +678,14 @@ def url_job(text: str, values: Mapping[str, Any], config: Path | None, explicit:
     with its own keys and agent.
     """
     from workbench.core import stock
+    from workbench.core.config import url_plan
     from workbench.shared import login as login_mod
     from workbench.shared import urls as urls_mod
 
-    plan = stock.url_plan(values, config=config, explicit=explicit)
+    plan = url_plan(settings)
     url = urls_mod.parse(text)
     entries = stock.check_clients(url, plan.entries)
-    iperf3 = values.get("iperf3")
+    iperf3 = settings["iperf3"]
     if iperf3 is not None:
         urls_mod.parse_host_port(str(iperf3))
     who = login_mod.resolve(url, prompt=True)
@@ -710,13 +694,10 @@ def url_job(text: str, values: Mapping[str, Any], config: Path | None, explicit:
         login["password"] = who.password
     if who.user_from not in ("the URL", "the local user", "ssh's configuration"):
         login["user"] = who.user  # $WORKBENCH_USER or ~/.netrc here: the members may have neither
-    from workbench.core.config import load_toml
-
     # the members get the config's values as settings: they count as given (a config's --protocols is kept)
-    given = explicit | (set(load_toml(config)) if config is not None else set())
     job = {
-        "settings": jsonable_settings(values, config, explicit),
-        "explicit": sorted(given),
+        "settings": _jsonable(settings.for_members()),
+        "explicit": sorted(settings.given),
         "url": text,
         "login": login,
         "iperf3": iperf3,
@@ -724,10 +705,14 @@ def url_job(text: str, values: Mapping[str, Any], config: Path | None, explicit:
     return job, replace(plan, entries=entries)
 
 
-def served_job(settings: Mapping[str, Any], hello: Mapping[str, Any], host: str) -> dict[str, Any]:
+def _jsonable(settings: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items()}
+
+
+def served_job(settings: Settings, hello: Mapping[str, Any], host: str) -> dict[str, Any]:
     """The members' job for servers workbench started (`servers up`'s state, as served_hello reads it)."""
     return {
-        "settings": {k: v for k, v in jsonable_settings(settings, None, set()).items()},
+        "settings": _jsonable(settings.for_members()),
         "explicit": [],
         "served": {**hello, "host": host},
     }
@@ -736,9 +721,7 @@ def served_job(settings: Mapping[str, Any], hello: Mapping[str, Any], host: str)
 def fleet_urls(
     clients: Path,
     texts: Sequence[str],
-    values: Mapping[str, Any],
-    config: Path | None,
-    explicit: set[str],
+    settings: Settings,
     remote_workbench: str,
     present: Callable[[int, Callable[[Recorder, RunObserver], Run]], Run],
     label: str | None,
@@ -749,8 +732,8 @@ def fleet_urls(
 
     dests = read_inventory(clients)
     remote_command(remote_workbench)
-    jobs = [url_job(text, values, config, explicit) for text in texts]
-    insecure = not values.get("verify_host_keys", True)
+    jobs = [url_job(text, settings) for text in texts]
+    insecure = bool(settings["insecure_host_keys"])
     if insecure and any((job.get("login") or {}).get("password") is not None for job, _ in jobs):
         # the one thing a client's host key protects here: the server's password goes to whoever answers
         print(f"warning: {INSECURE_PASSWORD}", file=sys.stderr, flush=True)
@@ -775,10 +758,11 @@ def fleet_lab(request: Any, clients: int, recorder: Recorder, observer: RunObser
     """`lab --clients N`: the lab's client hosts run the fleet over SSH against the lab's servers, as `fleet` runs
     against a real server: their sshds, host keys verified, the job on each session's stdin."""
     from workbench.cli.via_ssh import served_hello
+    from workbench.core.config import shape
     from workbench.lab.run import run_fleet_lab, validate_request
 
     validate_request(request)
-    plan = _lab_plan(request.settings)
+    plan = shape(request.settings)  # the plan's shape (clients, directions, copies) as the members will build it
 
     def drive(lab: Any, hosts: Any, state: Path, link: dict[str, Any]) -> Run:
         job = served_job(request.settings, served_hello(state), lab.server_addr)
@@ -792,16 +776,6 @@ def fleet_lab(request: Any, clients: int, recorder: Recorder, observer: RunObser
             )  # fmt: skip
 
     return run_fleet_lab(request, clients, drive, observer)
-
-
-def _lab_plan(settings: Mapping[str, Any]) -> Any:
-    """The plan's shape (clients, directions, copies) as the members will build it; its target is a placeholder."""
-    from workbench.core.config import draft_plan
-    from workbench.shared.credentials import Credentials
-    from workbench.shared.target import Target
-
-    _, _, complete = draft_plan({k: v for k, v in settings.items() if k not in ("host", "target", "credentials")})
-    return complete(Target(host="127.0.0.1", credentials=Credentials("-", "-")))
 
 
 @contextlib.contextmanager

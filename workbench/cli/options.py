@@ -1,6 +1,7 @@
-"""Typer options made from the settings table (workbench.core.settings), so `run` and `lab` declare none of
-them: a command decorated with `with_settings("run")` gets one option per setting before its own options,
-and receives their values together, by name, in its `settings` argument."""
+"""Typer options made from the settings table (workbench.core.settings), so `run`, `fleet` and `lab` declare none
+of them: a command decorated with `with_settings("run")` gets one option per setting, and `--config`, before its
+own options, and receives them resolved (typed flags over the config file over defaults) as one read-only
+Settings value in its `settings` argument. The command must take `ctx: typer.Context`."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
 
 import typer
 
+from workbench.core.config import resolve
 from workbench.core.settings import Setting, for_command
 
 F = TypeVar("F", bound=Callable[..., Any])
+CONFIG = "config"  # the option naming the TOML config file
+_NOT_TYPED = ("DEFAULT", "DEFAULT_MAP")  # click's sources of a value the user did not type
 
 
 def _option(command: str, setting: Setting) -> inspect.Parameter:
@@ -23,14 +28,31 @@ def _option(command: str, setting: Setting) -> inspect.Parameter:
         typing.get_origin(a) is list for a in typing.get_args(setting.type)
     )
     value = None if is_list else setting.default_for(command)
-    info = typer.Option(setting.flag, help=setting.help_for(command))
+    info = typer.Option(setting.flag_text, help=setting.help_for(command), metavar=setting.metavar)
     return inspect.Parameter(
         setting.name, inspect.Parameter.KEYWORD_ONLY, default=value, annotation=Annotated[setting.type, info]
     )
 
 
+def _config_option() -> inspect.Parameter:
+    info = typer.Option("--config", help="TOML config file (flags override it).")
+    return inspect.Parameter(
+        CONFIG, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Path | None, info]
+    )
+
+
+def typed_names(ctx: typer.Context) -> set[str]:
+    """Names of the options the user typed (so a TOML config fills in only the rest)."""
+    return {
+        name
+        for name, source in ((n, ctx.get_parameter_source(n)) for n in ctx.params)
+        if source is not None and source.name not in _NOT_TYPED
+    }
+
+
 def with_settings(command: str) -> Callable[[F], F]:
-    """Add the settings of `command` ("run" or "lab") as options; the decorated function takes `settings`."""
+    """Add the settings of `command` ("run", "fleet" or "lab") and --config as options; the decorated function
+    takes `ctx` and `settings` (a workbench.core.settings.Settings, the config file read once, here)."""
 
     def wrap(fn: F) -> F:
         own = [p for name, p in inspect.signature(fn).parameters.items() if name != "settings"]
@@ -39,16 +61,21 @@ def with_settings(command: str) -> Callable[[F], F]:
         # options in --help, as `run` always listed them
         kw = inspect.Parameter.KEYWORD_ONLY
         own = [p.replace(annotation=hints.get(p.name, p.annotation), kind=kw) for p in own]
-        added = [_option(command, s) for s in for_command(command)]
+        settings = for_command(command)
+        added = [_option(command, s) for s in settings]
         own_names = {p.name for p in own}
+        setting_names = {s.name for s in settings}
 
         @functools.wraps(fn)
         def command_fn(**kwargs: Any) -> Any:
             mine = {k: v for k, v in kwargs.items() if k in own_names}
-            return fn(**mine, settings={k: v for k, v in kwargs.items() if k not in own_names})
+            flags = {k: v for k, v in kwargs.items() if k in setting_names}
+            typed = typed_names(mine["ctx"]) & setting_names
+            resolved = resolve(command, flags, config=kwargs.get(CONFIG), typed=typed)
+            return fn(**mine, settings=resolved)
 
         required = [p for p in own if p.default is inspect.Parameter.empty]  # e.g. typer.Context
-        parameters = [*required, *added, *(p for p in own if p not in required)]
+        parameters = [*required, *added, _config_option(), *(p for p in own if p not in required)]
         # inspect.signature() (so typer) reads __signature__, which typeshed does not declare on functions
         command_fn.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         command_fn.__annotations__ = {p.name: p.annotation for p in parameters}

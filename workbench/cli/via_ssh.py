@@ -55,6 +55,7 @@ from workbench.shared.target import DEFAULT_PORTS, Target, target_from_hello, ur
 
 if TYPE_CHECKING:
     from workbench.core.results import Run
+    from workbench.core.settings import Settings
 
 INSTALL_HINT = "pip install filecopy-workbench"
 PROTOCOL = "workbench-via-ssh/1"
@@ -366,9 +367,7 @@ def check_via_ssh_flags(explicit: set[str], urls: list[str]) -> None:
 def run_via_ssh(
     text: str,
     remote_workbench: str,
-    values: Mapping[str, Any],
-    config: Path | None,
-    explicit: set[str],
+    settings: Settings,
     present: Callable[[Callable[[Any, Any], Run]], Run],
     label: str | None,
     say: Callable[[str], Any],
@@ -378,8 +377,8 @@ def run_via_ssh(
     from workbench.core import runner
     from workbench.core.config import draft_plan
 
-    merged, _, complete = draft_plan(values, config=config, explicit=explicit)  # bad input: refused before login
-    insecure = not merged.get("verify_host_keys", True)
+    complete = draft_plan(settings)  # bad input: refused before login
+    insecure = bool(settings["insecure_host_keys"])
     with far_servers(text, remote_workbench, insecure, say) as target:
         plan = complete(target)
         return present(lambda recorder, observer: runner.execute(plan, recorder, observer, label=label))

@@ -1,53 +1,40 @@
-"""Build a run Plan from flags and an optional TOML config file (flags the user typed win).
+"""A run's Plan from its resolved settings (workbench.core.settings.resolve), and the TOML config file's model.
 
-Config file keys (all optional), e.g.::
+The config file's keys are the settings table's (docs/config.md lists them, with what each accepts), plus a
+`[ports]` table of service ports for `run --host`, e.g.::
 
     host = "nas.local"
-    target = "/path/to/target.json"
-    credentials = "/path/to/credentials.json"
     protocols = "http,ftp,smb"
     sizes = "16M,256M"
     small = ["1000x16K"]
-    profile = "random"
-    directions = "upload,download"
     repeat = 5
-    warmup = 1
-    tcp_duration = 3.0
-    files = "/var/tmp/workbench-files"
-    compress = false
     [ports]            # overrides of the default service ports
     http = 8181
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from workbench.core.plan import DIRECTIONS, Plan
-from workbench.core.settings import BY_NAME, SETTINGS, Setting, default
+from workbench.core.settings import BY_NAME, SETTINGS, Setting, Settings, default, typed_value
 from workbench.protocols import registry
 from workbench.protocols.base import ClientOptions
 from workbench.shared import credentials as creds_mod
 from workbench.shared import paths
 from workbench.shared import target as target_mod
+from workbench.shared.credentials import Credentials
 from workbench.shared.errors import NotFoundError, UsageError
-from workbench.shared.sizes import parse_sizes, parse_small_set
+from workbench.shared.sizes import parse_sizes, parse_small_set, total_bytes
 from workbench.shared.target import DEFAULT_PORTS, Target
-from workbench.shared.validate import (
-    RANGES,
-    check_budget,
-    check_free_space,
-    check_host,
-    check_range,
-    flag,
-    named,
-    parse_model,
-)
+from workbench.shared.validate import check_budget, check_free_space, check_host, flag, named, parse_model
 
 _STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
@@ -76,9 +63,8 @@ def _config_field(setting: Setting) -> tuple[Any, Any]:
     """A config key from the settings table: optional, of the type TOML carries, within validate.RANGES."""
     kind = setting.toml if setting.toml is not None else setting.type
     bounds: dict[str, Any] = {}
-    if setting.name in RANGES:
-        low, high, low_open, _whole, _example = RANGES[setting.name]
-        bounds = {"gt" if low_open else "ge": low, "le": high}
+    if setting.range is not None:
+        bounds = {"gt" if setting.range.low_open else "ge": setting.range.low, "le": setting.range.high}
     return (kind | None, Field(None, **bounds, **_doc(setting.expects_text, setting.example)))
 
 
@@ -87,7 +73,7 @@ def _config_field(setting: Setting) -> tuple[Any, Any]:
 ConfigFile: type[BaseModel] = create_model(  # type: ignore[call-overload]
     "ConfigFile",
     __config__=_STRICT,
-    **{s.name: _config_field(s) for s in SETTINGS},
+    **{s.name: _config_field(s) for s in SETTINGS if s.config},
     ports=(PortsTable | None, Field(None, **_doc("a table of service = port", "ports = {http = 8181}"))),
 )
 
@@ -109,6 +95,42 @@ def load_toml(path: Path) -> dict[str, Any]:
     if "ports" in values:
         values["ports"] = {k: v for k, v in values["ports"].items() if v is not None}
     return values
+
+
+def resolve(
+    command: str, flags: Mapping[str, Any], *, config: Path | None = None, typed: Iterable[str] = ()
+) -> Settings:
+    """The settings of `command`: each typed flag (`typed` names them), else the config file's key, else the value
+    in `flags` (a flag's default, or one a program set), else the setting's default for the command.
+
+    The only place the config file is read. A key of a setting `command` does not use (a link option for `run`)
+    is checked like any other and then left alone. Refuses (one line) an unknown name in `flags`.
+    """
+    unknown = sorted(set(flags) - set(BY_NAME))
+    if unknown:
+        raise UsageError(f"unknown setting {', '.join(unknown)}", f"known settings: {', '.join(BY_NAME)}")
+    typed_set = frozenset(typed) & set(flags)
+    file_values = load_toml(config) if config is not None else {}
+    ports = file_values.pop("ports", None) or {}
+    values: dict[str, Any] = {}
+    from_file: set[str] = set()
+    for s in SETTINGS:
+        if not s.applies_to(command):  # read as its default (or as a program set it), never from the file
+            values[s.name] = typed_value(s, s.default_for(command) if flags.get(s.name) is None else flags[s.name])
+            continue
+        if s.name in typed_set:
+            value = flags[s.name]
+        elif s.name in file_values:
+            value = file_values[s.name]
+            from_file.add(s.name)
+        elif flags.get(s.name) is not None:
+            value = flags[s.name]
+        else:
+            value = s.default_for(command)
+        if s.name == "small" and value is None:
+            value = s.default_for(command)
+        values[s.name] = typed_value(s, value)
+    return Settings(command, MappingProxyType(values), typed_set, frozenset(from_file), config, ports)
 
 
 def _text(value: object) -> str:
@@ -149,21 +171,21 @@ def plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) -
     A setting not in `values` (or None) takes its default from workbench.core.settings. Nothing is contacted
     or written: `run` and `lab` call this before any server, file or namespace.
     """
-    for key in RANGES:
-        if key in BY_NAME and values.get(key) is not None:
-            check_range(key, values[key], source=where(key))
+    for setting in SETTINGS:
+        if setting.range is not None and values.get(setting.name) is not None:
+            setting.check(values[setting.name], source=where(setting.name))
     sizes_text = _text(_given(values, "sizes"))
     sizes = tuple(named(where("sizes"), parse_sizes, sizes_text)) if sizes_text.strip() else ()
     small = values.get("small") or []
     if isinstance(small, str):
         small = [small]
-    small_sets = tuple(named(where("small"), parse_small_set, str(s)) for s in small)
+    small_sets = tuple(named(where("small"), parse_small_set, str(s)) for s in small if s.lower() != "none")
     if not sizes and not small_sets:
         raise UsageError("nothing to copy: no --sizes and no --small sets", "e.g. --sizes 16M or --small 1000x16K")
     check_budget(sizes, small_sets)
     options = ClientOptions(
         compress=bool(values.get("compress")),
-        verify_host_keys=bool(values.get("verify_host_keys", True)),
+        verify_host_keys=not values.get("insecure_host_keys"),
         block_size=int(_given(values, "block_size")),
         stall_timeout_s=float(_given(values, "stall_timeout")),
     )
@@ -181,42 +203,52 @@ def plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) -
     }
 
 
-def draft_plan(
-    values: Mapping[str, Any], *, config: Path | None = None, explicit: Set[str] = frozenset()
-) -> tuple[dict[str, Any], Callable[[str], str], Callable[[Target], Plan]]:
-    """Everything of a Plan but its target, checked now, before any traffic: the settings with the config
-    file's values under those the user did not type (`explicit`), where each came from (for messages), and
+def files_dir(settings: Mapping[str, Any]) -> Path:
+    """The local test files directory: the `files` setting, else the one default place."""
+    given = settings.get("files")
+    return Path(given) if given else paths.data_dir() / paths.FILES_DIR
+
+
+def draft_plan(settings: Settings) -> Callable[[Target], Plan]:
+    """Everything of a Plan but its target, checked now, before any traffic (the files must fit on the disk):
     the function that makes the Plan once the target is known."""
-    values = dict(values)
-    from_file: set[str] = set()
-    if config is not None:
-        for key, value in load_toml(config).items():
-            if key not in explicit:
-                values[key] = value
-                from_file.add(key)
-
-    def where(key: str) -> str:
-        return f"config {config} key '{key}'" if key in from_file else flag(key)
-
-    inputs = plan_inputs(values, where)
-    files_dir = Path(values["files"]) if values.get("files") else paths.data_dir() / "files"
-    check_free_space(files_dir, sum(inputs["sizes"]) + sum(s.count * s.size for s in inputs["small_sets"]))
+    inputs = plan_inputs(settings, settings.where)
+    directory = files_dir(settings)
+    check_free_space(directory, total_bytes(inputs["sizes"], inputs["small_sets"]))
 
     def complete(target: Target) -> Plan:
-        return Plan(target=target, files_dir=files_dir, **inputs)
+        return Plan(target=target, files_dir=directory, **inputs)
 
-    return values, where, complete
+    return complete
 
 
-def build_plan(values: Mapping[str, Any], *, config: Path | None = None, explicit: Set[str] = frozenset()) -> Plan:
-    """A Plan from settings by name (workbench.core.settings), with the config file's values under those the
-    user did not type (`explicit`); everything validated before any traffic."""
-    values, where, complete = draft_plan(values, config=config, explicit=explicit)
-    host = check_host(str(values["host"]), source=where("host")) if values.get("host") is not None else None
-    ports = {**DEFAULT_PORTS, **(values.get("ports") or {})}
-    cred_path = Path(values["credentials"]) if values.get("credentials") else None
+# A plan whose far host is not known yet (a URL's, found at login; a fleet's, on each member) has this target.
+PLACEHOLDER_TARGET = Target(host="localhost", credentials=Credentials("", ""))
+
+
+def shape(settings: Settings) -> Plan:
+    """The plan's shape (clients, directions, copies, files) before its target is known: checked as a run's."""
+    return draft_plan(settings)(PLACEHOLDER_TARGET)
+
+
+def url_plan(settings: Settings) -> Plan:
+    """The plan of a run against servers given by URL: every client unless --protocols (or the config file)
+    names some, no iperf3 unless --iperf3 names one; its target is set when the URL is logged in to."""
+    if settings.get("protocols") is None or "protocols" not in settings.given:
+        settings = settings.replace(protocols="all")
+    return dataclasses.replace(shape(settings), iperf3=False)
+
+
+def build_plan(settings: Settings) -> Plan:
+    """The Plan of a run against `workbench serve` (--host, --target or the state directory's target file);
+    everything validated before any traffic."""
+    complete = draft_plan(settings)
+    where = settings.where
+    host = check_host(str(settings["host"]), source=where("host")) if settings.get("host") is not None else None
+    ports = {**DEFAULT_PORTS, **settings.ports}
+    cred_path = Path(settings["credentials"]) if settings.get("credentials") else None
     creds = creds_mod.resolve(cred_path, paths.default_credentials())
-    target_file = Path(values["target"]) if values.get("target") else None
+    target_file = Path(settings["target"]) if settings.get("target") else None
     if target_file is None and host is None and (paths.default_state_dir() / paths.TARGET_FILE).exists():
         target_file = paths.default_state_dir() / paths.TARGET_FILE
     if target_file is not None:

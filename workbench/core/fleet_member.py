@@ -204,15 +204,16 @@ class _StreamRecorder:
 def _plan_and_far(job: Mapping[str, Any], keys_dir: Path) -> tuple[Any, Any]:
     """The plan and, for a server given by URL, its far host (None: workbench's own servers, reached directly)."""
     from workbench.core import stock
-    from workbench.core.config import draft_plan
+    from workbench.core.config import draft_plan, resolve, url_plan
     from workbench.shared.login import ENV_PASSWORD, ENV_USER
     from workbench.shared.target import target_from_hello
 
     settings = {k: v for k, v in dict(job.get("settings") or {}).items() if k not in SETTINGS_NOT_SENT}
-    explicit = set(job.get("explicit") or ())
+    # as the controller resolved them: what it was given counts as typed here (a config's --protocols is kept)
+    resolved = resolve("fleet", settings, typed=set(job.get("explicit") or ()))
     if job.get("served"):
         served = job["served"]
-        _, _, complete = draft_plan(settings, explicit=explicit)
+        complete = draft_plan(resolved)
         return complete(target_from_hello(served, str(served["host"]), keys_dir)), None
     url = job.get("url")
     if not isinstance(url, str):
@@ -224,7 +225,7 @@ def _plan_and_far(job: Mapping[str, Any], keys_dir: Path) -> tuple[Any, Any]:
         os.environ[ENV_USER] = str(login["user"])
     if login.get("password") is not None:
         os.environ[ENV_PASSWORD] = str(login["password"])
-    plan = stock.url_plan(settings, explicit=explicit)
+    plan = url_plan(resolved)
     return stock.prepare(url, plan, prompt=False, iperf3=job.get("iperf3"))
 
 

@@ -248,7 +248,7 @@ def _measure_rows(
                 text = f"{UNAVAILABLE} {exc.one_line()}" if isinstance(exc, UnavailableError) else exc.one_line()
                 for direction in plan.directions:
                     save(Result(protocol, name, direction, "-", 0, 0, error=text))
-                per_direction = plan.warmup + plan.repeat
+                per_direction = plan.copies_per_row
                 pace_of(observer).copies_dropped(
                     per_direction * len(manifest.sets) * len(plan.directions),
                     per_direction * sum(s.total_bytes for s in manifest.sets) * len(plan.directions),
@@ -280,7 +280,7 @@ def _measure_row(
     protocol, name = entry.label.split("/")
     row = functools.partial(Result, protocol, name, direction, file_set.name, file_set.total_bytes, len(file_set.files))
     upload_dir = f"{run_dir}/{_slug(entry.label)}-{_slug(file_set.name)}"
-    total = plan.warmup + plan.repeat
+    total = plan.copies_per_row
     pace = pace_of(observer)
     try:
         if direction == "upload":
@@ -537,7 +537,7 @@ def _check_copy_estimate(plan: Plan, manifest: Manifest, baseline: Baseline, obs
     from workbench.shared.validate import check_copy_estimate, format_duration
 
     runnable = [e for e in plan.entries if not isinstance(registry.load(e), str)]  # unavailable clients copy nothing
-    copies_per_direction = len(runnable) * (plan.warmup + plan.repeat)
+    copies_per_direction = len(runnable) * plan.copies_per_row
     set_bytes = sum(s.total_bytes for s in manifest.sets)
     least_s = 0.0
     for direction in plan.directions:
@@ -560,5 +560,5 @@ def _planned_copies(plan: Plan, manifest: Manifest) -> tuple[int, int]:
     """Every copy the rows will make, warm-ups included, and their bytes (clients this host cannot load copy
     nothing): the totals of the run's progress."""
     runnable = [e for e in plan.entries if not isinstance(registry.load(e), str)]
-    per_set = len(runnable) * len(plan.directions) * (plan.warmup + plan.repeat)
+    per_set = plan.copies(clients=len(runnable))
     return per_set * len(manifest.sets), per_set * sum(s.total_bytes for s in manifest.sets)

@@ -1,23 +1,43 @@
-"""The settings of a run, declared once: each one's name, type, default, help and what a config file value
-must be. `workbench run` and `workbench lab` make their options from this table (workbench.cli.options),
-the TOML config file its keys (workbench.core.config.ConfigFile), the lab its request, and the run's
-metadata its `plan` object. Numeric ranges live in workbench.shared.validate.RANGES, by the same names.
+"""The settings of a run, declared once, and resolved once per command into one frozen value.
+
+Each `Setting` below is the only declaration of one setting: its name (the config file's key; the flag is
+the name with dashes, workbench.shared.validate.flag), type, default, help, unit and numeric range, which
+commands use it, and what its recorded value in the run metadata's `plan` object is. From this table come
+the options of `workbench run`, `fleet` and `lab` (workbench.cli.options), the TOML config file's keys and
+their checks (workbench.core.config.ConfigFile), the config file's reference (docs/config.md, rendered by
+`markdown_table` below) and the run metadata's `plan` object (`plan_json`).
+
+`workbench.core.config.resolve(command, flags, config=…, typed=…)` is the one place the config file is read
+and merged: a flag the user typed wins over the config file, which wins over the default. The result, a
+`Settings`, is read-only, has a value for every setting (one the command does not use reads as its default),
+and goes everywhere a run's settings are needed (the plan, the lab's link, a fleet's members).
+
+To add a setting: add one `Setting(...)` to SETTINGS (name, type, default, help, expects, example; a `Range`
+for a number, `commands` when not every command uses it, `flag=False` for a config-file-only key, `meta` and
+`from_plan` when the run records it), then read it where it is used, as `settings["name"]` or from the Plan.
+The flag, the config key, its checks and its documentation follow; `scripts/gen_docs.py` rewrites
+docs/config.md (a test fails until it is rewritten), and tests/unit/test_settings_table.py checks that every
+command honours the new key from a config file as from its flag.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from workbench.core.first_lab import FIRST_LAB_PROTOCOLS, FIRST_LAB_SIZES
-from workbench.shared.validate import range_text
+from workbench.shared.validate import TCP_DURATION_MAX_S, Range, flag
 
 if TYPE_CHECKING:
     from workbench.core.plan import Plan
 
 _SAME: Any = object()  # lab_default: the same default as run's
+COMMANDS = ("run", "fleet", "lab")  # the commands whose settings come from this table
+RUNS = ("run", "fleet")  # a far host named by the user: not the lab's own
+LAB = ("lab",)
 
 
 @dataclass(frozen=True)
@@ -26,20 +46,27 @@ class Setting:
     type: Any  # the flag's Python type
     default: Any  # run's default (a list option's flag default is always None: "not given")
     help: str  # the flag's help
-    expects: str  # what a config file value must be, said in the one-line refusal of a wrong one ("": from RANGES)
+    expects: str  # what a config file value must be, said in the one-line refusal of a wrong one ("": from range)
     example: str  # a config file line
     toml: Any = None  # the config file's type, when wider than the flag's (a list of words for a string)
-    run: bool = True  # a flag of `workbench run` (else a config file key only)
-    lab: bool = True  # a flag of `workbench lab`
+    commands: tuple[str, ...] = COMMANDS  # the commands that use it, from a flag or the config file
+    flag: bool = True  # a flag of those commands (else a config file key only)
+    config: bool = True  # a config file key (else a flag only)
     lab_default: Any = _SAME
     lab_help: str | None = None
     meta: str | None = None  # the key in the run metadata's `plan` object, if recorded there
     from_plan: Callable[[Plan], Any] | None = None  # its value there, from the parsed Plan
+    range: Range | None = None  # a number's accepted values
     unit: str = ""  # a ranged setting's unit, in the words of `expects` ("seconds")
+    metavar: str | None = None  # the flag's placeholder in --help, when not its type's
+    member: bool = True  # sent to a fleet's members (a path or login of this host is not)
 
     @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+    def flag_text(self) -> str:
+        return flag(self.name)
+
+    def applies_to(self, command: str) -> bool:
+        return command in self.commands
 
     def default_for(self, command: str) -> Any:
         return self.lab_default if command == "lab" and self.lab_default is not _SAME else self.default
@@ -49,12 +76,18 @@ class Setting:
 
     @property
     def expects_text(self) -> str:
-        return self.expects or range_text(self.name, self.unit)
+        return self.expects or (self.range.text(self.unit) if self.range else "")
+
+    def check(self, value: float, source: str | None = None) -> None:
+        """Refuse a number outside the setting's range; `source` names where it came from (default: its flag)."""
+        if self.range is not None:
+            self.range.check(value, where=source or self.flag_text, flag_text=self.flag_text, unit=self.unit)
 
 
 WORDS = str | list[str]  # a config value given as "a,b" or as ["a", "b"]
 
 SETTINGS: tuple[Setting, ...] = (
+    # ---- the far host (a lab's is its own)
     Setting(
         "host",
         str | None,
@@ -62,7 +95,8 @@ SETTINGS: tuple[Setting, ...] = (
         "Far host running 'workbench serve' (and 'servers up').",
         "a host name or IP address string",
         'host = "nas.local"',
-        lab=False,
+        commands=RUNS,
+        member=False,
     ),
     Setting(
         "target",
@@ -72,7 +106,8 @@ SETTINGS: tuple[Setting, ...] = (
         "a path string to a target.json",
         'target = "/path/to/target.json"',
         toml=str,
-        lab=False,
+        commands=RUNS,
+        member=False,
     ),
     Setting(
         "credentials",
@@ -82,8 +117,10 @@ SETTINGS: tuple[Setting, ...] = (
         "a path string to a credentials.json",
         'credentials = "/path/to/credentials.json"',
         toml=str,
-        lab=False,
+        commands=RUNS,
+        member=False,
     ),
+    # ---- the plan: what is copied, how often
     Setting(
         "protocols",
         str,
@@ -114,8 +151,8 @@ SETTINGS: tuple[Setting, ...] = (
         "small",
         list[str] | None,
         None,
-        "Many-small-files sets, COUNTxSIZE.",
-        "a COUNTxSIZE string or a list of them",
+        "Many-small-files sets, COUNTxSIZE ('none' for none).",
+        "a COUNTxSIZE string or a list of them ('none': none)",
         'small = ["1000x16K"]',
         toml=WORDS,
         # The lab copies a small-file set by default: files/s is half of the story users ask about.
@@ -154,6 +191,7 @@ SETTINGS: tuple[Setting, ...] = (
         "repeat = 3",
         meta="repeat",
         from_plan=lambda plan: plan.repeat,
+        range=Range(1, 1000, "3", whole=True),
     ),
     Setting(
         "warmup",
@@ -164,6 +202,7 @@ SETTINGS: tuple[Setting, ...] = (
         "warmup = 1",
         meta="warmup",
         from_plan=lambda plan: plan.warmup,
+        range=Range(0, 100, "1", whole=True),
     ),
     Setting(
         "tcp_duration",
@@ -173,6 +212,7 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "tcp_duration = 3.0",
         unit="seconds",
+        range=Range(0, TCP_DURATION_MAX_S, "3", low_open=True),
     ),
     Setting(
         # A served host's own iperf3 (serve starts one) is always used; a stock server's only when named here.
@@ -183,7 +223,8 @@ SETTINGS: tuple[Setting, ...] = (
         "Without it the run has no raw-TCP baseline and shows absolute figures.",
         "a [HOST:]PORT string",
         'iperf3 = "nas.local:5201"',
-        lab=False,
+        commands=RUNS,
+        member=False,  # travels in a fleet job of its own
     ),
     Setting(
         "files",
@@ -193,7 +234,8 @@ SETTINGS: tuple[Setting, ...] = (
         "a directory path string",
         'files = "/var/tmp/workbench-files"',
         toml=str,
-        lab=False,
+        commands=RUNS,
+        member=False,
     ),
     Setting(
         "compress",
@@ -212,10 +254,10 @@ SETTINGS: tuple[Setting, ...] = (
         "Same seed, same bytes, on every host.",
         "",
         "seed = 1",
-        run=False,
-        lab=False,
+        flag=False,
         meta="seed",
         from_plan=lambda plan: plan.seed,
+        range=Range(0, (1 << 63) - 1, "1", whole=True),
     ),
     Setting(
         "stall_timeout",
@@ -225,6 +267,7 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "stall_timeout = 30",
         unit="seconds",
+        range=Range(1, 3600, "30"),
     ),
     Setting(
         "block_size",
@@ -233,31 +276,290 @@ SETTINGS: tuple[Setting, ...] = (
         "Application read/write size, in bytes, where the client has one.",
         "",
         "block_size = 1048576",
-        run=False,
-        lab=False,
+        flag=False,
         meta="block_size",
         from_plan=lambda plan: plan.options.block_size,
         unit="bytes",
+        range=Range(4096, 64 << 20, "1048576", whole=True),
+    ),
+    Setting(
+        # a flag only: turning verification off stays a decision typed for one run, never a file's default
+        "insecure_host_keys",
+        bool,
+        False,
+        "Do not verify SSH host keys or TLS certificates (not recommended).",
+        "true or false",
+        "",
+        commands=RUNS,
+        config=False,
+    ),
+    # ---- the lab's link and hosts
+    Setting(
+        "link",
+        str,
+        "wifi-ac",
+        "Link preset: wifi-ac (default), gige, 10ge, wan.",
+        "one of wifi-ac, gige, 10ge, wan",
+        'link = "gige"',
+        commands=LAB,
+    ),
+    Setting(
+        "rate",
+        str | None,
+        None,
+        "Link rate, e.g. 1gbit, 533mbit (overrides the preset).",
+        "a rate string such as 1gbit or 533mbit",
+        'rate = "1gbit"',
+        commands=LAB,
+    ),
+    Setting(
+        "rtt",
+        str | None,
+        None,
+        "Round-trip time, e.g. 2.8ms (overrides the preset).",
+        "a duration string such as 2.8ms",
+        'rtt = "2.8ms"',
+        commands=LAB,
+    ),
+    Setting(
+        "loss",
+        float,
+        0.0,
+        "Random loss probability per packet (0..1).",
+        "a probability from 0 up to (not including) 1",
+        "loss = 0.001",
+        commands=LAB,
+    ),
+    Setting(
+        "mtu",
+        int,
+        1500,
+        "Link MTU.",
+        "",
+        "mtu = 1500",
+        commands=LAB,
+        range=Range(576, 65_000, "1500", whole=True),  # what the lab's TUN link accepts (lab.link.LinkSpec)
+    ),
+    Setting(
+        "cc",
+        str | None,
+        None,
+        "TCP congestion control in the lab (bbr, cubic).",
+        "a congestion control name such as cubic or bbr",
+        'cc = "cubic"',
+        commands=LAB,
+    ),
+    Setting(
+        "window_sweep",
+        str | None,
+        None,
+        "Also sweep TCP windows, e.g. 32K,64K,128K,256K.",
+        "a string of comma-separated window sizes",
+        'window_sweep = "32K,64K,128K,256K"',
+        commands=LAB,
+    ),
+    Setting(
+        "rate_up",
+        str | None,
+        None,
+        "Client-to-server rate when it differs, e.g. 100mbit.",
+        "a rate string such as 100mbit",
+        'rate_up = "100mbit"',
+        commands=LAB,
+    ),
+    Setting(
+        "rate_down",
+        str | None,
+        None,
+        "Server-to-client rate when it differs.",
+        "a rate string such as 1gbit",
+        'rate_down = "1gbit"',
+        commands=LAB,
+    ),
+    Setting(
+        "client_window",
+        str | None,
+        None,
+        "Cap the receive window of every connection on the client host (native clients and servers "
+        "included, no co-operation needed), e.g. 64K: the window never scaled.",
+        "a size string such as 64K",
+        'client_window = "64K"',
+        commands=LAB,
+    ),
+    Setting(
+        "stall",
+        str | None,
+        None,
+        "Pause the line: EVERY:DURATION[:up|down|both], e.g. 5s:300ms; ~5s:10ms for random gaps of that mean.",
+        "an EVERY:DURATION[:up|down|both] string",
+        'stall = "5s:300ms"',
+        commands=LAB,
+    ),
+    Setting(
+        "servers",
+        str,
+        "workbench",
+        "The server host's servers: workbench (its own, default) or stock (plain daemons only, each measured by "
+        "URL as 'run URL' does, one run each; --json/--markdown/--csv PATH write PATH-SCHEME.json/.md/.csv per "
+        "run).",
+        "workbench or stock",
+        'servers = "stock"',
+        commands=LAB,
+    ),
+    Setting(
+        "scenario",
+        str | None,
+        None,
+        "Replay a published story (its link, options and figures beside the lab's): wifi-ac-64k, gige-jumbo, "
+        "wireless-g, thunderbolt; 'list' lists them. --json/--markdown/--csv PATH write PATH-VARIANT.json/.md/"
+        ".csv per run.",
+        "a scenario name string",
+        'scenario = "gige-jumbo"',
+        commands=LAB,
+    ),
+    Setting(
+        "quick",
+        bool,
+        False,
+        "With --scenario: a reduced form (small files, fewer copies).",
+        "true or false",
+        "quick = true",
+        commands=LAB,
+    ),
+    Setting(
+        "clients",
+        int,
+        0,
+        "N client hosts behind a switch, sharing the link to the server, each with an sshd: the run is "
+        "'workbench fleet' over SSH (aggregate and per-client rows).",
+        "",
+        "clients = 3",
+        commands=LAB,
+        metavar="N",
     ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+# the link options a lab scenario sets itself (a scenario refuses them typed beside it)
+LINK_SETTINGS = ("link", "rate", "rtt", "loss", "mtu", "cc", "window_sweep", "rate_up", "rate_down",
+                 "client_window", "stall", "servers")  # fmt: skip
 
 
-def for_command(command: str) -> tuple[Setting, ...]:
-    """The settings that are flags of `command` ("run" or "lab")."""
-    return tuple(s for s in SETTINGS if (s.run if command == "run" else s.lab))
+def for_command(command: str, *, flags_only: bool = True) -> tuple[Setting, ...]:
+    """The settings of `command` ("run", "fleet" or "lab"): its flags, or with flags_only=False every one it uses."""
+    return tuple(s for s in SETTINGS if s.applies_to(command) and (s.flag or not flags_only))
 
 
 def default(name: str, command: str = "run") -> Any:
     return BY_NAME[name].default_for(command)
 
 
-def lab_defaults() -> dict[str, Any]:
-    """Every lab setting at its default, as `workbench lab` with no flags has them."""
-    return {s.name: s.default_for("lab") for s in for_command("lab")}
+def check(name: str, value: float, source: str | None = None) -> None:
+    """Refuse a number outside setting `name`'s range (one line naming `source`, default its flag)."""
+    BY_NAME[name].check(value, source)
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:
     """The run metadata's `plan` object: the parsed value of each recorded setting."""
     return {s.meta: s.from_plan(plan) for s in SETTINGS if s.meta and s.from_plan}
+
+
+# ---------------------------------------------------------------- resolved settings
+def typed_value(setting: Setting, value: Any) -> Any:
+    """A config file's value in the flag's type: words joined ("a,b"), a path a Path, a small set a list."""
+    if value is None:
+        return None
+    if setting.name == "small":
+        words = [value] if isinstance(value, str) else list(value)
+        return [w for w in (str(w) for w in words) if w.strip().lower() != "none"]  # 'none': no small sets
+    if setting.toml is WORDS and isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    if setting.toml is str and isinstance(value, str) and Path in _members(setting.type):
+        return Path(value)
+    return value
+
+
+def _members(kind: Any) -> tuple[Any, ...]:
+    return tuple(getattr(kind, "__args__", None) or (kind,))
+
+
+@dataclass(frozen=True)
+class Settings(Mapping[str, Any]):
+    """Every setting one command uses, resolved: each name maps to its value (typed flag over config file
+    over default). Read-only; `where(name)` says where a value came from, for the one-line refusals."""
+
+    command: str
+    by_name: Mapping[str, Any]
+    typed: frozenset[str] = frozenset()  # given on the command line (or by the program that made them)
+    from_file: frozenset[str] = frozenset()  # taken from the config file
+    config: Path | None = None
+    ports: Mapping[str, int] = field(default_factory=dict)  # the config file's [ports] (`run --host` only)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.by_name)
+
+    def __len__(self) -> int:
+        return len(self.by_name)
+
+    @property
+    def given(self) -> frozenset[str]:
+        """The names the user chose, by flag or config file (the rest are defaults)."""
+        return self.typed | self.from_file
+
+    def where(self, name: str) -> str:
+        """Where the value of `name` came from, as a refusal names it: its flag, or the config file's key."""
+        return f"config {self.config} key '{name}'" if name in self.from_file else flag(name)
+
+    def replace(self, **values: Any) -> Settings:
+        """These values set by the program (a lab's own host, a scenario's plan), the rest as they were."""
+        return Settings(
+            self.command,
+            MappingProxyType({**self.by_name, **values}),
+            self.typed,
+            self.from_file - set(values),
+            self.config,
+            self.ports,
+        )
+
+    def for_members(self) -> dict[str, Any]:
+        """The settings a fleet's members get (as JSON): nothing of this host (its files, a target, a login)."""
+        return {
+            s.name: self.by_name[s.name]
+            for s in for_command("fleet", flags_only=False)
+            if s.member and self.by_name.get(s.name) is not None
+        }
+
+
+# ---------------------------------------------------------------- documentation
+def _default_text(setting: Setting, command: str) -> str:
+    value = setting.default_for(command)
+    if value is None:
+        return "—"
+    if isinstance(value, tuple | list):
+        return ", ".join(f"`{v}`" for v in value) or "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value}`"
+
+
+def markdown_table() -> str:
+    """The config file's keys as a Markdown table, rendered from SETTINGS (docs/config.md is this)."""
+    lines = [
+        "| key | flag | commands | default | accepts | example |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in SETTINGS:
+        if not s.config:
+            continue
+        flag_cell = f"`{s.flag_text}`" if s.flag else "config only"
+        defaults = _default_text(s, s.commands[0])
+        if "lab" in s.commands and s.commands != LAB and s.default_for("lab") != s.default:
+            defaults += f" (lab: {_default_text(s, 'lab')})"
+        expects = s.expects_text.replace("|", "\\|")
+        lines.append(
+            f"| `{s.name}` | {flag_cell} | {', '.join(s.commands)} | {defaults} | {expects} | `{s.example}` |"
+        )
+    return "\n".join(lines) + "\n"

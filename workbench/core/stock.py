@@ -30,7 +30,7 @@ import socket
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -118,33 +118,6 @@ def check_clients(url: StockUrl, entries: Sequence[registry.Entry]) -> tuple[reg
             f"--protocols selects no client for {url.scheme}:// ({url.display()})", f"its clients: {every}"
         )
     return chosen
-
-
-def url_plan(values: Mapping[str, Any], *, config: Path | None = None, explicit: Set[str] = frozenset()) -> Plan:
-    """The plan of a URL run from settings by name (flags over the config file, as config.build_plan does), with
-    every client selected unless --protocols (or the config file) names some; its target is set by prepare()."""
-    from workbench.core.config import load_toml, plan_inputs
-    from workbench.shared import paths
-    from workbench.shared.validate import check_free_space, flag
-
-    values = dict(values)
-    from_file: set[str] = set()
-    if config is not None:
-        for key, value in load_toml(config).items():
-            if key not in explicit and key not in ("host", "target", "credentials", "ports"):
-                values[key] = value
-                from_file.add(key)
-    if values.get("protocols") is None or ("protocols" not in explicit and "protocols" not in from_file):
-        values["protocols"] = "all"
-
-    def where(key: str) -> str:
-        return f"config {config} key '{key}'" if key in from_file else flag(key)
-
-    inputs = plan_inputs(values, where)
-    files_dir = Path(values["files"]) if values.get("files") else paths.data_dir() / "files"
-    check_free_space(files_dir, sum(inputs["sizes"]) + sum(s.count * s.size for s in inputs["small_sets"]))
-    placeholder = Target(host="localhost", credentials=Credentials("", ""))  # replaced by prepare()
-    return Plan(target=placeholder, files_dir=files_dir, iperf3=False, **inputs)
 
 
 def _target(url: StockUrl, host: str, port: int, creds: Credentials, path: str) -> Target:

@@ -18,7 +18,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from workbench.core.context import EmulatorReport, LabContext
 from workbench.core.observe import Recorder, RunObserver
 from workbench.core.results import Run
-from workbench.core.settings import default
+from workbench.core.settings import Settings
+from workbench.core.settings import check as check_setting
 from workbench.shared import paths
 from workbench.shared.errors import UsageError, WorkbenchError
 
@@ -55,7 +56,7 @@ class LabRequest:
     mtu: int
     cc: str | None
     window_sweep: str | None
-    settings: Mapping[str, Any]
+    settings: Settings
     servers: str = "workbench"  # one of SERVER_KINDS
     rate_up: str | None = None  # client to server, e.g. "100mbit"
     rate_down: str | None = None
@@ -65,15 +66,23 @@ class LabRequest:
     host_buffers: str = "raised"  # or "default": the kernel's own TCP buffer limits on both hosts
 
 
-def lab_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
-    """The plan's settings for a lab from its flags: a small-file set unless told otherwise ('none': none)."""
-    values = dict(flags)
-    small = values.get("small")
-    if small is None:
-        values["small"] = list(default("small", "lab"))
-    else:
-        values["small"] = [s for s in small if s.lower() != "none"]
-    return values
+def lab_request(settings: Settings) -> LabRequest:
+    """The lab that `workbench lab`'s resolved settings ask for (workbench.core.settings)."""
+    return LabRequest(
+        preset=settings["link"],
+        rate=settings["rate"],
+        rtt=settings["rtt"],
+        loss=settings["loss"],
+        mtu=settings["mtu"],
+        cc=settings["cc"],
+        window_sweep=settings["window_sweep"],
+        settings=settings,
+        servers=settings["servers"],
+        rate_up=settings["rate_up"],
+        rate_down=settings["rate_down"],
+        client_window=settings["client_window"],
+        stall=settings["stall"],
+    )
 
 
 def link_spec(req: LabRequest) -> Any:
@@ -106,13 +115,13 @@ def link_spec(req: LabRequest) -> Any:
 
 def validate_request(req: LabRequest) -> Any:
     """Every lab input checked as `run` checks its own, without root and before any namespace; the link spec."""
-    from workbench.core.config import plan_inputs
-    from workbench.shared.validate import check_copy_estimate, check_free_space, check_loss, check_range, check_windows
+    from workbench.core.config import shape
+    from workbench.shared.validate import check_copy_estimate, check_loss, check_windows
 
     if req.servers not in SERVER_KINDS:
         raise UsageError(f"--servers: unknown kind {req.servers!r}", f"choose from {', '.join(SERVER_KINDS)}")
     check_loss(req.loss)
-    check_range("mtu", req.mtu)
+    check_setting("mtu", req.mtu)
     if req.cc is not None:
         available = _available_cc()
         if req.cc not in available:
@@ -120,15 +129,14 @@ def validate_request(req: LabRequest) -> Any:
                 f"--cc {req.cc!r} is not a congestion control this kernel offers",
                 f"choose from {', '.join(available)}, e.g. --cc cubic",
             )
-    inputs = plan_inputs(req.settings)
+    plan = shape(req.settings)  # the files must fit on the disk, too
     if req.servers == "stock":
-        _check_stock(req, inputs["entries"])
-    check_windows(None, req.window_sweep, float(req.settings.get("tcp_duration") or default("tcp_duration")))
-    files_bytes = sum(inputs["sizes"]) + sum(s.count * s.size for s in inputs["small_sets"])
-    check_free_space(paths.data_dir() / "files", files_bytes)
+        _check_stock(req, plan.entries)
+    check_windows(None, req.window_sweep, float(req.settings["tcp_duration"]))
+    files_bytes = plan.files_bytes
     spec = link_spec(req)
     # The link rate is known before anything starts, so the copies' least duration is plain arithmetic.
-    copies = len(inputs["entries"]) * len(inputs["directions"]) * (inputs["repeat"] + inputs["warmup"])
+    copies = plan.copies()
     least_s = copies * files_bytes * 8 / spec.fastest_bits_per_s  # LinkSpec's rates are in bits per second
     check_copy_estimate(
         least_s,
@@ -250,13 +258,11 @@ def _run_inside(
     _servers_up(lab, req, root, state, link, observer)
     try:
         with lab.in_client():
-            where = {
-                "host": lab.server_addr,
-                "target": state / paths.TARGET_FILE,
-                "credentials": state / paths.CREDENTIALS_FILE,
-                "files": paths.data_dir() / "files",
-            }
-            plan = build_plan({**req.settings, **where})
+            plan = build_plan(
+                req.settings.replace(
+                    host=lab.server_addr, target=state / paths.TARGET_FILE, credentials=state / paths.CREDENTIALS_FILE
+                )
+            )
             sweep = _sweep(plan, req.window_sweep, link, observer) if req.window_sweep else None
             context = LabContext(
                 link=link,
@@ -347,7 +353,8 @@ def run_stock_lab(req: LabRequest, present: Present, observer: RunObserver, labe
 def _stock_runs(
     lab: Lab, req: LabRequest, work: Path, link: dict[str, Any], present: Present, observer: RunObserver, label: str
 ) -> list[Run]:
-    from workbench.core.stock import clients_for, url_plan
+    from workbench.core.config import url_plan
+    from workbench.core.stock import clients_for
     from workbench.lab.stock_daemons import StockDaemons
     from workbench.shared.urls import parse
 
@@ -357,7 +364,7 @@ def _stock_runs(
         for server in host.up():
             observer.status(f"  {server.line()}")
         # --protocols as typed (the lab's default is every client); each URL keeps the clients of its protocol
-        plan = url_plan(req.settings, explicit={"protocols"})
+        plan = url_plan(req.settings)
         runs: list[Run] = []
         failures: list[WorkbenchError] = []
         with host.client_environment(), lab.in_client():

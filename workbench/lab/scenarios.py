@@ -291,10 +291,6 @@ def figures(scenario: Scenario, runs: Mapping[str, Run]) -> list[tuple[Published
     return [(p, p.lab(runs)) for p in scenario.published]
 
 
-LINK_FLAGS = ("link", "rate", "rtt", "loss", "mtu", "cc", "window_sweep", "rate_up", "rate_down", "client_window",
-              "stall", "servers")  # fmt: skip
-
-
 def requests(
     scenario: Scenario, settings: Mapping[str, Any], explicit: set[str], quick: bool
 ) -> list[tuple[Variant, Any]]:
@@ -304,9 +300,11 @@ def requests(
     A link option typed beside a scenario is refused: the story sets the link, and a silent override would
     replay another story.
     """
-    from workbench.lab.run import LabRequest, lab_settings
+    from workbench.core.config import resolve
+    from workbench.core.settings import BY_NAME, LINK_SETTINGS
+    from workbench.lab.run import LabRequest
 
-    typed = sorted(f"--{name.replace('_', '-')}" for name in explicit if name in LINK_FLAGS)
+    typed = sorted(BY_NAME[name].flag_text for name in explicit if name in LINK_SETTINGS)
     if typed:
         raise UsageError(
             f"--scenario {scenario.name} sets the link itself: drop {', '.join(typed)}",
@@ -328,7 +326,7 @@ def requests(
             mtu=link.pop("mtu", 1500),
             cc=None,
             window_sweep=link.pop("window_sweep", None),
-            settings=lab_settings(plan),
+            settings=resolve("lab", plan, typed=explicit),
             **link,
         )
         out.append((variant, request))

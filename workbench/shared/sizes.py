@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from workbench.shared.errors import UsageError
@@ -46,6 +47,11 @@ class SmallSet:
     @property
     def total(self) -> int:
         return self.count * self.size
+
+
+def total_bytes(sizes: Iterable[int], small_sets: Iterable[SmallSet]) -> int:
+    """The bytes of a plan's test files: one file of each size and every small-file set."""
+    return sum(sizes) + sum(s.total for s in small_sets)
 
 
 def parse_small_set(text: str) -> SmallSet:

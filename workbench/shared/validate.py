@@ -16,6 +16,7 @@ import re
 import shutil
 import types
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin
 
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from workbench.shared.errors import DiskError, UsageError
 from workbench.shared.jsontypes import JSONValue
+from workbench.shared.sizes import SmallSet, total_bytes
 
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
@@ -38,46 +40,52 @@ MAX_PORT = 65_535
 MAX_COPY_ESTIMATE_S = 4 * 3600
 MAX_RUN_ID = (1 << 63) - 1  # SQLite's INTEGER: larger ids overflow inside the driver
 
-# One table of numeric ranges for flags and config keys, so the CLI and the TOML file say the same thing.
-# name: (minimum, maximum, minimum excluded, whole numbers only, example)
 # The TCP probe's hard limits, which its server enforces whatever a client asks; checked here first.
 MAX_PROBE_DURATION_S = 60.0
 MIN_WINDOW_BYTES = 2048  # the kernel will not clamp below about one small segment
 TCP_DURATION_MAX_S = MAX_PROBE_DURATION_S
-RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
-    "repeat": (1, 1000, False, True, "3"),
-    "warmup": (0, 100, False, True, "1"),
-    "tcp_duration": (0, TCP_DURATION_MAX_S, True, False, "3"),
-    "duration": (0, TCP_DURATION_MAX_S, True, False, "5"),
-    "seed": (0, (1 << 63) - 1, False, True, "1"),
-    "block_size": (4096, 64 << 20, False, True, "1048576"),
-    "limit": (1, 1_000_000, False, True, "30"),
-    "stall_timeout": (1, 3600, False, False, "30"),
-    "mtu": (576, 65_000, False, True, "1500"),  # what the lab's TUN link accepts (workbench.lab.link.LinkSpec)
+
+
+@dataclass(frozen=True)
+class Range:
+    """The numbers a flag or config key accepts, said the same way wherever the value came from."""
+
+    low: float
+    high: float
+    example: str
+    low_open: bool = False  # `low` itself excluded
+    whole: bool = False  # whole numbers only
+
+    def text(self, unit: str = "") -> str:
+        """What the range accepts, in words: 'a whole number 1..1000', 'a number of seconds 1..3600'."""
+        kind = ("a whole number" if self.whole else "a number") + (f" of {unit}" if unit else "")
+        if self.low_open:
+            return f"{kind} above {self.low:g} and at most {self.high:g}"
+        return f"{kind} {int(self.low)}..{int(self.high)}" if self.whole else f"{kind} {self.low:g}..{self.high:g}"
+
+    def check(self, value: float, *, where: str, flag_text: str, unit: str = "") -> None:
+        """Refuse a number outside the range; `where` names its source, `flag_text` the flag of the example."""
+        below = value <= self.low if self.low_open else value < self.low
+        if math.isfinite(value) and not below and value <= self.high and (not self.whole or value == int(value)):
+            return
+        raise UsageError(f"{where} must be {self.text(unit)}, not {value!r}", f"e.g. {flag_text} {self.example}")
+
+
+# The ranges of numeric flags that are not settings of a run (those carry theirs: workbench.core.settings).
+RANGES: dict[str, Range] = {
+    "duration": Range(0, TCP_DURATION_MAX_S, "5", low_open=True),
+    "limit": Range(1, 1_000_000, "30", whole=True),
 }
 
 
 def flag(name: str) -> str:
+    """The flag of a setting or option name: the one place a name becomes --its-flag."""
     return "--" + name.replace("_", "-")
 
 
 def check_range(name: str, value: float, *, source: str | None = None) -> None:
     """Refuse a number outside RANGES[name]; `source` names where it came from (default: the flag)."""
-    low, high, low_open, whole, example = RANGES[name]
-    below = value <= low if low_open else value < low
-    if math.isfinite(value) and not below and value <= high and (not whole or value == int(value)):
-        return
-    where = source or flag(name)
-    raise UsageError(f"{where} must be {range_text(name)}, not {value!r}", f"e.g. {flag(name)} {example}")
-
-
-def range_text(name: str, unit: str = "") -> str:
-    """What RANGES[name] accepts, in words: 'a whole number 1..1000', 'a number of seconds 1..3600'."""
-    low, high, low_open, whole, _example = RANGES[name]
-    kind = ("a whole number" if whole else "a number") + (f" of {unit}" if unit else "")
-    if low_open:
-        return f"{kind} above {low:g} and at most {high:g}"
-    return f"{kind} {int(low)}..{int(high)}" if whole else f"{kind} {low:g}..{high:g}"
+    RANGES[name].check(value, where=source or flag(name), flag_text=flag(name))
 
 
 def check_loss(value: float) -> None:
@@ -153,7 +161,7 @@ def check_output_file(path: Path | None, name: str = "--json") -> None:
         raise NotFoundError(f"{name}: directory {path.parent} does not exist", "create it first or choose another path")
 
 
-def check_budget(sizes: Sequence[int], small_sets: Iterable[Any], what: str = "the test files") -> int:
+def check_budget(sizes: Sequence[int], small_sets: Iterable[SmallSet], what: str = "the test files") -> int:
     """Refuse absurd requests (a billion files, terabytes) before any file is written; return the total bytes."""
     sets = list(small_sets)
     for s in sets:
@@ -162,7 +170,7 @@ def check_budget(sizes: Sequence[int], small_sets: Iterable[Any], what: str = "t
                 f"small-file set {s.name} has {s.count:,} files; at most {MAX_FILES_PER_SET:,} per set",
                 f"use fewer files, e.g. --small 1000x{s.name.split('x', 1)[1]}",
             )
-    total = sum(sizes) + sum(s.count * s.size for s in sets)
+    total = total_bytes(sizes, sets)
     if total > MAX_TOTAL_BYTES:
         raise UsageError(
             f"{what} would take {total / (1 << 30):,.1f} GiB; at most {MAX_TOTAL_BYTES >> 30} GiB per run",
