@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,44 @@ def test_a_fleet_member_unwinds_on_a_hangup_as_every_command(sig: int, said: str
             proc.kill()
         proc.communicate()
     assert last == {"event": "error", "message": f"stopped: {said}", "exit_code": code}
+
+
+_WRITES_ON = """
+import sys
+from pathlib import Path
+from workbench.shared import signals
+signals.install()
+from workbench.cli.app import out
+print("first", flush=True)
+sys.stdin.readline()  # the reader of stdout is gone now: the cleanup's messages go on regardless
+for n in range(3):
+    print("cleanup line", n, flush=True)
+    out.print(f"[bold]cleanup[/] line {n}")
+Path(sys.argv[1]).write_text("the whole cleanup")
+"""
+
+
+def test_output_to_a_pipe_whose_reader_died_is_dropped_not_raised(tmp_path: Path) -> None:
+    # `workbench run URL | tee log` in a terminal that closes: tee dies of the hangup, and every later write to
+    # the pipe fails (EPIPE) as writes to the terminal do (EIO)
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITES_ON, str(marker)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline() == b"first\n"
+        proc.stdout.close()  # the reader dies
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.stderr is not None
+    said = proc.stderr.read().decode()
+    assert code == 0 and "Error" not in said, said
+    assert marker.read_text() == "the whole cleanup"

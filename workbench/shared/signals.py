@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -25,8 +26,9 @@ from workbench.shared.errors import ExitCode, Terminated
 
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 # What writing to a terminal that hung up fails with (EIO; ENXIO on some systems): the kernel switches the
-# terminal off before it sends SIGHUP, so a write can fail before the signal's handler runs.
-HUNG_UP_ERRNOS = (errno.EIO, errno.ENXIO)
+# terminal off before it sends SIGHUP, so a write can fail before the signal's handler runs. Output piped into
+# `tee` on that terminal fails with EPIPE instead: tee died of the same hangup.
+HUNG_UP_ERRNOS = (errno.EIO, errno.ENXIO, errno.EPIPE)
 T = TypeVar("T")
 
 
@@ -72,10 +74,20 @@ def detach_terminal() -> None:
             os.close(null)
 
 
+def _to_devnull(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            os.dup2(null, fd)
+        finally:
+            os.close(null)
+
+
 class TerminalOutput:
-    """A terminal's text stream (sys.stdout, sys.stderr) that, once the terminal hung up, goes to /dev/null
-    instead of raising: a progress bar refreshing in a thread, or the cleanup's last message, must not turn a
-    hangup into a failure (exit 1) or skip the rest of the cleanup. Anything else is the stream's own."""
+    """A terminal's or a pipe's text stream (sys.stdout, sys.stderr) that, once the terminal hung up or the
+    pipe's reader died, goes to /dev/null instead of raising: a progress bar refreshing in a thread, or the
+    cleanup's last message, must not turn a hangup into a failure (exit 1) or skip the rest of the cleanup.
+    Anything else is the stream's own."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -87,6 +99,8 @@ class TerminalOutput:
             if exc.errno not in HUNG_UP_ERRNOS:
                 raise
             detach_terminal()
+            with contextlib.suppress(OSError, ValueError):
+                _to_devnull(self.stream.fileno())  # a pipe is no terminal: this stream's own descriptor
             with contextlib.suppress(OSError):
                 return call(*args)  # the same stream, now writing to /dev/null beneath
             return None
@@ -106,14 +120,22 @@ class TerminalOutput:
         return getattr(self.stream, name)
 
 
+def _can_hang_up(stream: TextIO) -> bool:
+    """Whether writes to `stream` can start failing when the terminal goes: a terminal, a pipe or a socket."""
+    if stream.isatty():
+        return True
+    mode = os.fstat(stream.fileno()).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def guard_terminal_output() -> None:
-    """Wrap sys.stdout and sys.stderr in TerminalOutput where they are a terminal (once)."""
+    """Wrap sys.stdout and sys.stderr in TerminalOutput where they are a terminal or a pipe (once)."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if stream is None or isinstance(stream, TerminalOutput):
             continue
         with contextlib.suppress(AttributeError, OSError, ValueError):
-            if stream.isatty():
+            if _can_hang_up(stream):
                 setattr(sys, name, TerminalOutput(stream))
 
 
@@ -169,7 +191,8 @@ def install() -> None:
     """Turn SIGTERM and SIGHUP into Terminated / HungUp in this (main) thread.
 
     A SIGHUP that the process was started with ignored (nohup, a daemon) stays ignored: that was asked for.
-    Output to a terminal is guarded too (guard_terminal_output): after a hangup it is dropped, never raised.
+    Output to a terminal or a pipe is guarded too (guard_terminal_output): once the terminal hung up or the
+    pipe's reader died (`| tee` in that terminal), it is dropped, never raised.
     """
     guard_terminal_output()
     for sig in TERMINATING:
