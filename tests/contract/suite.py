@@ -111,7 +111,7 @@ class ClientContract:
                 stopped.set()
                 stop_server()
 
-        client = make_client(timeout=5.0)
+        client = make_client(stall_timeout_s=5.0)
         client.connect()
         try:
             with pytest.raises(WorkbenchError):
