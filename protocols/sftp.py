@@ -172,6 +172,10 @@ class ParamikoClient(Client):
             return NotFoundError(f"no such remote file while {what}", "check the path (relative to the served root)")
         if isinstance(exc, OSError) and exc.errno is not None:
             return from_os_error(exc, what, host, port)
+        if type(exc) is OSError and self._transport is not None and self._transport.is_active():
+            # An SFTP status other than "no such file" or "permission denied" (paramiko raises OSError(its
+            # message)) on a live connection: the server refused, the link is fine.
+            return WorkbenchError(f"the SFTP server refused {what}: {exc}")
         # paramiko reports a dropped connection as EOFError, SSHException or a bare OSError.
         return NetworkError(f"connection to {host}:{port} failed while {what}: {exc}", "the server stopped?")
 
