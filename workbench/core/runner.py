@@ -155,7 +155,8 @@ class _Copier:
                 else:  # the far host hashes it, or reads it back, or asks rsync for its checksums
                     same = self.control.upload_matches(job.local, job.remote, entry.size, entry.xxh3_128)
             except (OSError, WorkbenchError) as exc:
-                return None, f"could not verify {job.remote}: {exc}"
+                why = exc.one_line() if isinstance(exc, WorkbenchError) else exc  # a server's words: one line, cut
+                return None, f"could not verify {job.remote}: {why}"
             if not same:
                 return False, f"verification failed: {Path(job.remote).name} arrived corrupted (hash mismatch)"
         return True, None
