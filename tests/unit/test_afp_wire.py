@@ -7,6 +7,7 @@ with a peer that interleaves its own requests.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 import struct
@@ -396,3 +397,67 @@ def test_weak_or_broken_challenges_are_refused(challenge: bytes) -> None:
 def test_a_password_that_fills_the_field_is_refused() -> None:
     with pytest.raises(ValueError, match="at most 255 bytes"):
         dhx2.password_reply(bytes(16), 1, bytes(16), "x" * 256)
+
+
+# --- which login the client chooses ---------------------------------------------------------------------------
+
+
+class StatusOnlyServer:
+    """A listener on loopback that answers DSIGetStatus with the given login methods and records whether any
+    client went further (opened a session: where a password would follow)."""
+
+    def __init__(self, uams: list[bytes]) -> None:
+        self.status = _server_info([b"AFP3.4"], uams)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.commands: list[int] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        self.listener.settimeout(5)
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                header = parse_header(conn.recv(16, socket.MSG_WAITALL))
+                self.commands.append(header.command)
+                if header.command == 3:  # DSIGetStatus
+                    conn.sendall(pack_header(1, 3, header.request_id, 0, len(self.status)) + self.status)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        self.listener.close()
+        self.thread.join(timeout=5)
+
+
+@pytest.mark.parametrize(
+    ("uams", "login", "refusal"),
+    [
+        ([b"Cleartxt Passwrd"], "secure", "offers no 'DHX2' login"),  # never the password in clear unasked
+        ([b"No User Authent"], "secure", "offers no 'DHX2' login"),
+        ([b"DHX2"], "cleartext", "offers no 'Cleartxt Passwrd' login"),
+        ([b"DHX2", b"Cleartxt Passwrd"], "guest", "offers no 'No User Authent' login"),
+    ],
+)
+def test_a_login_the_server_lacks_is_refused_before_any_session(uams: list[bytes], login: str, refusal: str) -> None:
+    from workbench.protocols.afp import AfpPythonClient
+    from workbench.protocols.base import ClientOptions
+    from workbench.shared.credentials import Credentials
+    from workbench.shared.errors import AuthError
+    from workbench.shared.target import Target
+
+    server = StatusOnlyServer(uams)
+    try:
+        target = Target("127.0.0.1", Credentials("bob", "pw"), ports={"afp": server.port}, share="v")
+        client = AfpPythonClient(target, ClientOptions(afp_login=login))
+        with pytest.raises(AuthError, match=refusal) as caught:
+            client.connect()
+        client.close()
+    finally:
+        server.close()
+    assert server.commands == [3]  # the status asked for, no session opened, no login sent
+    assert caught.value.exit_code == 4 and "pw" not in caught.value.one_line().replace("password", "")
