@@ -1,12 +1,13 @@
-"""Every command line of README.md's shell blocks, taken from the README at test time and run as written.
+"""Every command line of the documentation's shell blocks (README.md, CONTRIBUTING.md, docs/*.md), taken from the
+pages at test time and run as written.
 
-The lines come from README.md itself (tests/readme_lines.py), so a changed or added line is what runs. Each is
+The lines come from the pages themselves (tests/readme_lines.py), so a changed or added line is what runs. Each is
 run through bash with the installed console script first on PATH (`workbench` is `<venv>/bin/workbench`, as
 after an install), HOME a fresh directory, against real local servers:
 
-- the far host of "Using it between two real hosts" is this machine: `files make` and `servers up` run as
-  written, on a loopback alias address of its own (SUBSTITUTIONS), and its target.json and credentials.json
-  are copied into the client's working directory, as the README says to;
+- the far host of "Two real hosts, workbench on both" (docs/usage.md) is this machine: `files make` and
+  `servers up` run as written, on a loopback alias address of its own (SUBSTITUTIONS), and its target.json and
+  credentials.json are copied into the client's working directory, as the page says to;
 - the NAS of "Measuring servers you already have" and the fleet's server are the stock Samba, OpenSSH and
   rsync daemon (workbench/server/stock) on 127.0.0.1, with the password in ~/.netrc;
 - the hosts reached over SSH (`--via-ssh alice@nas`, the fleet's clients in desks.txt, `sftp://nas.local`) are
@@ -16,7 +17,7 @@ after an install), HOME a fresh directory, against real local servers:
 
 Only what names another machine is replaced, by the reviewed table SUBSTITUTIONS. Lines that cannot run here
 are listed once, with the reason, in NOT_HERE. The `workbench lab` lines run in tests/lab/test_readme_lab_lines.py.
-A README line in none of these fails test_every_readme_line_is_run_or_said_why.
+A documented line in none of these fails test_every_readme_line_is_run_or_said_why.
 
 Sizes are bounded by flags appended to the line (BOUNDS): click gives a single-valued option its last value,
 so an appended `--sizes 64K --repeat 1` replaces the line's `--sizes 16M,256M,1G --repeat 5` (each run's
@@ -72,6 +73,7 @@ NOT_HERE: dict[str, str] = {
     "pipx install filecopy-workbench": "installs from PyPI (network); the venv's editable install stands in",
     "./setup.sh": "installs Debian packages and rebuilds .venv: the set-up this suite runs in (.ci/run runs it)",
     ".venv/bin/python -m pytest": "the test suite itself",
+    "WORKBENCH_TESTS_STRICT=1 .venv/bin/python -m pytest tests/unit -q": "a part of the test suite itself",
 }
 
 PLAN = ["--sizes", "64K", "--repeat", "1", "--warmup", "0", "--tcp-duration", "1"]
@@ -102,7 +104,7 @@ class World:
     site: StockSite = field(init=False)
     cwd: Path = field(init=False)
     values: dict[str, str] = field(default_factory=dict)
-    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
     login: subprocess.Popen[bytes] | None = None
     servers_up: bool = False
     made_dirs: list[Path] = field(default_factory=list)
@@ -137,7 +139,7 @@ class World:
     # -- running lines
     def line(self, *prefix: str) -> ReadmeLine:
         found = [ln for ln in self.lines if ln.argv[: len(prefix)] == list(prefix)]
-        assert found, f"README.md has no line starting {' '.join(prefix)!r}"
+        assert found, f"no documented line starts {' '.join(prefix)!r}"
         return found[0]
 
     def command_for(self, line: ReadmeLine) -> str:
@@ -149,8 +151,8 @@ class World:
         return with_flags(text.strip(), bounds_for(line))
 
     def run(self, line: ReadmeLine, *, again: bool = False) -> Outcome:
-        if line.lineno in self.outcomes and not again:
-            return self.outcomes[line.lineno]
+        if line.where in self.outcomes and not again:
+            return self.outcomes[line.where]
         command = self.command_for(line)
         before = self._run_ids()
         proc = subprocess.run(
@@ -163,7 +165,7 @@ class World:
             timeout=900,
         )
         outcome = Outcome(command, proc, sorted(set(self._run_ids()) - set(before)))
-        self.outcomes[line.lineno] = outcome
+        self.outcomes[line.where] = outcome
         return outcome
 
     def _run_ids(self) -> list[int]:
@@ -464,7 +466,7 @@ RULES: list[Rule] = [
 
 def rule_for(line: ReadmeLine) -> Rule | None:
     found = [r for r in RULES if r.matches(line.argv)]
-    assert len(found) <= 1, f"README.md:{line.lineno} matches {len(found)} rules"
+    assert len(found) <= 1, f"{line.where} matches {len(found)} rules"
     return found[0] if found else None
 
 
@@ -498,7 +500,7 @@ def test_every_readme_line_is_run_or_said_why() -> None:
     for line in LINES:
         if line.is_lab or line.command in NOT_HERE:
             continue
-        assert rule_for(line) is not None, f"README.md:{line.lineno} is neither run nor listed: {line.command}"
+        assert rule_for(line) is not None, f"{line.where} is neither run nor listed: {line.command}"
     commands = {ln.command for ln in LINES}
     assert set(NOT_HERE) <= commands, set(NOT_HERE) - commands
     for old, _, why in SUBSTITUTIONS:

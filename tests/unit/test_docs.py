@@ -1,0 +1,78 @@
+"""The documentation stays true to the code: the README's sample is what `workbench report` prints for the stored
+real run, the commands page is the command line's own help, every link between the pages leads somewhere, and the
+README stays a page for the person who wants the answer (reference material lives in docs/)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.readme_lines import PAGES
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+README_MAX_LINES = 250
+
+
+def _script(name: str) -> ModuleType:
+    """One of scripts/*.py, loaded as a module (scripts/ is no package)."""
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_is_short() -> None:
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= README_MAX_LINES
+
+
+def test_the_readme_keeps_the_two_command_quick_start() -> None:
+    from tests.readme_lines import parse
+
+    lines = [ln.command for ln in parse(README.read_text(encoding="utf-8"))]
+    assert "./setup.sh" in lines and ".venv/bin/python -m pytest" in lines
+    assert lines.index(".venv/bin/python -m pytest") == lines.index("./setup.sh") + 1
+
+
+def test_the_commands_page_is_the_command_lines_own_help() -> None:
+    commands = _script("commands_doc")
+    assert commands.PAGE.read_text(encoding="utf-8") == commands.render(), (
+        "docs/commands.md is out of date: run python scripts/commands_doc.py"
+    )
+    paths = commands.command_paths()
+    assert ("run",) in paths and ("servers", "up") in paths and ("fleet-member",) not in paths
+
+
+def _anchor(heading: str) -> str:
+    """The id GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)  # no headings inside code
+    return {_anchor(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", text, flags=re.M)}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_link_between_the_pages_leads_somewhere(page: Path) -> None:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue  # another site: not checked here
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.is_file(), f"{page.name} links to {target}, which does not exist"
+        if anchor:
+            assert anchor in _anchors(linked), f"{page.name} links to {target}: no such heading"
+
+
+def test_the_anchor_rule_matches_githubs() -> None:
+    assert _anchor("Servers you already have (`run URL`)") == "servers-you-already-have-run-url"
+    assert _anchor("Many clients, one server (`fleet`)") == "many-clients-one-server-fleet"
+    assert _anchor("workbench files make") == "workbench-files-make"
