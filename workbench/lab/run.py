@@ -1,7 +1,7 @@
 """`workbench lab`: build the two-host lab, start every available server on the server host, run the
 baseline and the comparison from the client host, print the table, and tear everything down.
 
-With `--servers stock` the server host runs stock daemons only (lab/stock.py), nothing of workbench: each
+With `--servers stock` the server host runs stock daemons only (lab/stock_daemons.py), nothing of workbench: each
 is measured as `workbench run URL` measures a stranger's server (workbench.core.stock), one run per URL,
 with a plain iperf3 for the raw-TCP baseline.
 
