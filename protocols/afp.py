@@ -226,6 +226,8 @@ class AfpPythonClient(Client):
                 raise UsageError(f"AFP: {exc}", "use the secure login (DHX2) for a longer password") from exc
             self._login_step(conn, wire.login_ext(version, uam, creds.user, password), what, last=True)
             return
+        if missing := dhx2.cast5_missing():
+            raise UnavailableError(f"AFP: the DHX2 login needs CAST5 and {missing}", "pip install -U cryptography")
         answer = self._login_step(conn, wire.login_ext(version, uam, creds.user), what, last=False)
         with self._guard(what):
             challenge = dhx2.parse_challenge(answer)

@@ -60,6 +60,16 @@ def parse_challenge(data: bytes) -> Challenge:
     return Challenge(session_id, g, length, p, ma)
 
 
+def cast5_missing() -> str | None:
+    """None when this cryptography build can run CAST5-CBC; otherwise why not (an OpenSSL 3 without its legacy
+    provider has no CAST5)."""
+    try:
+        encrypt(bytes(16), bytes(8), bytes(8))
+    except Exception as exc:  # UnsupportedAlgorithm, or an OpenSSL error of the build
+        return f"this cryptography build cannot run CAST5 ({type(exc).__name__})"
+    return None
+
+
 def _cipher(key: bytes, iv: bytes) -> Cipher[modes.CBC]:
     return Cipher(CAST5(key), modes.CBC(iv))
 

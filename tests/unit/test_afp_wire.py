@@ -321,6 +321,7 @@ def test_cast5_cbc_matches_rfc_2144() -> None:
     key = bytes.fromhex("0123456712345678234567893456789A")
     assert dhx2.encrypt(key, bytes(8), bytes.fromhex("0123456789ABCDEF")) == bytes.fromhex("238B4FE5847E44B2")
     assert dhx2.decrypt(key, bytes(8), bytes.fromhex("238B4FE5847E44B2")) == bytes.fromhex("0123456789ABCDEF")
+    assert dhx2.cast5_missing() is None
 
 
 def test_nonce_plus_one_wraps() -> None:
