@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from workbench.probe.client import measure
 from workbench.probe.iperf import IperfAuth, iperf3_available, run_iperf3
 from workbench.server.daemons.base import stop_group
-from workbench.server.iperf import Iperf3Server, write_server_auth
+from workbench.server.iperf_server import Iperf3Server, write_server_auth
 from workbench.shared.errors import WorkbenchError
 from workbench.shared.net import port_open
 

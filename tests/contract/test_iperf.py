@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import free_port
 from workbench.probe.iperf import IperfAuth, iperf3_available, iperf3_command, parse_iperf3_json, run_iperf3
-from workbench.server.iperf import Iperf3Server, write_server_auth
+from workbench.server.iperf_server import Iperf3Server, write_server_auth
 from workbench.shared.errors import NetworkError, UsageError, WorkbenchError
 
 HOST = "127.0.0.1"

@@ -1,7 +1,7 @@
 """iperf3 as a cross-check of the raw-TCP probe, from the client: a bounded run parsed from its -J output.
 
 The iperf3 server that `workbench serve` starts (RSA-authenticated, dying with serve) is the far
-host's: workbench.server.iperf.
+host's: workbench.server.iperf_server.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ async def _serve(
         iperf3_port = None
         if cfg.iperf3:
             from workbench.probe.iperf import iperf3_available
-            from workbench.server.iperf import Iperf3Server, write_server_auth
+            from workbench.server.iperf_server import Iperf3Server, write_server_auth
 
             if iperf3_available() is None:
                 # Authenticated like everything else served: RSA key pair + users file from the credentials.
