@@ -10,7 +10,7 @@ from __future__ import annotations
 from workbench.protocols.mounts.afp import AfpClient
 from workbench.protocols.mounts.base import MountClient
 from workbench.protocols.mounts.commands import CommandRunner, Outcome
-from workbench.protocols.mounts.smb import CifsClient, SmbfsClient
+from workbench.protocols.mounts.smb_mount import CifsClient, SmbfsClient
 from workbench.protocols.mounts.sshfs import SshfsClient
 
 __all__ = ["AfpClient", "CifsClient", "CommandRunner", "MountClient", "Outcome", "SmbfsClient", "SshfsClient"]

@@ -29,7 +29,7 @@ from tests.schema_check import assert_valid_run_document
 from workbench.core.store import Store
 from workbench.protocols.base import ClientOptions
 from workbench.protocols.mount import CifsClient, CommandRunner, Outcome, SmbfsClient, SshfsClient
-from workbench.protocols.mounts import smb as smb_mount
+from workbench.protocols.mounts import smb_mount
 from workbench.protocols.mounts import sshfs as sshfs_mount
 from workbench.protocols.mounts.base import readahead_bytes
 from workbench.server.daemons.sshd import Sshd

@@ -23,7 +23,7 @@ from tests.helpers import ensure_running, loopback_context, write_random
 from workbench.lab import netns
 from workbench.protocols.base import Client, ClientOptions
 from workbench.protocols.mounts.commands import CommandRunner, Outcome
-from workbench.protocols.mounts.smb import CifsClient
+from workbench.protocols.mounts.smb_mount import CifsClient
 from workbench.protocols.smb import PysmbClient
 from workbench.protocols.smbclient_cli import SmbclientClient
 from workbench.protocols.smbprotocol_client import SmbprotocolClient
