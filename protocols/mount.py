@@ -7,7 +7,7 @@ the filesystem, and always unmount.
 
 from __future__ import annotations
 
-from workbench.protocols.mounts.afp import AfpClient
+from workbench.protocols.mounts.afp_mount import AfpClient
 from workbench.protocols.mounts.base import MountClient
 from workbench.protocols.mounts.commands import CommandRunner, Outcome
 from workbench.protocols.mounts.smb_mount import CifsClient, SmbfsClient
