@@ -4,8 +4,9 @@ No maintained AFP client exists for Python, and Linux has none at all, so this o
 (afp_dsi.py: the session layer; afp_wire.py: the commands; afp_dhx2.py: the login). What shapes its speed:
 reads and writes of `request_bytes` each (ClientOptions.block_size, at most the DSI quantum the server
 announces), `requests_in_flight` of them outstanding at once (ClientOptions.requests_in_flight), so its ceiling
-is requests_in_flight x request_bytes per round trip, as details() says. Per file it opens and closes the
-data fork (two round trips; an upload first creates the file, three).
+is requests_in_flight x request_bytes per round trip, as details() says. Per file one round trip more: it opens
+the data fork (an upload sends the FPCreateFile right in front), and sends FPCloseFork right behind the last
+read or write.
 
 Logins: DHX2 (Diffie-Hellman, then the password CAST5-encrypted) unless the user asks for ClientOptions.afp_login
 "cleartext" (the password, at most 8 bytes, in clear) or "guest". A server that offers no DHX2 is refused with
@@ -25,9 +26,9 @@ from __future__ import annotations
 import os
 import secrets
 import struct
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -56,6 +57,7 @@ from workbench.shared.errors import (
 )
 
 AFP_PORT = 548
+ATTENTION_SHUTDOWN = 0x8000  # an attention code's bit: the server is shutting down
 LOGINS = ("secure", "cleartext", "guest")
 MAX_REQUESTS_IN_FLIGHT = 64
 ENUMERATE_COUNT = 512  # entries asked for per FPEnumerateExt2
@@ -102,8 +104,10 @@ class AfpPythonClient(Client):
         except WorkbenchError:
             raise
         except DsiError as exc:
+            shutdown = self._conn is not None and any(code & ATTENTION_SHUTDOWN for code in self._conn.attentions)
             self._broken()
-            raise NetworkError(f"AFP: {exc} while {what}", "the server stopped or dropped the session") from exc
+            said = " (it had announced a shutdown)" if shutdown else ""
+            raise NetworkError(f"AFP: {exc}{said} while {what}", "the server stopped or dropped the session") from exc
         except TimeoutError as exc:
             self._broken()
             raise NetworkError(
@@ -322,52 +326,65 @@ class AfpPythonClient(Client):
         what = f"downloading {remote}"
         fork, size = self._open_fork(self._file_names(remote), wire.FORK_READ, what)
         try:
-            try:
-                fh = open(local, "wb")  # noqa: SIM115 - closed below, after the fork
-            except OSError as exc:
-                raise from_os_error(exc, f"writing {local}") from exc
-            with fh:
-                self._read_fork(fork, size, fh, progress, what)
-        finally:
+            fh = open(local, "wb")  # noqa: SIM115 - closed below
+        except OSError as exc:
             with suppress(WorkbenchError):
                 self._close_fork(fork, what)
+            raise from_os_error(exc, f"writing {local}") from exc
+        with fh:
+            self._read_fork(fork, size, fh, progress, what)
 
     def _read_fork(self, fork: int, size: int | None, fh: BinaryIO, progress: Progress, what: str) -> None:
-        """Read the fork from its start with `in_flight` FPReadExt requests outstanding, in order, into `fh`."""
+        """Read the fork from its start into `fh` with `in_flight` FPReadExt requests outstanding, then close it:
+        the FPCloseFork goes right behind the last read, so it costs no round trip of its own. After a failure
+        the replies still due are read and dropped (the stream stays usable) and the first failure is raised."""
         conn, _ = self._require()
         step = self.request_bytes
-        buffer = bytearray(step)
-        view = memoryview(buffer)
-        pending: list[tuple[int, int, int]] = []  # (request id, offset, count)
+        view = memoryview(bytearray(step))
+        pending: deque[tuple[bool, int, int, int]] = deque()  # (a read?, request id, offset, count)
         next_offset = 0
-        ended = False
+        ended = closed = False
+        failure: WorkbenchError | None = None
         with self._guard(what):
             while True:
                 while not ended and len(pending) < self.in_flight and (size is None or next_offset < size):
                     count = step if size is None else min(step, size - next_offset)
-                    pending.append(
-                        (conn.send_request(COMMAND, wire.read_ext(fork, next_offset, count)), next_offset, count)
-                    )
+                    request_id = conn.send_request(COMMAND, wire.read_ext(fork, next_offset, count))
+                    pending.append((True, request_id, next_offset, count))
                     self.peak_in_flight = max(self.peak_in_flight, len(pending))
                     next_offset += count
+                if not closed and (ended or (size is not None and next_offset >= size)):
+                    pending.append((False, conn.send_request(COMMAND, wire.close_fork(fork)), 0, 0))
+                    closed = True
                 if not pending:
-                    return
-                request_id, offset, count = pending.pop(0)
-                reply = conn.read_reply(request_id, view)
+                    break
+                is_read, request_id, offset, count = pending.popleft()
+                reply = conn.read_reply(request_id, view if is_read else None)
+                if failure is not None:
+                    continue  # draining what was asked before the failure
+                if not is_read:
+                    if reply.code != wire.AFP_OK:
+                        failure = self._failure(reply.code, f"{what}: closing the file")
+                    continue
                 if reply.code not in (wire.AFP_OK, wire.ERR_EOF):
-                    raise self._failure(reply.code, what)
+                    failure, ended = self._failure(reply.code, what), True
+                    continue
                 if reply.length:
-                    _write_local(fh, view[: reply.length], what)
+                    try:
+                        _write_local(fh, view[: reply.length], what)
+                    except WorkbenchError as exc:
+                        failure, ended = exc, True
+                        continue
                     progress(reply.length)
                 if reply.length < count or reply.code == wire.ERR_EOF:
-                    if pending and size is not None:
-                        raise WorkbenchError(
+                    ended = True
+                    if size is not None and offset + reply.length < size:
+                        failure = WorkbenchError(
                             f"AFP: {what}: the file ended at {offset + reply.length} bytes, not {size}",
                             "it changed on the server during the copy",
                         )
-                    ended = True
-                    if not pending:
-                        return
+        if failure is not None:
+            raise failure
 
     def upload(self, local: Path, remote: str, progress: Progress) -> None:
         what = f"uploading {remote}"
@@ -377,46 +394,63 @@ class AfpPythonClient(Client):
         except OSError as exc:
             raise from_os_error(exc, f"reading {local}") from exc
         with fh:
-            _, vol = self._require()
-            # a hard create replaces an existing file: nothing of a longer one stays behind
-            self._call(wire.create_file(vol.vol_id, wire.ROOT_DIR_ID, names, hard=True), what)
-            fork, _ = self._open_fork(names, wire.FORK_READ | wire.FORK_WRITE | wire.FORK_DENY_WRITE, what)
-            try:
-                self._write_fork(fork, fh, progress, what)
-            finally:
-                with suppress(WorkbenchError):
-                    self._close_fork(fork, what)
+            conn, vol = self._require()
+            access = wire.FORK_READ | wire.FORK_WRITE | wire.FORK_DENY_WRITE
+            with self._guard(what):
+                # a hard create replaces an existing file (nothing of a longer one stays behind); the open goes
+                # right behind it, the server answers both in order
+                create = conn.send_request(COMMAND, wire.create_file(vol.vol_id, wire.ROOT_DIR_ID, names, hard=True))
+                opening = conn.send_request(COMMAND, wire.open_fork(vol.vol_id, wire.ROOT_DIR_ID, names, access))
+                created, opened = conn.read_reply(create), conn.read_reply(opening)
+                fork = wire.parse_open_fork(opened.data)[0] if opened.code == wire.AFP_OK else None
+            if created.code != wire.AFP_OK or fork is None:
+                if fork is not None:
+                    with suppress(WorkbenchError):
+                        self._close_fork(fork, what)
+                raise self._failure(created.code or opened.code, what)
+            self._write_fork(fork, fh, progress, what)
 
     def _write_fork(self, fork: int, fh: BinaryIO, progress: Progress, what: str) -> None:
-        """Write `fh` from its start with `in_flight` FPWriteExt requests outstanding; each acknowledged write
-        counts as progress."""
+        """Write `fh` from its start with `in_flight` FPWriteExt requests outstanding, then close the fork right
+        behind the last write; each acknowledged write counts as progress. After a failure the replies still due
+        are read and dropped and the first failure is raised."""
         conn, _ = self._require()
-        step = self.request_bytes
-        buffer = bytearray(step)
-        view = memoryview(buffer)
-        pending: list[tuple[int, int, int]] = []  # (request id, offset, count)
+        view = memoryview(bytearray(self.request_bytes))
+        pending: deque[tuple[bool, int, int, int]] = deque()  # (a write?, request id, offset, count)
         offset = 0
-        ended = False
+        ended = closed = False
+        failure: WorkbenchError | None = None
         with self._guard(what):
             while True:
                 while not ended and len(pending) < self.in_flight:
-                    count = _read_local(fh, view, what)
+                    try:
+                        count = _read_local(fh, view, what)
+                    except WorkbenchError as exc:
+                        failure, count = exc, 0
                     if count == 0:
                         ended = True
                         break
-                    payload = wire.write_ext(fork, offset, count)
-                    pending.append((conn.send_request(WRITE, payload, view[:count]), offset, count))
+                    request_id = conn.send_request(WRITE, wire.write_ext(fork, offset, count), view[:count])
+                    pending.append((True, request_id, offset, count))
                     self.peak_in_flight = max(self.peak_in_flight, len(pending))
                     offset += count
+                if ended and not closed:
+                    pending.append((False, conn.send_request(COMMAND, wire.close_fork(fork)), 0, 0))
+                    closed = True
                 if not pending:
-                    return
-                request_id, at, count = pending.pop(0)
+                    break
+                is_write, request_id, at, count = pending.popleft()
                 reply = conn.read_reply(request_id)
+                if failure is not None:
+                    continue  # draining what was sent before the failure
                 if reply.code != wire.AFP_OK:
-                    raise self._failure(reply.code, what)
-                if len(reply.data) >= 8 and struct.unpack_from(">Q", reply.data)[0] != at + count:
-                    raise WorkbenchError(f"AFP: {what}: the server wrote up to another offset than asked")
-                progress(count)
+                    failure, ended = self._failure(reply.code, what if is_write else f"{what}: closing the file"), True
+                elif is_write and len(reply.data) >= 8 and struct.unpack_from(">Q", reply.data)[0] != at + count:
+                    failure, ended = WorkbenchError(f"AFP: {what}: the server wrote up to another offset"), True
+                elif is_write:
+                    progress(count)
+        if failure is not None:
+            raise failure
 
     # -- directories ------------------------------------------------------------------------------------------
 
@@ -578,20 +612,15 @@ class AfpPythonClient(Client):
     # -- what shapes the rows ---------------------------------------------------------------------------------
 
     def details(self) -> ClientDetails:
+        # Per file one round trip besides the data: FPOpenFork (an upload's FPCreateFile rides in front of it);
+        # FPCloseFork goes right behind the last read or write.
         return ClientDetails(
             request_bytes=self.request_bytes,
             requests_in_flight=self.in_flight,
             timed_includes_setup=False,
             block_bytes=self.request_bytes,
-            round_trips_per_file=2,
+            round_trips_per_file=1,
         )
-
-    def row_details(self, direction: str) -> ClientDetails:
-        # per file: FPOpenFork and FPCloseFork around the data; an upload first makes the file (FPCreateFile)
-        details = self.details()
-        if direction == "upload":
-            return replace(details, round_trips_per_file=3)
-        return details
 
     @property
     def requests_sent(self) -> int:
