@@ -47,7 +47,7 @@ class Setting:
     default: Any  # run's default (a list option's flag default is always None: "not given")
     help: str  # the flag's help
     expects: str  # what a config file value must be, said in the one-line refusal of a wrong one ("": from range)
-    example: str  # a config file line
+    example: str  # a config file line, of a value other than the default (the tests set each key this way)
     toml: Any = None  # the config file's type, when wider than the flag's (a list of words for a string)
     commands: tuple[str, ...] = COMMANDS  # the commands that use it, from a flag or the config file
     flag: bool = True  # a flag of those commands (else a config file key only)
@@ -127,7 +127,7 @@ SETTINGS: tuple[Setting, ...] = (
         "http,ftp",
         "Protocols or protocol/client pairs, or 'all' (for a URL: all of its clients unless given).",
         "a comma-separated string or a list of protocols",
-        'protocols = "http,ftp"',
+        'protocols = "http,sftp"',
         toml=WORDS,
         lab_default=FIRST_LAB_PROTOCOLS,  # each family's Python client and native reference (core/first_lab.py)
         lab_help="Protocols or protocol/client pairs, or 'all' (default: each protocol's main Python client and "
@@ -141,7 +141,7 @@ SETTINGS: tuple[Setting, ...] = (
         "16M,256M",
         "File sizes to copy.",
         "a string of comma-separated sizes",
-        'sizes = "16M,256M"',
+        'sizes = "4M,64M"',
         toml=WORDS,
         lab_default=FIRST_LAB_SIZES,
         meta="sizes",
@@ -167,7 +167,7 @@ SETTINGS: tuple[Setting, ...] = (
         "random",
         "random, zero or text.",
         "one of random, zero, text",
-        'profile = "random"',
+        'profile = "text"',
         meta="profile",
         from_plan=lambda plan: plan.profile,
     ),
@@ -177,7 +177,7 @@ SETTINGS: tuple[Setting, ...] = (
         "upload,download",
         "upload,download",
         "a string of upload and/or download",
-        'directions = "upload,download"',
+        'directions = "upload"',
         toml=WORDS,
         meta="directions",
         from_plan=lambda plan: list(plan.directions),
@@ -188,7 +188,7 @@ SETTINGS: tuple[Setting, ...] = (
         3,
         "Timed copies per row.",
         "",
-        "repeat = 3",
+        "repeat = 5",
         meta="repeat",
         from_plan=lambda plan: plan.repeat,
         range=Range(1, 1000, "3", whole=True),
@@ -199,7 +199,7 @@ SETTINGS: tuple[Setting, ...] = (
         1,
         "Untimed copies first.",
         "",
-        "warmup = 1",
+        "warmup = 2",
         meta="warmup",
         from_plan=lambda plan: plan.warmup,
         range=Range(0, 100, "1", whole=True),
@@ -210,7 +210,7 @@ SETTINGS: tuple[Setting, ...] = (
         3.0,
         "Seconds per direction for the raw-TCP baseline.",
         "",
-        "tcp_duration = 3.0",
+        "tcp_duration = 5.0",
         unit="seconds",
         range=Range(0, TCP_DURATION_MAX_S, "3", low_open=True),
     ),
@@ -243,7 +243,7 @@ SETTINGS: tuple[Setting, ...] = (
         False,
         "rsync -z.",
         "true or false",
-        "compress = false",
+        "compress = true",
         meta="compress",
         from_plan=lambda plan: plan.options.compress,
     ),
@@ -253,7 +253,7 @@ SETTINGS: tuple[Setting, ...] = (
         1,
         "Same seed, same bytes, on every host.",
         "",
-        "seed = 1",
+        "seed = 7",
         flag=False,
         meta="seed",
         from_plan=lambda plan: plan.seed,
@@ -265,7 +265,7 @@ SETTINGS: tuple[Setting, ...] = (
         30.0,
         "Seconds without progress after which a copy (or a control call) fails its row; the run goes on.",
         "",
-        "stall_timeout = 30",
+        "stall_timeout = 60",
         unit="seconds",
         range=Range(1, 3600, "30"),
     ),
@@ -275,7 +275,7 @@ SETTINGS: tuple[Setting, ...] = (
         1 << 20,
         "Application read/write size, in bytes, where the client has one.",
         "",
-        "block_size = 1048576",
+        "block_size = 4194304",
         flag=False,
         meta="block_size",
         from_plan=lambda plan: plan.options.block_size,
@@ -336,7 +336,7 @@ SETTINGS: tuple[Setting, ...] = (
         1500,
         "Link MTU.",
         "",
-        "mtu = 1500",
+        "mtu = 9000",
         commands=LAB,
         range=Range(576, 65_000, "1500", whole=True),  # what the lab's TUN link accepts (lab.link.LinkSpec)
     ),
@@ -432,7 +432,7 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         "N client hosts behind a switch, sharing the link to the server, each with an sshd: the run is "
         "'workbench fleet' over SSH (aggregate and per-client rows).",
-        "",
+        "a whole number of client hosts 1..8 (0: one client, no fleet)",
         "clients = 3",
         commands=LAB,
         metavar="N",
@@ -546,7 +546,7 @@ def _default_text(setting: Setting, command: str) -> str:
 
 
 def markdown_table() -> str:
-    """The config file's keys as a Markdown table, rendered from SETTINGS (docs/config.md is this)."""
+    """The config file's keys as a Markdown table, rendered from SETTINGS."""
     lines = [
         "| key | flag | commands | default | accepts | example |",
         "|---|---|---|---|---|---|",
@@ -554,7 +554,7 @@ def markdown_table() -> str:
     for s in SETTINGS:
         if not s.config:
             continue
-        flag_cell = f"`{s.flag_text}`" if s.flag else "config only"
+        flag_cell = f"`{s.flag_text}`" if s.flag else "config file only"
         defaults = _default_text(s, s.commands[0])
         if "lab" in s.commands and s.commands != LAB and s.default_for("lab") != s.default:
             defaults += f" (lab: {_default_text(s, 'lab')})"
@@ -563,3 +563,40 @@ def markdown_table() -> str:
             f"| `{s.name}` | {flag_cell} | {', '.join(s.commands)} | {defaults} | {expects} | `{s.example}` |"
         )
     return "\n".join(lines) + "\n"
+
+
+def config_page() -> str:
+    """docs/config.md: the config file's reference, every key from SETTINGS (scripts/gen_docs.py writes it)."""
+    flag_only = ", ".join(f"`{s.flag_text}`" for s in SETTINGS if not s.config)
+    return f"""# The config file
+
+`workbench run`, `workbench fleet` and `workbench lab` read their settings from a TOML file given with
+`--config FILE`. Every key is optional; a flag typed on the command line wins over the file, and the file over
+the default. A key is checked for its type and range before anything starts (a wrong one is refused in one
+line naming the file and the key); an unknown key is refused with the list of known ones.
+
+One file can serve every command: a key the command does not use (a link option for `run`, say) is checked and
+left alone. `host`, `target`, `credentials` and `[ports]` name a far host running `workbench serve`
+(`run --host`); a run against servers given by URL (`run URL`, `fleet`) takes its server from the URL and leaves
+them unused, and a fleet's members use their own `files` directory.
+
+```toml
+host = "nas.local"
+protocols = "http,sftp"
+sizes = "4M,64M"
+small = ["1000x16K"]
+repeat = 5
+
+[ports]            # a service's port, where `workbench serve` listens elsewhere (run --host)
+http = 8181
+```
+
+## Keys
+
+{markdown_table()}
+`[ports]` is a table of service = port (each 1..65535) for the services of `workbench serve` and `servers up`.
+
+Some settings are flags only, never a file's default: {flag_only}.
+
+This page is generated from the settings table (`workbench/core/settings.py`) by `scripts/gen_docs.py`.
+"""

@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Write the reference pages generated from the code: docs/config.md from the settings table.
+
+Run it after changing a setting (workbench/core/settings.py): `.venv/bin/python scripts/gen_docs.py`.
+`--check` writes nothing and exits 1 when a page is out of date (the tests run it so).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from workbench.core.settings import config_page
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES: dict[str, Callable[[], str]] = {"docs/config.md": config_page}
+
+
+def stale() -> list[str]:
+    """The pages whose file differs from what the code renders now."""
+    return [
+        name for name, render in PAGES.items() if not (ROOT / name).is_file() or (ROOT / name).read_text() != render()
+    ]
+
+
+def main(argv: list[str]) -> int:
+    if "--check" in argv:
+        out_of_date = stale()
+        for name in out_of_date:
+            print(f"{name} is out of date: run scripts/gen_docs.py", file=sys.stderr)
+        return 1 if out_of_date else 0
+    for name, render in PAGES.items():
+        (ROOT / name).write_text(render())
+        print(f"wrote {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
