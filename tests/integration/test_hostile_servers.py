@@ -20,6 +20,7 @@ import pytest
 
 from tests.helpers import free_port
 from tests.hostile_servers import HostileStockFtp
+from tests.markdown_check import assert_no_markdown_from_data
 from tests.stock_urls import StockSite, run_workbench
 from workbench.server.daemons.base import ServerContext
 from workbench.shared.errors import ExitCode
@@ -97,7 +98,8 @@ def _report_everything(site: StockSite, tmp_path: Path, db: Path) -> None:
     _assert_shown_safely(proc.stdout + proc.stderr)
     assert proc.stderr == ""
     markdown = files["md"].read_text(encoding="utf-8")
-    assert not ACTED_ON.search(markdown.replace("\n", "")) and "<script" not in markdown
+    assert not ACTED_ON.search(markdown.replace("\n", ""))
+    assert_no_markdown_from_data(markdown)
     for record in csv.DictReader(io.StringIO(files["csv"].read_text(encoding="utf-8"), newline="")):
         for cell in record.values():
             assert cell[:1] not in ("=", "+", "@", "\t", "\r"), cell

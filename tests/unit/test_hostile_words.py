@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from tests.markdown_check import assert_no_markdown_from_data
 from tests.synthetic_runs import fleet_run, lab_run, stock_run
 from workbench.cli.export_csv import csv_columns, csv_text
 from workbench.cli.export_html import render_html
@@ -139,7 +140,8 @@ def test_markdown_keeps_its_structure(name: str) -> None:
     run = RUNS[name]()
     text = markdown(run)
     assert not ACTED_ON.search(text.replace("\n", ""))
-    assert "<script" not in text and "\nlines" not in text
+    assert "\nlines" not in text
+    assert_no_markdown_from_data(text)
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
     table = [line for line in lines[start:] if line.startswith("|")][: 2 + len(summary_rows(run))]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -113,14 +114,14 @@ def _cells(line: str) -> list[str]:
 def test_for_markdown_cell_adds_no_cell_row_tag_or_link(words: str) -> None:
     cell = for_markdown_cell(words)
     line = f"| {cell} | 2 |"
-    assert "\n" not in cell and "<script" not in cell and "](" not in cell.replace("\\](", "")
+    assert "\n" not in cell and "<script" not in cell.replace("\\<", "") and "](" not in cell.replace("\\](", "")
     assert len(_cells(line)) == 2
     assert not CONTROL_CHAR.search(cell)
 
 
 def test_for_markdown_line_is_one_line_of_prose() -> None:
     line = for_markdown_line("host|x\n# heading\n| a | b |\n<img src=x>")
-    assert "\n" not in line and "<img" not in line and "\\|" in line
+    assert "\n" not in line and "<img" not in line.replace("\\<", "") and "\\|" in line
 
 
 @pytest.mark.parametrize("words", ["<script>alert(1)</script>", '"><img src=x>', f"a{OSC52}{CLEAR}b"])
@@ -146,3 +147,97 @@ def test_one_line_drops_controls_and_cuts_a_dump() -> None:
     assert error.one_line() == "550 nope second line (check the server)"
     long = NetworkError("550 " + "x" * 1_000_000, "a hint").one_line()
     assert len(long) < ONE_LINE_MAX_CHARS + 100 and long.endswith("more characters) (a hint)")
+
+
+# Prose and cells that a Markdown renderer would otherwise read as structure: headings, quotes, fences, lists,
+# thematic breaks, emphasis, code, links, images, autolinks, HTML, entities, table pipes, indented code.
+MARKDOWN_STRUCTURE = [
+    "# heading",
+    "###### six",
+    "> quoted",
+    "```python",
+    "~~~",
+    "    indented code",
+    "1. numbered",
+    "2) numbered",
+    "- dash item",
+    "+ plus item",
+    "* star item",
+    "***",
+    "___",
+    "*emphasis* and **strong** and _under_ and __double__ and snake_case_",
+    "`code` and ``more``",
+    "~~struck~~",
+    "[a link](http://x.example)",
+    "![an image](x.png)",
+    "[ref]: http://x.example",
+    "<http://x.example>",
+    "<b>bold</b> &amp; &#60; &copy;",
+    "a | b | c",
+    "trailing backslash \\",
+    "\\# escaped already",
+    "x<br>y",
+    "  - spaced item",
+    "10. ten",
+    "= equals",
+    "-- dashes",
+    "a - b + c = d",
+    "$x^2$",
+    "{#id .class}",
+    "see www.example.com, http://x.example/a, admin@x.example and mailto:a@b.example",
+    ":warning: :+1:",
+]
+
+
+def _md_tokens(source: str) -> list[Any]:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").enable("strikethrough").parse(source)
+
+
+def _inline_text(token: Any) -> str:
+    assert token.type == "inline"
+    kinds = {child.type for child in token.children}
+    assert kinds <= {"text"}, (token.content, [(c.type, c.content) for c in token.children])
+    return "".join(child.content for child in token.children)
+
+
+@pytest.mark.parametrize("words", MARKDOWN_STRUCTURE)
+def test_for_markdown_line_in_a_list_item_is_only_text(words: str) -> None:
+    tokens = _md_tokens(f"- {for_markdown_line(words)}\n")
+    kinds = [t.type for t in tokens]
+    assert kinds == [
+        "bullet_list_open", "list_item_open", "paragraph_open", "inline", "paragraph_close", "list_item_close",
+        "bullet_list_close",
+    ], kinds  # fmt: skip
+    assert _inline_text(tokens[3]) == words.strip()  # shown as typed: no escape visible
+
+
+@pytest.mark.parametrize("words", MARKDOWN_STRUCTURE)
+def test_for_markdown_line_as_a_paragraph_is_only_text(words: str) -> None:
+    tokens = _md_tokens(f"{for_markdown_line(words)}\n")
+    assert [t.type for t in tokens] == ["paragraph_open", "inline", "paragraph_close"]
+    assert _inline_text(tokens[1]) == words.strip()
+
+
+@pytest.mark.parametrize("words", MARKDOWN_STRUCTURE)
+def test_for_markdown_cell_is_only_text_in_its_cell(words: str) -> None:
+    tokens = _md_tokens(f"| a | b |\n|---|---|\n| {for_markdown_cell(words)} | 2 |\n")
+    cells = [t for t in tokens if t.type == "inline"]
+    assert len(cells) == 4, [t.content for t in cells]
+    assert _inline_text(cells[2]) == words.strip()
+
+
+def test_figures_names_and_times_read_as_they_are() -> None:
+    assert for_markdown_cell("1.5") == "1.5" and for_markdown_cell("-3.25") == "-3.25" == for_markdown_line("-3.25")
+    assert (
+        for_markdown_line("http/aiohttp at 04:32, 127.0.0.1:5201 (a - b)")
+        == "http/aiohttp at 04:32, 127.0.0.1:5201 (a - b)"
+    )
+
+
+def test_bare_links_are_not_left_for_an_autolinking_renderer() -> None:
+    # GitHub's renderer links www.…, http://… and user@host.… without brackets; escaped, each is text
+    assert for_markdown_line("see www.example.com") == "see www\\.example.com"
+    assert for_markdown_line("http://x.example/a") == "http\\://x.example/a"
+    assert for_markdown_line("mail admin@x.example") == "mail admin\\@x.example"

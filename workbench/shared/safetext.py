@@ -82,23 +82,44 @@ def for_csv_cell(value: object) -> object:
     return text
 
 
-def _markdown_inline(text: str) -> str:
-    # a backslash first (it escapes what follows), then what would open a tag, an entity, a link or a cell
-    text = text.replace("\\", "\\\\").replace("&", "&amp;").replace("<", "&lt;")
-    return text.replace("|", "\\|").replace("[", "\\[").replace("]", "\\]")
+# ASCII punctuation that opens structure anywhere in a line (a heading or a quote at its start too: emphasis,
+# strikethrough, code, a link or image, a tag or autolink, an entity, a table cell, math, an attribute block, an
+# email autolink), each made literal by a backslash as CommonMark allows for every ASCII punctuation character;
+# `_` but between two letters or digits, where it never opens emphasis (mount_afp, tcp_rmem read as they are).
+_MARKDOWN_ANYWHERE = re.compile(r"([\\`*~\[\]!<>&|#${}@]|_(?![^\W_])|(?<![^\W_])_)")
+# ... and what does only in one place: a list item (its marker, then a space), a thematic break (`---`) or an
+# ordered item (`1.` or `1)`, then a space) at the line's start;
+# GitHub's autolinks: `www.` at a word's start, a `:` running into a scheme's `//` or a `mailto:` address. The
+# rest (`.`, `,`, `-`, `:` before a digit or a space, `/`, `(`, quotes) stays as typed, so that the Markdown's
+# figures, names and times read as they are (1.5, http/aiohttp, 04:32).
+_MARKDOWN_START = re.compile(r"^(?:([-+])(?=[\s-]|$)|(\d{1,9})([.)])(?=\s|$))")
+_MARKDOWN_AUTOLINK = re.compile(r"(?i)(?<![\w.])(www)\.|:(?=[^\s\d])")
+
+
+def _markdown_inline(text: str, block: bool) -> str:
+    """`text` escaped as inline Markdown; `block`: it starts a line, where a list or a break could begin (a table
+    cell holds inline Markdown only: its `-` is a dash)."""
+    # Stripped: leading spaces would make indented code (and a list item's content starts after its marker).
+    text = _MARKDOWN_ANYWHERE.sub(r"\\\1", text.strip())
+    text = _MARKDOWN_AUTOLINK.sub(lambda m: f"{m.group(1)}\\." if m.group(1) else "\\:", text)
+    if not block:
+        return text
+    return _MARKDOWN_START.sub(lambda m: f"\\{m.group(1)}" if m.group(1) else f"{m.group(2)}\\{m.group(3)}", text)
 
 
 def for_markdown_cell(text: object) -> str:
-    """`text` as one GitHub-flavoured Markdown table cell: no pipe ends the cell, no newline the row (lines are
-    joined with `<br>`), no `<` opens a tag, no `[` a link."""
+    """`text` as one GitHub-flavoured Markdown table cell that adds no structure: what would open any
+    backslash-escaped (no pipe ends the cell, nothing opens a tag, a link or emphasis), no newline the row (lines
+    are joined with `<br>`)."""
     lines = strip_controls(str(text), one_line=False).split("\n")
-    return "<br>".join(_markdown_inline(line) for line in lines)
+    return "<br>".join(_markdown_inline(line, block=False) for line in lines)
 
 
 def for_markdown_line(text: object) -> str:
-    """`text` as one line of Markdown prose (a list item, a paragraph): on one line, nothing opening a tag, a
-    link or a table cell."""
-    return _markdown_inline(strip_controls(str(text), one_line=True))
+    """`text` as one line of Markdown prose (a list item, a paragraph) that adds no structure: on one line, no
+    leading or trailing space, what would open any backslash-escaped (no heading, quote, fence, list, break,
+    emphasis, code, link, autolink, tag, entity or table cell comes of it)."""
+    return _markdown_inline(strip_controls(str(text), one_line=True), block=True)
 
 
 def for_html(text: object) -> str:
