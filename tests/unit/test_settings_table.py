@@ -261,3 +261,17 @@ def test_docs_config_md_is_what_the_table_renders() -> None:
     assert check.returncode == 0, check.stderr
     for setting in SETTINGS:
         assert (f"| `{setting.name}` |" in config_page()) == setting.config
+
+
+BAD_LINK = [('rate = "fast"', "rate"), ("loss = 1.0", "loss"), ('link = "moon"', "link"), ("mtu = 100", "mtu")]
+
+
+@pytest.mark.parametrize(("line", "key"), BAD_LINK)
+def test_a_bad_link_option_in_a_config_file_is_refused_naming_the_key(line: str, key: str, tmp_path: Path) -> None:
+    from workbench.lab.run import validate_request
+
+    config = tmp_path / "config.toml"
+    config.write_text(line + "\n")
+    with pytest.raises(UsageError) as info:
+        validate_request(lab_request(capture("lab", ["--config", str(config)])))
+    assert f"config {config} key '{key}'" in info.value.message

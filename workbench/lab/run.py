@@ -91,20 +91,21 @@ def link_spec(req: LabRequest) -> Any:
     from workbench.shared.sizes import parse_duration_ms, parse_rate, parse_size
     from workbench.shared.validate import named
 
+    where = req.settings.where  # a flag, or the config file's key
     if req.preset not in PRESETS:
-        raise UsageError(f"--link: unknown link preset {req.preset!r}", f"choose from {', '.join(PRESETS)}")
+        raise UsageError(f"{where('link')}: unknown link preset {req.preset!r}", f"choose from {', '.join(PRESETS)}")
     spec = PRESETS[req.preset]
     changes: dict[str, Any] = {"loss": req.loss, "mtu": req.mtu, "cc": req.cc}
     if req.rate is not None:
-        changes["rate_bits_per_s"] = named("--rate", parse_rate, req.rate)
+        changes["rate_bits_per_s"] = named(where("rate"), parse_rate, req.rate)
     if req.rtt is not None:
-        changes["rtt_ms"] = named("--rtt", parse_duration_ms, req.rtt)
+        changes["rtt_ms"] = named(where("rtt"), parse_duration_ms, req.rtt)
     if req.rate_up is not None:
-        changes["rate_up_bits_per_s"] = named("--rate-up", parse_rate, req.rate_up)
+        changes["rate_up_bits_per_s"] = named(where("rate_up"), parse_rate, req.rate_up)
     if req.rate_down is not None:
-        changes["rate_down_bits_per_s"] = named("--rate-down", parse_rate, req.rate_down)
+        changes["rate_down_bits_per_s"] = named(where("rate_down"), parse_rate, req.rate_down)
     if req.client_window is not None:
-        changes["client_window_bytes"] = named("--client-window", parse_size, req.client_window)
+        changes["client_window_bytes"] = named(where("client_window"), parse_size, req.client_window)
     if req.stall is not None:
         changes["stall"] = Stall.parse(req.stall)
     changes["host_buffers"] = req.host_buffers
@@ -119,9 +120,10 @@ def validate_request(req: LabRequest) -> Any:
     from workbench.shared.validate import check_copy_estimate, check_loss, check_windows
 
     if req.servers not in SERVER_KINDS:
-        raise UsageError(f"--servers: unknown kind {req.servers!r}", f"choose from {', '.join(SERVER_KINDS)}")
-    check_loss(req.loss)
-    check_setting("mtu", req.mtu)
+        where = req.settings.where("servers")
+        raise UsageError(f"{where}: unknown kind {req.servers!r}", f"choose from {', '.join(SERVER_KINDS)}")
+    check_loss(req.loss, req.settings.where("loss"))
+    check_setting("mtu", req.mtu, req.settings.where("mtu"))
     if req.cc is not None:
         available = _available_cc()
         if req.cc not in available:

@@ -88,11 +88,11 @@ def check_range(name: str, value: float, *, source: str | None = None) -> None:
     RANGES[name].check(value, where=source or flag(name), flag_text=flag(name))
 
 
-def check_loss(value: float) -> None:
+def check_loss(value: float, source: str = "--loss") -> None:
     """A loss probability: 0 <= loss < 1 (1 would drop every packet and the lab could not even start)."""
     if not (math.isfinite(value) and 0 <= value < 1):
         raise UsageError(
-            f"--loss must be a probability from 0 up to (not including) 1, not {value!r}", "e.g. --loss 0.001"
+            f"{source} must be a probability from 0 up to (not including) 1, not {value!r}", "e.g. --loss 0.001"
         )
 
 
