@@ -83,6 +83,7 @@ OPTION_EXEMPT: dict[tuple[str, str], str] = {
     ("fleet", "--credentials"): "listed by fleet's --help, refused: a URL's login comes from netrc/env/keyring",
     ("lab", "--quick"): "a --scenario's reduced form, several labs: tests/lab/test_lab_scenarios.py",
     ("lab", "--clients"): "N client namespaces and a fleet: tests/lab/test_lab_fleet.py",
+    ("lab", "--config"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
 }
 
 

@@ -165,7 +165,7 @@ def check_profile(name: str) -> str:
     return name
 
 
-def plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) -> dict[str, Any]:
+def _plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) -> dict[str, Any]:
     """Every part of a Plan but the target, parsed and range-checked; `where(key)` names a value's source.
 
     A setting not in `values` (or None) takes its default from workbench.core.settings. Nothing is contacted
@@ -212,7 +212,7 @@ def files_dir(settings: Mapping[str, Any]) -> Path:
 def draft_plan(settings: Settings) -> Callable[[Target], Plan]:
     """Everything of a Plan but its target, checked now, before any traffic (the files must fit on the disk):
     the function that makes the Plan once the target is known."""
-    inputs = plan_inputs(settings, settings.where)
+    inputs = _plan_inputs(settings, settings.where)
     directory = files_dir(settings)
     check_free_space(directory, total_bytes(inputs["sizes"], inputs["small_sets"]))
 

@@ -15,7 +15,7 @@ DIRECTIONS = ("upload", "download")
 
 @dataclass(frozen=True)
 class Plan:
-    """The parsed settings (their defaults are workbench.core.settings's, applied by config.plan_inputs)."""
+    """The parsed settings (their defaults are workbench.core.settings's, applied by workbench.core.config.resolve)."""
 
     target: Target
     entries: tuple[Entry, ...]
