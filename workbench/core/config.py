@@ -127,8 +127,6 @@ def resolve(
             value = flags[s.name]
         else:
             value = s.default_for(command)
-        if s.name == "small" and value is None:
-            value = s.default_for(command)
         values[s.name] = typed_value(s, value)
     return Settings(command, MappingProxyType(values), typed_set, frozenset(from_file), config, ports)
 

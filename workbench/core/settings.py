@@ -475,7 +475,7 @@ def typed_value(setting: Setting, value: Any) -> Any:
     if setting.toml is WORDS and isinstance(value, list):
         return ",".join(str(v) for v in value)
     if setting.toml is str and isinstance(value, str) and Path in _members(setting.type):
-        return Path(value)
+        return Path(value) if value else None  # an empty path is no path, as an absent one
     return value
 
 
