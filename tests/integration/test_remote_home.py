@@ -19,7 +19,7 @@ import pytest
 
 from tests.ssh_login import REMOTE_WORKBENCH, LoginHost
 from tests.stock_urls import StockSite, workbench_argv
-from workbench.cli.via_ssh import Destination, remote_shell_command, ssh_argv
+from workbench.core.ssh_session import Destination, remote_shell_command, ssh_argv
 
 
 @pytest.fixture

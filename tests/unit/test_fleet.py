@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from workbench.cli.fleet import read_inventory
 from workbench.core.fleet import (
     ALL_CLIENTS,
     Barrier,
@@ -18,6 +17,7 @@ from workbench.core.fleet import (
     fleet_rows,
     together_baseline,
 )
+from workbench.core.fleet_controller import read_inventory
 from workbench.core.observe import COPY_STEP, STEP_BASELINE, STEP_PREPARE, TOGETHER_STEP
 from workbench.core.results import INTERVAL_S, Baseline, Result, Sample
 from workbench.shared.errors import UsageError

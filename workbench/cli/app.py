@@ -6,7 +6,6 @@ All error handling lives in main(): a WorkbenchError becomes one line on stderr 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -26,9 +25,8 @@ from workbench.shared.safetext import for_markup as escape
 from workbench.shared.target import DEFAULT_PORTS
 
 if TYPE_CHECKING:
-    from workbench.cli.progress import Outputs
-    from workbench.core.results import Run
-    from workbench.lab.run import LabRequest, StartRun
+    from workbench.cli.exports import Outputs
+    from workbench.core.session import Outcome, Session
 
 app = typer.Typer(
     add_completion=False,
@@ -261,130 +259,40 @@ def run(
     The far host is `workbench serve` (--host/--target), one started over SSH (--via-ssh), or one or more
     servers given by URL.
     """
-    from workbench.cli.progress import Outputs, present_run
-    from workbench.core import runner
-    from workbench.core.config import build_plan
+    from workbench.core import session
+
+    outputs = _run_outputs(label, json_out, markdown_out, csv_out)
+    chosen = session.for_run(settings, urls or (), via_ssh, remote_workbench)
+    _exit_with(_start(chosen, settings, db, outputs, label, wide))
+
+
+def _run_outputs(label: str | None, json_out: Path | None, markdown_out: Path | None, csv_out: Path | None) -> Outputs:
+    """A run's own options checked (its label, the files asked for), before anything else."""
+    from workbench.cli.exports import Outputs
     from workbench.shared.validate import check_label
 
     check_label(label)
     outputs = Outputs(json_out, markdown_out, csv_out)
     outputs.check()
-    explicit = set(settings.typed)
-    if urls:
-        _check_url_flags(explicit)
-    elif "iperf3" in explicit:
-        raise UsageError(
-            "--iperf3 is for servers given by URL", "a host running 'workbench serve' has its own iperf3, used as is"
-        )
+    return outputs
+
+
+def _start(
+    chosen: Session, settings: Settings, db: Path | None, outputs: Outputs, label: str | None, wide: bool
+) -> Outcome:
+    """Start the session, its runs shown on the terminal and recorded in the database; what ran."""
+    from workbench.cli.screen import TerminalScreen
+    from workbench.core import session
+
     if settings["insecure_host_keys"]:
         err.print("[yellow]warning:[/] SSH host keys and TLS certificates will not be verified (--insecure-host-keys)")
-    if via_ssh is not None:
-        from workbench.cli.via_ssh import check_via_ssh_flags, run_via_ssh
-
-        check_via_ssh_flags(explicit, urls or [])
-        _exit_for_rows(
-            run_via_ssh(
-                via_ssh,
-                remote_workbench,
-                settings,
-                lambda start: present_run(out, db or paths.default_db(), outputs, start, wide),
-                label,
-                _say_plainly,
-            )
-        )
-        return
-    if urls:
-        _run_urls(urls, settings, db, outputs, label, wide)
-        return
-    plan = build_plan(settings)
-    run = present_run(
-        out,
-        db or paths.default_db(),
-        outputs,
-        lambda recorder, observer: runner.execute(plan, recorder, observer, label=label),
-        wide,
-    )
-    _exit_for_rows(run)
+    return session.start(chosen, settings, TerminalScreen(out, err, db, outputs, wide), label)
 
 
-def _say_plainly(line: str) -> None:
-    """A line quoting a far host (its name, an IPv6 address in brackets, its state directory) on stderr, as text."""
-    err.print(escape(line), soft_wrap=True)
-
-
-def _check_url_flags(explicit: set[str]) -> None:
-    """URLs name the far host and find their own login: --host, --target and --credentials are another mode."""
-    for name in ("host", "target", "credentials"):
-        if name in explicit:
-            raise UsageError(
-                f"--{name} and server URLs are two ways to name the far host: give one",
-                "a URL's password comes from WORKBENCH_PASSWORD, ~/.netrc, the OS keyring or the prompt"
-                if name == "credentials"
-                else f"drop --{name} to run against the URLs, or the URLs to run against 'workbench serve'",
-            )
-
-
-def _run_urls(
-    texts: list[str],
-    settings: Settings,
-    db: Path | None,
-    outputs: Outputs,
-    label: str | None,
-    wide: bool = False,
-) -> None:
-    """One run per URL, each recorded as usual. Every URL and the settings are checked before the first run; a
-    run that fails (the host does not answer, the login is refused) is said in one line and the next URL runs.
-    Exits with the first failure's code once all ran (ROWS_FAILED when rows failed)."""
-    from workbench.cli.progress import present_run
-    from workbench.core import runner, stock
-    from workbench.core.config import url_plan
-    from workbench.shared import urls as urls_mod
-
-    plan = url_plan(settings)
-    parsed = [urls_mod.parse(text) for text in texts]
-    for url in parsed:
-        stock.check_clients(url, plan.entries)
-    iperf3 = settings["iperf3"]
-    if iperf3 is not None:
-        urls_mod.parse_host_port(str(iperf3))
-    for index in range(1, len(texts) + 1):
-        outputs.numbered(index, len(texts)).check_writable()  # run.json, or run-1.json, run-2.json, ...
-    codes: list[int] = []
-    for index, (text, url) in enumerate(zip(texts, parsed, strict=True), start=1):
-        if len(texts) > 1:
-            out.print(f"[bold]{escape(url.display())}[/] ({index} of {len(texts)})")
-        try:
-            url_plan_, far = stock.prepare(text, plan, prompt=True, iperf3=iperf3)
-            done = present_run(
-                out,
-                db or paths.default_db(),
-                outputs.numbered(index, len(texts)),
-                functools.partial(runner.execute, url_plan_, far=far, label=label),
-                wide,
-            )
-        except WorkbenchError as exc:
-            if len(texts) == 1:
-                raise
-            err.print(f"[bold red]error:[/] {escape(url.display())}: {escape(exc.one_line())}", soft_wrap=True)
-            codes.append(int(exc.exit_code))
-            continue
-        try:
-            _exit_for_rows(done)
-        except typer.Exit as exc:
-            codes.append(int(exc.exit_code))
-    if codes:
-        raise typer.Exit(codes[0])
-
-
-def _exit_for_rows(run: Run) -> None:
-    """Exit ROWS_FAILED (after the table and the JSON) when a row that could run failed or did not verify."""
-    from workbench.core.runner import failed_rows
-
-    failed = failed_rows(run)
-    if failed:
-        names = escape(", ".join(sorted({f"{r.label} {r.direction}" for r in failed})))
-        err.print(f"[bold red]error:[/] {len(failed)} of {len(run.results)} rows failed or did not verify: {names}")
-        raise typer.Exit(ExitCode.ROWS_FAILED)
+def _exit_with(outcome: Outcome) -> None:
+    """The code the session's runs combine to: the first failure's, ROWS_FAILED when rows failed."""
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)
 
 
 @app.command()
@@ -402,6 +310,7 @@ def report(
     """Re-render a past run's summary table from the results database."""
     from workbench.cli.exports import Outputs
     from workbench.cli.report import render_run
+    from workbench.cli.screen import results_db
     from workbench.core.store import Store
     from workbench.shared.validate import check_run_id
 
@@ -409,7 +318,7 @@ def report(
         check_run_id(run_id)
     outputs = Outputs(json_out, markdown_out, csv_out, html_out)
     outputs.check()
-    with Store(db or paths.default_db()) as store:
+    with Store(results_db(db)) as store:
         past = store.load(run_id)
     render_run(out, past, wide)
     outputs.write(past)
@@ -421,11 +330,12 @@ def report(
 def history(db: DbOpt = None, limit: Annotated[int, typer.Option(help="How many runs.")] = 30) -> None:
     """List past runs."""
     from workbench.cli.report import render_history
+    from workbench.cli.screen import results_db
     from workbench.core.store import Store
     from workbench.shared.validate import check_range
 
     check_range("limit", limit)
-    with Store(db or paths.default_db()) as store:
+    with Store(results_db(db)) as store:
         render_history(out, store.history(limit))
 
 
@@ -442,6 +352,7 @@ def compare(
     faster/slower/within noise, and warnings when the network or the hosts changed between them. Exits 0
     whenever it compared, whatever it found: it is a report, not a check."""
     from workbench.cli.compare import compare_markdown, render_compare
+    from workbench.cli.screen import results_db
     from workbench.core.comparison import compare_runs
     from workbench.core.store import Store
     from workbench.shared.validate import check_output_file, check_run_id
@@ -449,7 +360,7 @@ def compare(
     check_run_id(before, name="BEFORE")
     check_run_id(after, name="AFTER")
     check_output_file(markdown, "--markdown")
-    with Store(db or paths.default_db()) as store:
+    with Store(results_db(db)) as store:
         comparison = compare_runs(store.load(before), store.load(after))
     render_compare(out, comparison)
     if markdown:
@@ -516,7 +427,7 @@ def servers_over_ssh(
 ) -> None:
     """The far side of 'run --via-ssh': servers up in a private temp dir, their target and login as one JSON line
     on stdout, everything down once stdin ends."""
-    from workbench.cli.via_ssh import serve_over_ssh
+    from workbench.server.over_ssh import serve_over_ssh
     from workbench.shared.validate import check_host
 
     serve_over_ssh(check_host(bind, source="--bind") if bind else None, only.split(",") if only else None)
@@ -557,36 +468,11 @@ def fleet(
 ) -> None:
     """Many clients, one server: the same plan on every client at once over SSH, one run with an aggregate row
     per step (counted while all clients were copying, with Jain's fairness) and each client's rows."""
-    from workbench.cli.fleet import fleet_urls
-    from workbench.cli.progress import Outputs, present_run
-    from workbench.shared.validate import check_label
+    from workbench.core import session
 
-    check_label(label)
-    outputs = Outputs(json_out, markdown_out, csv_out)
-    outputs.check()
-    _check_url_flags(set(settings.typed))
-    if settings["insecure_host_keys"]:
-        err.print("[yellow]warning:[/] SSH host keys and TLS certificates will not be verified (--insecure-host-keys)")
-    for index in range(1, len(urls) + 1):
-        outputs.numbered(index, len(urls)).check_writable()
-    runs = fleet_urls(
-        clients,
-        urls,
-        settings,
-        remote_workbench,
-        lambda index, start: present_run(
-            out, db or paths.default_db(), outputs.numbered(index, len(urls)), start, wide
-        ),
-        label,
-    )
-    codes: list[int] = []
-    for done in runs:
-        try:
-            _exit_for_rows(done)
-        except typer.Exit as exc:
-            codes.append(int(exc.exit_code))
-    if codes:
-        raise typer.Exit(codes[0])
+    outputs = _run_outputs(label, json_out, markdown_out, csv_out)
+    chosen = session.for_fleet(settings, clients, urls, remote_workbench)
+    _exit_with(_start(chosen, settings, db, outputs, label, wide))
 
 
 @app.command("fleet-member", hidden=True)
@@ -639,122 +525,22 @@ def lab(
     wide: WideOpt = False,
 ) -> None:
     """Two emulated hosts joined by a real link (rate, delay, MTU) with real servers; runs the comparison."""
-    from workbench.cli.progress import Outputs, present_run
-    from workbench.lab.run import lab_request, run_lab
-    from workbench.shared.validate import check_label
-
-    check_label(label)
-    outputs = Outputs(json_out, markdown_out, csv_out)
-    outputs.check()
-    scenario, quick, clients = settings["scenario"], settings["quick"], settings["clients"]
-    if scenario is not None:
-        if clients:
-            raise UsageError("--scenario replays a story of one client", "drop --clients, or --scenario")
-        _scenario_lab(scenario, quick, settings, set(settings.given), db, outputs, label, wide)
-        return
-    if quick:
-        raise UsageError("--quick is the reduced form of a --scenario", "add --scenario NAME, or drop --quick")
-    request = lab_request(settings)
-    if clients:
-        from workbench.cli.fleet import fleet_lab
-
-        run = present_run(
-            out,
-            db or paths.default_db(),
-            outputs,
-            lambda recorder, observer: fleet_lab(request, clients, recorder, observer, label),
-            wide,
-        )
-        _exit_for_rows(run)
-        return
-    if settings["servers"] == "stock":
-        _stock_lab(request, db, outputs, label, wide)
-        return
-    run = present_run(
-        out,
-        db or paths.default_db(),
-        outputs,
-        lambda recorder, observer: run_lab(request, recorder, observer, label),
-        wide,
-    )
-    _exit_for_rows(run)
-
-
-def _scenario_lab(
-    name: str,
-    quick: bool,
-    settings: Settings,
-    explicit: set[str],
-    db: Path | None,
-    outputs: Outputs,
-    label: str | None,
-    wide: bool = False,
-) -> None:
-    """`lab --scenario NAME`: each variant run, shown and recorded as `lab` shows one, then the story's published
-    figures beside the lab's; exits with the first failure's code once all ran (ROWS_FAILED when rows failed)."""
-    from workbench.cli.progress import present_run
-    from workbench.cli.report import render_story
+    from workbench.core import session
     from workbench.lab import scenarios
-    from workbench.lab.run import run_lab, validate_request
+    from workbench.lab.lab_side import LAB
 
-    if name == "list":
+    outputs = _run_outputs(label, json_out, markdown_out, csv_out)
+    chosen = session.for_lab(settings, LAB)
+    if isinstance(chosen, session.Scenario) and chosen.name == "list":
         for story_name, line in scenarios.listing():
             out.print(f"{story_name:12} {line}", highlight=False)
         return
-    story = scenarios.find(name)
-    planned = scenarios.requests(story, settings, explicit, quick)
-    for _, request in planned:
-        validate_request(request)  # every variant's input, before the first lab is built
-    runs: dict[str, Run] = {}
-    codes: list[int] = []
-    for variant, request in planned:
-        title = f"{label or 'scenario ' + story.name}: {variant.name}"
-        out.rule(f"{story.name}: {variant.name}")
-        path = outputs.suffixed(variant.name.replace(" ", "-").replace(",", ""))  # PATH-VARIANT.json, ...
-        try:
-            done = present_run(
-                out,
-                db or paths.default_db(),
-                path,
-                functools.partial(run_lab, request, label=title),
-                wide,
-            )
-        except UsageError:
-            raise
-        except WorkbenchError as exc:
-            # a variant that cannot run fails itself, not the story: the others still run
-            err.print(f"[bold red]error:[/] {variant.name}: {escape(exc.one_line())}")
-            codes.append(int(exc.exit_code))
-            continue
-        runs[variant.name] = done
-        try:
-            _exit_for_rows(done)
-        except typer.Exit as exc:
-            codes.append(int(exc.exit_code))
-    render_story(out, story, runs, quick)
-    if codes:
-        raise typer.Exit(codes[0])
+    outcome = _start(chosen, settings, db, outputs, label, wide)
+    if isinstance(chosen, session.Scenario):  # the story's published figures beside the lab's
+        from workbench.cli.report import render_story
 
-
-def _stock_lab(request: LabRequest, db: Path | None, outputs: Outputs, label: str | None, wide: bool = False) -> None:
-    """`lab --servers stock`: one run per stock server's URL, each shown and recorded as `run` shows one; exits
-    with the first failure's code once all ran (ROWS_FAILED when rows failed)."""
-    from workbench.cli.progress import RichObserver, present_run
-    from workbench.lab.run import run_stock_lab
-
-    def present(name: str, start: StartRun) -> Run:
-        return present_run(out, db or paths.default_db(), outputs.suffixed(name), start, wide)
-
-    with RichObserver(out) as observer:
-        runs = run_stock_lab(request, present, observer, label)
-    codes: list[int] = []
-    for done in runs:
-        try:
-            _exit_for_rows(done)
-        except typer.Exit as exc:
-            codes.append(int(exc.exit_code))
-    if codes:
-        raise typer.Exit(codes[0])
+        render_story(out, scenarios.find(chosen.name), outcome.by_name, chosen.quick)
+    _exit_with(outcome)
 
 
 # ---------------------------------------------------------------- entry point

@@ -1,6 +1,5 @@
-"""How `run` and `lab` show a run on the terminal: status lines and a progress bar per row (rich), then the
-summary table and the files asked for (the JSON document, Markdown, CSV), which are written also when Ctrl-C,
-SIGTERM or a failure stops the run.
+"""A run's progress on the terminal: status lines, one overall line (copies, bytes, time elapsed and left) and a
+bar for the copy under way (rich). What a run shows at its end, and where it is recorded, is workbench.cli.screen's.
 """
 
 from __future__ import annotations
@@ -8,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from rich.console import Console
 from rich.progress import (
@@ -25,10 +23,7 @@ from rich.table import Column
 from rich.text import Text
 
 from workbench.cli.eta import Pace, clock
-from workbench.cli.exports import Outputs
-from workbench.core.observe import CopyProgress, Recorder
-from workbench.core.results import Run
-from workbench.core.store import StoreRecorder
+from workbench.core.observe import CopyProgress
 from workbench.shared.safetext import for_terminal
 
 
@@ -143,35 +138,3 @@ class RichObserver:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def present_run(
-    console: Console,
-    db_path: Path,
-    outputs: Outputs | Path | None,
-    start: Callable[[Recorder, RichObserver], Run],
-    wide: bool = False,
-) -> Run:
-    """Call `start(recorder, observer)` (which executes a run), then show the table and write the files asked
-    for (`outputs`; a bare path is the JSON document's).
-
-    The files are written however the run ended: a run stopped by Ctrl-C, SIGTERM or a failure keeps the rows
-    it finished, in the database (saved as each finished) and in the files; the table is shown only
-    for a run that completed; `wide` shows every column and the notes inline (render_run).
-    """
-    from workbench.cli.report import render_run
-
-    files = outputs if isinstance(outputs, Outputs) else Outputs(json=outputs)
-    files.check_writable()
-    recorder = StoreRecorder(db_path)
-    try:
-        with recorder, RichObserver(console) as observer:
-            run = start(recorder, observer)
-    finally:
-        if recorder.finished is not None:
-            files.write(recorder.finished)
-    render_run(console, run, wide)
-    for line in files.lines():
-        console.print(for_terminal(line), markup=False, highlight=False)
-    return run
-

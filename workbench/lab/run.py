@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from workbench.core.context import EmulatorReport, LabContext
 from workbench.core.observe import Recorder, RunObserver
 from workbench.core.results import Run
+from workbench.core.session import DriveFleet, Start
 from workbench.core.settings import Settings
 from workbench.core.settings import check as check_setting
 from workbench.shared import paths
@@ -39,15 +40,15 @@ if TYPE_CHECKING:
 DEFAULT_PRESET = "wifi-ac"
 SERVER_KINDS = ("workbench", "stock")  # --servers: workbench's own (`servers up`), or plainly configured daemons
 
-# A stock lab is one run per URL. The CLI shows each as `run` does: present(name, start) calls start(recorder,
+# A stock lab is one run per URL. Its session shows each as `run` does: present(name, start) calls start(recorder,
 # observer) inside its own recorder and progress display, shows the table and returns the run.
-StartRun = Callable[[Recorder, RunObserver], Run]
-Present = Callable[[str, StartRun], Run]
+Present = Callable[[str, Start], Run]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LabRequest:
-    """The emulated link asked for, and the plan's settings by name (workbench.core.settings)."""
+    """The emulated link asked for, and the plan's settings (workbench.core.settings): built from the resolved
+    settings (lab_request) or a scenario's variant, by name."""
 
     preset: str
     rate: str | None
@@ -278,9 +279,7 @@ def _run_inside(
             observer.status(f"  {line}")
 
 
-# A fleet lab's run is driven from the CLI (the fleet's controller lives there): drive(lab, client hosts, the
-# servers' state directory, the link document) runs it and returns the run.
-DriveFleet = Callable[[Any, Any, Path, dict[str, Any]], Run]
+# A fleet lab's run is driven by its session (workbench.core.session's DriveFleet, with the fleet's controller).
 MAX_FLEET_CLIENTS = 8
 
 

@@ -1,4 +1,5 @@
-"""`workbench fleet --clients HOSTS URL...`: the same plan on every client host at once, over SSH, one run.
+"""A fleet's controller: the same plan on every client host at once, over SSH, one run (`workbench fleet
+--clients HOSTS URL...`, `workbench lab --clients N`; workbench.core.session starts it).
 
 This side is the controller. It logs in to each client with the system `ssh` (the user's ~/.ssh/config, agent and
 known_hosts, as `run --via-ssh` does, for the same reasons), runs the hidden `workbench fleet-member` there, and
@@ -15,29 +16,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import select
 import shlex
-import signal
 import statistics
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from workbench import __version__
-from workbench.cli.via_ssh import (
-    INSTALL_HINT,
-    Destination,
-    _ssh_failure,
-    end_ssh,
-    main_thread,
-    remote_shell_command,
-    ssh_argv,
-)
 from workbench.core import fleet_scratch
 from workbench.core.fleet import (
     PROTOCOL,
@@ -69,6 +58,15 @@ from workbench.core.fleet_messages import (
 from workbench.core.observe import COPY_STEP, STEP_BASELINE, STEP_PREPARE, TOGETHER_STEP, Recorder, RunObserver
 from workbench.core.results import Baseline, Result, Run
 from workbench.core.settings import Settings
+from workbench.core.ssh_session import (
+    INSTALL_HINT,
+    Destination,
+    end_ssh,
+    remote_shell_command,
+    sigint_ignored,
+    ssh_argv,
+    ssh_failure,
+)
 from workbench.shared import hostinfo, procs
 from workbench.shared.errors import ExitCode, NotFoundError, UsageError, WorkbenchError
 from workbench.shared.safetext import for_terminal
@@ -430,8 +428,7 @@ class Controller:
     def _end_all(self) -> None:
         """End every session: stdin closed (each member stops as on Ctrl-C and sends its last row), its output read
         until it exits (bounded), then ssh ended. A second Ctrl-C must not cut this short."""
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread() else None
-        try:
+        with sigint_ignored():
             for m in self.members:
                 _close_stdin(m)
             deadline = time.monotonic() + END_TIMEOUT_S
@@ -444,9 +441,6 @@ class Controller:
                     m.report.failure = m.report.failure or "did not end within the time allowed"
                     m.ended = True
                 end_ssh(m.proc, 0.1)
-        finally:
-            if old is not None:
-                signal.signal(signal.SIGINT, old)
 
 
 def _before_hello(m: _Member, code: int, remote: list[str]) -> WorkbenchError:
@@ -457,7 +451,7 @@ def _before_hello(m: _Member, code: int, remote: list[str]) -> WorkbenchError:
             f"workbench on {m.dest.alias} has no fleet-member command (an older version)",
             f"install this version there ({INSTALL_HINT}=={__version__})",
         )
-    return _ssh_failure(m.dest, code, text, shlex.join(remote))
+    return ssh_failure(m.dest, code, text, shlex.join(remote))
 
 
 # ---------------------------------------------------------------- hosts
@@ -595,7 +589,7 @@ def run_fleet(
         reports = controller.run()
     finally:
         # a second Ctrl-C must not lose the rows already here: the run is put together and recorded first
-        with _sigint_ignored():
+        with sigint_ignored():
             if not reports:
                 reports = [m.report for m in controller.members] or [
                     MemberReport(c, failure="never started") for c in clients
@@ -655,16 +649,6 @@ def _explained(
     return explanation
 
 
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread() else None
-    try:
-        yield
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
-
-
 def planned_pairs(plan: Any) -> list[tuple[str, str]]:
     """(client label, direction) of every row the plan makes: a client that never starts fails each."""
     return [(e.label, d) for e in plan.entries for d in plan.directions]
@@ -716,77 +700,3 @@ def served_job(settings: Settings, hello: Mapping[str, Any], host: str) -> dict[
         "explicit": [],
         "served": {**hello, "host": host},
     }
-
-
-def fleet_urls(
-    clients: Path,
-    texts: Sequence[str],
-    settings: Settings,
-    remote_workbench: str,
-    present: Callable[[int, Callable[[Recorder, RunObserver], Run]], Run],
-    label: str | None,
-) -> list[Run]:
-    """`workbench fleet`: one fleet run per URL, every input checked before the first login; `present(index, start)`
-    shows and records each (the CLI's present_run)."""
-    from workbench.shared import urls as urls_mod
-
-    dests = read_inventory(clients)
-    remote_command(remote_workbench)
-    jobs = [url_job(text, settings) for text in texts]
-    insecure = bool(settings["insecure_host_keys"])
-    if insecure and any((job.get("login") or {}).get("password") is not None for job, _ in jobs):
-        # the one thing a client's host key protects here: the server's password goes to whoever answers
-        print(f"warning: {INSECURE_PASSWORD}", file=sys.stderr, flush=True)
-    runs = []
-    for index, (text, (job, plan)) in enumerate(zip(texts, jobs, strict=True), start=1):
-        url = urls_mod.parse(text)
-        name = label or f"fleet {url.display()}"
-
-        def start(recorder: Recorder, observer: RunObserver, job: dict = job, plan: Any = plan, name: str = name,
-                  host: str = url.host) -> Run:  # fmt: skip
-            return run_fleet(
-                dests, {**job, "label": name}, warmup=plan.warmup, planned=planned_pairs(plan),
-                remote_workbench=remote_workbench, insecure_host_keys=insecure, recorder=recorder,
-                observer=observer, label=name, far_host=host,
-            )  # fmt: skip
-
-        runs.append(present(index, start))
-    return runs
-
-
-def fleet_lab(request: Any, clients: int, recorder: Recorder, observer: RunObserver, label: str | None) -> Run:
-    """`lab --clients N`: the lab's client hosts run the fleet over SSH against the lab's servers, as `fleet` runs
-    against a real server: their sshds, host keys verified, the job on each session's stdin."""
-    from workbench.cli.via_ssh import served_hello
-    from workbench.core.config import shape
-    from workbench.lab.run import run_fleet_lab, validate_request
-
-    validate_request(request)
-    plan = shape(request.settings)  # the plan's shape (clients, directions, copies) as the members will build it
-
-    def drive(lab: Any, hosts: Any, state: Path, link: dict[str, Any]) -> Run:
-        job = served_job(request.settings, served_hello(state), lab.server_addr)
-        name = label or f"lab {request.preset} fleet of {clients}"
-        with _ssh_config(hosts.ssh_config):
-            return run_fleet(
-                read_inventory(hosts.hosts_file), {**job, "label": name}, warmup=plan.warmup,
-                planned=planned_pairs(plan), remote_workbench=hosts.remote_workbench, insecure_host_keys=False,
-                recorder=recorder, observer=observer, label=name, far_host=lab.server_addr, link=link,
-                spawn_context=hosts.in_switch,
-            )  # fmt: skip
-
-    return run_fleet_lab(request, clients, drive, observer)
-
-
-@contextlib.contextmanager
-def _ssh_config(path: Path) -> Iterator[None]:
-    """Every ssh this process starts reads `path` (WORKBENCH_SSH_CONFIG), for the block."""
-    old = os.environ.get("WORKBENCH_SSH_CONFIG")
-    os.environ["WORKBENCH_SSH_CONFIG"] = str(path)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("WORKBENCH_SSH_CONFIG", None)
-        else:
-            os.environ["WORKBENCH_SSH_CONFIG"] = old

@@ -1,0 +1,174 @@
+"""One session of the system `ssh` to a far host, as `run --via-ssh` and a fleet's controller start it.
+
+Why the system `ssh` and not paramiko: the user already reaches the far host with OpenSSH, so its
+~/.ssh/config (or $WORKBENCH_SSH_CONFIG, passed as -F, as every other OpenSSH program here gets it), the agent,
+identity files and known_hosts apply unchanged. `BatchMode=yes` means it never prompts; host keys are checked
+as the user configured, so an unknown key fails (ssh's default "ask" cannot ask in batch mode) and is turned
+into one line telling the user how to verify it. --insecure-host-keys maps to the same options the project's
+own OpenSSH clients use (StrictHostKeyChecking=no, UserKnownHostsFile=/dev/null).
+
+Here: the destination, the command line (no secret on it), the far command quoted for the far shell, lines read
+with a deadline, one line for a session that failed, and its end (bounded, never hanging this side).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from workbench.shared import sshconfig
+from workbench.shared.errors import AuthError, ExitCode, NetworkError, NotFoundError, UsageError, WorkbenchError
+
+INSTALL_HINT = "pip install filecopy-workbench"
+CONNECT_TIMEOUT_S = 10
+NOT_FOUND_CODES = (126, 127)  # the far shell: found but not executable / not found
+
+
+@dataclass(frozen=True)
+class Destination:
+    """`[user@]host` as given to --via-ssh (or a line of a fleet's --clients file)."""
+
+    alias: str
+    user: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Destination:
+        user, at, host = text.rpartition("@")
+        if not host or (at and not user) or host.startswith("-") or any(c.isspace() for c in text):
+            raise UsageError(
+                f"--via-ssh {text!r} is not [user@]host", "e.g. --via-ssh alice@nas or a ~/.ssh/config alias"
+            )
+        return cls(host, user or None)
+
+
+def ssh_argv(dest: Destination, insecure_host_keys: bool) -> list[str]:
+    """The ssh command line up to (not including) the remote command; no secrets."""
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        raise NotFoundError("ssh is not installed here, so --via-ssh cannot log in", "apt-get install openssh-client")
+    argv = [ssh, *sshconfig.config_args(), "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}"]
+    argv += ["-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
+    if insecure_host_keys:
+        argv += ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
+    if dest.user:
+        argv += ["-l", dest.user]
+    return [*argv, "--", dest.alias]
+
+
+def remote_shell_command(words: Sequence[str]) -> str:
+    """`words` as one command line for the far host's shell, each word quoted as it is, except that a leading
+    `~` or `~/` is the far home directory: "$HOME" (expanded there, never split or globbed) before the quoted
+    rest. Quoted whole, `~/venv/bin/workbench` would name a folder called `~` in the login directory."""
+    parts = []
+    for word in words:
+        if word == "~" or word.startswith("~/"):
+            rest = word[1:]
+            parts.append('"$HOME"' + (shlex.quote(rest) if rest else ""))
+        else:
+            parts.append(shlex.quote(word))
+    return " ".join(parts)
+
+
+def ssh_failure(dest: Destination, code: int, stderr: str, remote_workbench: str) -> WorkbenchError:
+    """One line for an SSH session that ended before the far side was up (its exit code and stderr)."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    last = lines[-1] if lines else f"exit status {code}"
+    if code == 255 and "Host key verification failed" in stderr:  # unknown (batch mode cannot ask) or changed
+        return AuthError(
+            f"the SSH host key of {dest.alias} is not known or has changed",
+            f"connect once with 'ssh {dest.alias}' to verify and accept it, or pass --insecure-host-keys",
+        )
+    if code in NOT_FOUND_CODES:
+        return NotFoundError(
+            f"workbench is not installed on {dest.alias} ({remote_workbench!r} not found there)",
+            f"install it there with '{INSTALL_HINT}', or give its path with --remote-workbench",
+        )
+    if code == 255:
+        if "Permission denied" in stderr:
+            return AuthError(f"ssh login to {dest.alias} refused: {last}", "check the key, the agent or ~/.ssh/config")
+        return NetworkError(f"ssh to {dest.alias} failed: {last}", f"check that 'ssh {dest.alias} true' works")
+    # the far workbench said why in one line ("error: ...") and exited with its own code
+    error = WorkbenchError(f"on {dest.alias}: {last.removeprefix('error: ')}")
+    with contextlib.suppress(ValueError):
+        error.exit_code = ExitCode(code)
+    return error
+
+
+class Lines:
+    """Lines from a pipe with a deadline (a far side that hangs must not hang this side)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.closed = False
+
+    def read(self, deadline: float) -> str | None:
+        """The next line, or None at end of file or once the deadline passed."""
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if self.closed or left <= 0:
+                return None
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                self.closed = True
+                if self.buffer:
+                    break
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode(errors="replace")
+
+
+def drain_stderr(proc: subprocess.Popen[bytes]) -> str:
+    """stderr of an ended ssh (bounded: it has ended, so this does not block long)."""
+    assert proc.stderr is not None
+    with contextlib.suppress(OSError, ValueError):
+        return proc.stderr.read().decode(errors="replace")
+    return ""
+
+
+def end_ssh(proc: subprocess.Popen[bytes], wait_s: float) -> None:
+    """Let an ssh whose remote side was told to end exit within `wait_s`, else terminate it (then kill it), and
+    close its pipes."""
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        with contextlib.suppress(OSError):
+            if pipe is not None:
+                pipe.close()
+
+
+def main_thread() -> bool:
+    """Signal handlers can be set only there."""
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """A second Ctrl-C must not cut the block short (ending sessions, keeping what they sent): the far side cleans
+    up on its own once ssh is gone anyway."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread() else None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
