@@ -65,6 +65,9 @@ MarkdownOpt = Annotated[
     typer.Option("--markdown", help="Write the summary table as Markdown here (to paste into an issue or a post)."),
 ]
 CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the summary table as CSV here: one line per row.")]
+# the options of every command that starts runs (run, fleet, lab), beside DbOpt, MarkdownOpt, CsvOpt, WideOpt
+JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")]
+LabelOpt = Annotated[str | None, typer.Option(help="A name for this run in the history.")]
 CredOpt = Annotated[
     Path | None,
     typer.Option("--credentials", help=BY_NAME["credentials"].help),
@@ -232,10 +235,10 @@ def run(
         ),
     ] = None,
     db: DbOpt = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
+    json_out: JsonOpt = None,
     markdown_out: MarkdownOpt = None,
     csv_out: CsvOpt = None,
-    label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
+    label: LabelOpt = None,
     wide: WideOpt = False,
     via_ssh: Annotated[
         str | None,
@@ -456,10 +459,10 @@ def fleet(
         ),
     ],
     db: DbOpt = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
+    json_out: JsonOpt = None,
     markdown_out: MarkdownOpt = None,
     csv_out: CsvOpt = None,
-    label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
+    label: LabelOpt = None,
     wide: WideOpt = False,
     remote_workbench: Annotated[
         str,
@@ -518,10 +521,10 @@ def lab(
     ctx: typer.Context,
     settings: Settings,
     db: DbOpt = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")] = None,
+    json_out: JsonOpt = None,
     markdown_out: MarkdownOpt = None,
     csv_out: CsvOpt = None,
-    label: Annotated[str | None, typer.Option(help="A name for this run in the history.")] = None,
+    label: LabelOpt = None,
     wide: WideOpt = False,
 ) -> None:
     """Two emulated hosts joined by a real link (rate, delay, MTU) with real servers; runs the comparison."""
