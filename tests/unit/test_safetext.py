@@ -241,3 +241,11 @@ def test_bare_links_are_not_left_for_an_autolinking_renderer() -> None:
     assert for_markdown_line("see www.example.com") == "see www\\.example.com"
     assert for_markdown_line("http://x.example/a") == "http\\://x.example/a"
     assert for_markdown_line("mail admin@x.example") == "mail admin\\@x.example"
+
+
+def test_cut_says_where_it_cut() -> None:
+    from workbench.shared.safetext import cut
+
+    assert cut("abc", 3) == "abc" and cut("abcd", 3) == "ab…"
+    assert cut("abcd", 3, say_rest=True) == "abc… (1 more characters)"
+    assert len(for_plot("x" * 100)) == 48

@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import pytest
+
 from workbench.core import fleet_scratch, scratch_record
 from workbench.core.scratch_record import Cleanup, ScratchLeftAlone
 from workbench.core.stock import scratch_left
@@ -89,3 +91,33 @@ def test_a_fleet_members_scratch_left_alone_is_never_tried_again() -> None:
     again = Recorder()
     said = fleet_scratch.remove_left(again, 7, pending, lambda s: Cleanup("x/y", URL, failed="refused"))
     assert len(said) == 1 and "tries again" in said[0] and again.metas == []
+
+
+def test_a_removal_failing_in_a_way_no_client_names_is_kept_bounded_and_safe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The record keeps why an earlier run's scratch directory is still there, and the next run prints it: an
+    # exception no client translated (a library's own) must reach neither raw.
+    from workbench.core import stock
+    from workbench.core.plan import Plan
+    from workbench.shared import login as login_mod
+    from workbench.shared import urls
+    from workbench.shared.credentials import Credentials
+    from workbench.shared.errors import ONE_LINE_MAX_CHARS
+    from workbench.shared.target import Target
+
+    monkeypatch.setenv("WORKBENCH_PASSWORD", "pw")
+    url = urls.parse("ftp://u@127.0.0.1:1/pub")
+    target = Target("127.0.0.1", Credentials("u", "pw"), ports={"ftp": 1}, stock=True, prefix="pub")
+    plan = Plan(target, (), ("upload",), (), (), "random", 1, 1, 0, 1.0, tmp_path)
+    far = stock.StockFarHost(url, plan, "workbench-aaaaaaaaaaaa", login_mod.resolve(url, prompt=False))
+
+    def failing(action: object) -> None:
+        raise RuntimeError("\x1b]52;c;aGVsbG8=\x07\x1b[2J" + "x" * 50_000)
+
+    monkeypatch.setattr(far, "_utility", failing)
+    done = far.remove_scratch_of({"kind": "stock", "url": url.display(), "scratch": "workbench-0123456789ab"})
+    assert done is not None and done.failed is not None and not done.settled
+    for said in (done.failed, done.note("run 3's") or ""):
+        assert "\x1b" not in said and "\x07" not in said and len(said) < ONE_LINE_MAX_CHARS + 200, said[:200]
+        assert "RuntimeError" in said

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints,
 
 from workbench.core.results import Baseline, Result, Sample
 from workbench.protocols.details import ClientDetails
-from workbench.shared.safetext import strip_controls
+from workbench.shared.safetext import cut, strip_controls
 from workbench.shared.triage import TcpTriage
 
 # One row's samples carry ten interval counts per second copied, about 100 bytes per second of copying at up to
@@ -314,8 +314,7 @@ def _why(exc: ValidationError) -> str:
 
 def short(text: str, limit: int = 200) -> str:
     """A member's words for a one-line message: terminal-safe and at most `limit` characters."""
-    text = strip_controls(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return cut(strip_controls(text), limit)
 
 
 def parse_message(line: bytes) -> Message:

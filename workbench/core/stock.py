@@ -58,6 +58,7 @@ from workbench.shared.errors import (
     UnavailableError,
     UsageError,
     WorkbenchError,
+    one_line_of,
 )
 from workbench.shared.paths import FILES_DIR
 from workbench.shared.target import Target, url_host
@@ -470,8 +471,7 @@ class StockFarHost:
         except LeftInPlace as exc:  # not provably its own real directory: left for good, never tried again
             return dataclasses.replace(done, left_alone=exc.one_line())
         except Exception as exc:  # a refusal, a failing server: the next run tries again
-            why = exc.one_line() if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
-            return dataclasses.replace(done, failed=why)
+            return dataclasses.replace(done, failed=one_line_of(exc))  # kept in the record: bounded, safe
         return dataclasses.replace(done, removed=True, deleted=True)
 
 
@@ -483,7 +483,7 @@ class UnsafeScratch(LeftInPlace, DiskError):
 
 def scratch_left(scratch_path: str, url: str, exc: BaseException) -> WorkbenchError:
     """The one-line warning when (part of) the scratch directory stays on the server, naming it and why."""
-    why = exc.one_line() if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
+    why = one_line_of(exc)
     if isinstance(exc, LeftInPlace):  # refused on purpose: no later run tries it again
         return ScratchLeftAlone(
             f"left in place on {url}: {why}", f"the scratch directory was {scratch_path}; delete what is yours by hand"

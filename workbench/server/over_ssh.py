@@ -14,13 +14,13 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from workbench.shared.net import free_ports
 from workbench.shared.servers_hello import PROTOCOL, served_hello
 from workbench.shared.target import DEFAULT_PORTS
 
@@ -33,19 +33,7 @@ def _bind_address() -> str:
 
 def _free_ports(bind: str) -> dict[str, int]:
     """A free port per service: the far host may already run `servers up` on the default ports."""
-    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-    ports: dict[str, int] = {}
-    holders = []
-    try:
-        for service in DEFAULT_PORTS:
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            holders.append(sock)
-            sock.bind((bind, 0))
-            ports[service] = sock.getsockname()[1]
-    finally:
-        for sock in holders:
-            sock.close()
-    return ports
+    return dict(zip(DEFAULT_PORTS, free_ports(bind, len(DEFAULT_PORTS)), strict=True))
 
 
 def _emit(data: Mapping[str, Any]) -> None:

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import signal
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from workbench.server.layout import check_layout, private_state_dir
 from workbench.shared import credentials as creds_mod
 from workbench.shared import target as target_mod
 from workbench.shared.errors import NotFoundError, from_os_error
+from workbench.shared.net import free_ports
 from workbench.shared.paths import CREDENTIALS_FILE, FILES_DIR, INCOMING_DIR, SERVERS_FILE
 from workbench.shared.target import DEFAULT_PORTS
 
@@ -74,7 +74,7 @@ async def _serve(
                 # Authenticated like everything else served: RSA key pair + users file from the credentials.
                 auth = write_server_auth(cfg.state_dir / "iperf3", creds.user, creds.password)
                 app[IPERF3_KEY_KEY] = auth.public_key
-                iperf = Iperf3Server(cfg.bind, wanted["iperf3"] or _free_port(cfg.bind), auth)
+                iperf = Iperf3Server(cfg.bind, wanted["iperf3"] or free_ports(cfg.bind, 1)[0], auth)
                 with contextlib.suppress(Exception):  # iperf3 is only a cross-check
                     iperf.start()
                     stack.callback(iperf.stop)
@@ -120,13 +120,6 @@ async def _serve(
         await runner.cleanup()
     finally:
         stack.close()
-
-
-def _free_port(bind: str) -> int:
-    """A port free on `bind` now: iperf3 asked for port 0 (any free) cannot say which one it got."""
-    with socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET) as sock:
-        sock.bind((bind, 0))
-        return int(sock.getsockname()[1])
 
 
 def serve(cfg: ServeConfig, on_ready: Callable[[dict[str, int]], None] | None = None) -> None:

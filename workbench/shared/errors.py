@@ -11,7 +11,7 @@ import errno
 import socket
 from enum import IntEnum
 
-from workbench.shared.safetext import strip_controls
+from workbench.shared.safetext import cut, strip_controls
 
 # A message longer than this (a server's reply quoted whole) is cut in one_line(): a line to read, not a dump.
 ONE_LINE_MAX_CHARS = 1000
@@ -60,9 +60,7 @@ class WorkbenchError(Exception):
     def one_line(self) -> str:
         """The message and its hint on one line, safe to show: a server's words quoted in them lose their line
         breaks and control characters (ESC sequences included), and a message past ONE_LINE_MAX_CHARS is cut."""
-        text = strip_controls(self.message).strip().rstrip(".")
-        if len(text) > ONE_LINE_MAX_CHARS:
-            text = f"{text[:ONE_LINE_MAX_CHARS]}… ({len(text) - ONE_LINE_MAX_CHARS} more characters)"
+        text = cut(strip_controls(self.message).strip().rstrip("."), ONE_LINE_MAX_CHARS, say_rest=True)
         if self.hint:
             text += f" ({strip_controls(self.hint).strip().rstrip('.')})"
         return text
@@ -90,6 +88,14 @@ class DiskError(WorkbenchError):
 
 class UnavailableError(WorkbenchError):
     exit_code = ExitCode.UNAVAILABLE
+
+
+def one_line_of(exc: BaseException) -> str:
+    """What went wrong, on one line safe to show and keep (bounded, no control characters): a WorkbenchError's
+    one_line(), any other exception's type and words made so."""
+    if isinstance(exc, WorkbenchError):
+        return exc.one_line()
+    return WorkbenchError(f"{type(exc).__name__}: {exc}").one_line()
 
 
 def from_os_error(exc: OSError, what: str, host: str | None = None, port: int | None = None) -> WorkbenchError:

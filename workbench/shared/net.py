@@ -1,4 +1,4 @@
-"""Whether something listens on a TCP port, from here or from inside a lab namespace."""
+"""TCP ports: whether something listens on one (from here or from inside a lab namespace), free ones to listen on."""
 
 from __future__ import annotations
 
@@ -20,3 +20,19 @@ def port_open(host: str, port: int, netns: str | None = None) -> bool:
             return True
     except OSError:
         return False
+
+
+def free_ports(bind: str, count: int) -> list[int]:
+    """`count` different TCP ports free on `bind` now: each socket stays bound until all are, so none repeats.
+    For a server that cannot be asked for port 0 and say which one it got (iperf3), or several at once."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    holders: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            holders.append(sock)
+            sock.bind((bind, 0))
+        return [int(sock.getsockname()[1]) for sock in holders]
+    finally:
+        for sock in holders:
+            sock.close()

@@ -127,6 +127,16 @@ def for_html(text: object) -> str:
     return html.escape(strip_controls(str(text), one_line=False))
 
 
+def cut(text: str, max_chars: int, say_rest: bool = False) -> str:
+    """`text` cut to `max_chars` characters, an ellipsis saying so: "…" as the last of them, or with `say_rest`
+    after them with how many more there were ("… (N more characters)")."""
+    if len(text) <= max_chars:
+        return text
+    if say_rest:
+        return f"{text[:max_chars]}… ({len(text) - max_chars} more characters)"
+    return text[: max_chars - 1] + "…"
+
+
 # A plot's label longer than this is cut: a tick label of a few hundred characters squeezes the axes to nothing.
 PLOT_MAX_CHARS = 48
 
@@ -134,7 +144,4 @@ PLOT_MAX_CHARS = 48
 def for_plot(text: object, max_chars: int = PLOT_MAX_CHARS) -> str:
     """`text` for a matplotlib text artist (a title, a tick label, a legend entry): one line of at most
     `max_chars` characters, no control characters, every `$` escaped so that mathtext never parses it."""
-    line = strip_controls(str(text), one_line=True)
-    if len(line) > max_chars:
-        line = line[: max_chars - 1] + "…"
-    return line.replace("$", r"\$")
+    return cut(strip_controls(str(text), one_line=True), max_chars).replace("$", r"\$")
