@@ -157,11 +157,11 @@ def ftpd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ftpd]:
 def far_host(url_text: str, files_dir: Path) -> stock.StockFarHost:
     """The run's far host for `url_text`, logged in, as prepare() makes it (no plan of copies needed)."""
     url = urls.parse(url_text)
-    host, port, ssh_user = stock._address(url, url.user)
+    host, port, ssh_user = stock.resolve_address(url, url.user)
     who = login_mod.resolve(url, prompt=False, ssh_user=ssh_user)
     scratch = f"workbench-{secrets.token_hex(6)}"
     creds = Credentials(who.user, who.password or "")
-    target = stock._target(url, host, port, creds, stock.join(url.path, scratch))
+    target = stock.stock_target(url, host, port, creds, stock.join(url.path, scratch))
     plan = Plan(target, (), ("upload",), (), (), "random", 1, 1, 0, 1.0, files_dir)
     far = stock.StockFarHost(url, plan, scratch, who)
     far.connect()

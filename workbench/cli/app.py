@@ -506,7 +506,7 @@ def doctor(
     if url is None:
         render_doctor(out)
         return
-    from workbench.core.stock import check
+    from workbench.core.url_check import check
 
     found = check(url, prompt=True)
     render_url_check(out, found)

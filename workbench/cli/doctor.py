@@ -13,7 +13,7 @@ from workbench.protocols import registry
 from workbench.shared import hostinfo
 
 if TYPE_CHECKING:
-    from workbench.core.stock import Check
+    from workbench.core.url_check import Check
 
 _MOUNTS = {"sftp/sshfs", "smb/cifs", "smb/mount_smbfs", "afp/mount_afp"}
 
