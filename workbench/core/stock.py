@@ -31,7 +31,6 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -121,7 +120,7 @@ def check_clients(url: StockUrl, entries: Sequence[registry.Entry]) -> tuple[reg
     return chosen
 
 
-def _target(url: StockUrl, host: str, port: int, creds: Credentials, path: str) -> Target:
+def stock_target(url: StockUrl, host: str, port: int, creds: Credentials, path: str) -> Target:
     """A stock Target whose clients work beneath `path` (prefix, or remote_root for the SSH family)."""
     common: dict[str, Any] = {"host": host, "credentials": creds, "ports": {url.service: port}, "stock": True}
     if url.is_ssh:
@@ -129,7 +128,7 @@ def _target(url: StockUrl, host: str, port: int, creds: Credentials, path: str) 
     return Target(**common, prefix=path, share=url.share, tls=url.tls)
 
 
-def _address(url: StockUrl, user: str | None) -> tuple[str, int, str | None]:
+def resolve_address(url: StockUrl, user: str | None) -> tuple[str, int, str | None]:
     """(host, port, ssh's user) to connect to: for SSH as `ssh -G` resolves the alias, else the URL's."""
     if not url.is_ssh:
         return url.host, url.port, None
@@ -148,13 +147,13 @@ def prepare(url_text: str, plan: Plan, *, prompt: bool, iperf3: str | None) -> t
     url = urls.parse(url_text)
     entries = check_clients(url, plan.entries)
     iperf_at = urls.parse_host_port(iperf3) if iperf3 else None
-    host, port, ssh_user = _address(url, url.user)
+    host, port, ssh_user = resolve_address(url, url.user)
     who = login_mod.resolve(url, prompt=prompt, ssh_user=ssh_user)
     if url.is_ssh and who.user != ssh_user:  # WORKBENCH_USER or netrc named another user: %r tokens follow it
-        host, port, ssh_user = _address(url, who.user)
+        host, port, ssh_user = resolve_address(url, who.user)
     scratch = f"workbench-{secrets.token_hex(6)}"
     creds = Credentials(who.user, who.password or "")
-    target = _target(url, host, port, creds, join(url.path, scratch))
+    target = stock_target(url, host, port, creds, join(url.path, scratch))
     far = StockFarHost(url, dataclasses.replace(plan, target=target, entries=entries), scratch, who, iperf_at, prompt)
     far.connect()
     return far.plan, far
@@ -514,69 +513,3 @@ def connect_rtt_ms(host: str, port: int, count: int = RTT_CONNECTS, timeout_s: f
                 continue
             times.append(time.perf_counter() - started)
     return statistics.median(times) * 1e3 if times else None
-
-
-# ---------------------------------------------------------------- `workbench doctor URL`
-@dataclass(frozen=True)
-class Check:
-    """What `workbench doctor URL` found, without copying anything."""
-
-    url: str  # the display form
-    address: str  # host:port connected to (for SSH as ssh -G resolved it)
-    connect_ms: float | None  # median TCP connect time; None: not reachable
-    reach_error: str | None
-    login: str | None  # login.describe() once the utility client logged in
-    login_error: str | None
-    clients: tuple[tuple[str, str | None], ...]  # (label, why it cannot run or None) for the URL's clients
-
-    @property
-    def exit_code(self) -> int:
-        from workbench.shared.errors import ExitCode
-
-        if self.reach_error is not None:
-            return int(ExitCode.NETWORK)
-        return int(ExitCode.AUTH) if self.login_error is not None else 0
-
-
-def check(url_text: str, *, prompt: bool) -> Check:
-    """Reachability (TCP connect time), the login (the utility client connects and leaves), and which of the
-    URL's clients can run here, and why not."""
-    url = urls.parse(url_text)
-    clients = tuple(
-        (e.label, loaded if isinstance(loaded := registry.load(e), str) else None)
-        for e in clients_for(url, registry.KNOWN_CLIENTS)
-    )
-    host, port, ssh_user = _address(url, url.user)
-    address = f"{url_host(host)}:{port}"
-    rtt = connect_rtt_ms(host, port, count=3)
-    if rtt is None:
-        reach = _reach_error(host, port)
-        return Check(url.display(), address, None, reach, None, None, clients)
-    login_text: str | None = None
-    login_error: str | None = None
-    try:
-        who = login_mod.resolve(url, prompt=prompt, ssh_user=ssh_user)
-        creds = Credentials(who.user, who.password or "")
-        plan = Plan(_target(url, host, port, creds, ""), (), ("upload",), (), (), "random", 1, 1, 0, 1.0, Path())
-        far = StockFarHost(url, plan, "", who, prompt=prompt)
-        if far.unavailable is not None:
-            login_error = f"not checked: {far.utility_label} {far.unavailable}"
-        else:
-            try:
-                far.connect()
-                login_text = far.login.describe()
-            finally:
-                far.close()
-    except WorkbenchError as exc:
-        login_error = exc.one_line()
-    return Check(url.display(), address, rtt, None, login_text, login_error, clients)
-
-
-def _reach_error(host: str, port: int) -> str:
-    from workbench.shared.errors import from_os_error
-
-    try:
-        with socket.create_connection((host, port), timeout=3.0):
-            return "connects only intermittently"
-    except OSError as exc:
-        return from_os_error(exc, "connecting", host, port).one_line()
