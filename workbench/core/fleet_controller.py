@@ -22,7 +22,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,8 @@ class _Member:
     cut_at: float | None = None  # when its session is ended for it (after a malformed line)
     go_wall_s: float = 0.0
     deadline: float = 0.0
+    copied: set[tuple[int, ...]] = field(default_factory=set)  # the steps whose copy it sent: one each
+    said: set[str] = field(default_factory=set)  # what it may say once ("begin", "finish", "together upload"…)
 
 
 def remote_command(text: str) -> list[str]:
@@ -123,6 +125,35 @@ def _send(member: _Member, line: str) -> None:
         assert member.proc.stdin is not None
         member.proc.stdin.write(line.encode() + b"\n")
         member.proc.stdin.flush()
+
+
+# A member's own warnings kept (each one line, each shown with the run): a hostile one could send a thousand per
+# message; past these, one line says so.
+MAX_WARNINGS = 50
+
+
+def _warn(member: _Member, warnings: Sequence[str]) -> None:
+    report = member.report
+    for text in warnings:
+        if len(report.warnings) < MAX_WARNINGS:
+            report.warnings += (text,)
+        elif "warnings cut" not in member.said:
+            member.said.add("warnings cut")
+            report.warnings += (f"{member.dest.alias} sent more than {MAX_WARNINGS} warnings: the rest were not kept",)
+
+
+def _once(member: _Member, what: str) -> None:
+    """Refuse what a member may say only once, said again (each would pile up or be stored again)."""
+    if what in member.said:
+        raise MalformedMessage(f"a second {what}")
+    member.said.add(what)
+
+
+def _display(url: object) -> str | None:
+    """A job's URL as a member's far host names it in its metadata (None: the job has no URL)."""
+    from workbench.shared import urls as urls_mod
+
+    return urls_mod.parse(url).display() if isinstance(url, str) else None
 
 
 def _close_stdin(member: _Member) -> None:
@@ -174,6 +205,8 @@ class Controller:
         on_scratch: ScratchNote | None = None,
         on_cleaned: Callable[[int, Sequence[str]], None] | None = None,
         left_scratches: Sequence[Mapping[str, Any]] = (),
+        sets: Sequence[str] = (),
+        rounds: int = 0,
     ) -> None:
         self.dests = list(dests)
         self.job = dict(job)
@@ -189,6 +222,10 @@ class Controller:
         self.planned = list(planned)  # (label, direction) in plan order: names for the status lines
         self._labels = list(dict.fromkeys(label for label, _ in self.planned))
         self._directions = list(dict.fromkeys(d for _, d in self.planned))
+        self._sets = list(sets)  # the plan's file sets in order (empty: not checked)
+        self._rounds = rounds  # copies of each row: warm-ups and timed (0: not checked)
+        self._url = _display(job.get("url"))  # the server every member's scratch directory must be on
+        self._cleaned: set[int] = set()  # earlier runs whose clean-up was reported
         self.members: list[_Member] = []
         self.barrier = Barrier([d.alias for d in self.dests])
 
@@ -298,13 +335,14 @@ class Controller:
             # kept at once, named by its row: a client that stops mid-row still counted in the rounds it finished
             self._check_step(message.step)
             label, direction, file_set = message.row
-            self._check_planned(label, direction)
+            self._check_planned(label, direction, file_set)
+            self._check_copy(m, message.step, message.row)
             started = m.go_wall_s + message.started_after_go_s
             sample = message.sample.to_sample()
             report.copies.append(CopyEvent(alias, message.step, label, direction, file_set, started, sample))
         elif isinstance(message, Row):
             row = message.row.to_result()
-            self._check_planned(row.label, row.direction)
+            self._check_planned(row.label, row.direction, row.file_set)
             if any((r.label, r.direction, r.file_set) == (row.label, row.direction, row.file_set) for r in report.rows):
                 raise MalformedMessage(f"a second row for {row.label} {row.direction} {row.file_set}")
             report.rows.append(row)
@@ -312,23 +350,31 @@ class Controller:
         elif isinstance(message, BaselineMessage):
             report.baseline = message.baseline.to_baseline()
         elif isinstance(message, Together):
+            _once(m, f"'together' {message.direction}")
             if message.error:
-                report.warnings += (f"raw TCP {message.direction} with every client at once: {message.error}",)
+                _warn(m, [f"raw TCP {message.direction} with every client at once: {message.error}"])
             else:
                 started = m.go_wall_s + message.started_after_go_s
                 report.together[message.direction] = (started, message.seconds, message.bytes)
         elif isinstance(message, Begin):
-            report.meta = message.meta.model_dump(exclude_unset=True)
+            _once(m, "'begin'")
             server = message.meta.server
+            if server is not None and server.kind == "stock" and (self._url is None or server.url != self._url):
+                raise MalformedMessage(f"a scratch directory on {short(str(server.url))}, not the job's server")
+            report.meta = message.meta.model_dump(exclude_unset=True)
             if self.on_scratch is not None and server is not None and server.kind == "stock" and server.scratch:
                 self.on_scratch(alias, server.model_dump(exclude_unset=True), False)  # recorded before any copy
         elif isinstance(message, Finish):
-            report.warnings += message.warnings
+            _once(m, "'finish'")
+            _warn(m, message.warnings)
             if self.on_scratch is not None and message.meta is not None and message.meta.scratch_removed:
                 self.on_scratch(alias, None, True)
         elif isinstance(message, Cleaned):
             if alias != self._cleaner or self.on_cleaned is None:
                 raise MalformedMessage("'cleaned' without being asked to clean")
+            if message.run_id in self._cleaned:
+                raise MalformedMessage(f"a second 'cleaned' for run {message.run_id}")
+            self._cleaned.add(message.run_id)
             self.on_cleaned(message.run_id, message.hosts)
         elif isinstance(message, Done):
             m.done = True
@@ -342,13 +388,24 @@ class Controller:
         if step in (STEP_PREPARE, STEP_BASELINE) or (kind == TOGETHER_STEP and len(step) == 2 and step[1] < 2):
             return
         copy = kind == COPY_STEP and len(step) == 5
-        if copy and (not self.planned or (step[1] < len(self._labels) and step[2] < len(self._directions))):
+        planned = not self.planned or (step[1] < len(self._labels) and step[2] < len(self._directions))
+        in_set = copy and (not self._sets or step[3] < len(self._sets))
+        if copy and planned and in_set and (not self._rounds or step[4] < self._rounds):
             return
         raise MalformedMessage(f"a step the plan does not have: {list(step)}")
 
-    def _check_planned(self, label: str, direction: str) -> None:
-        if self.planned and (label, direction) not in self.planned:
-            raise MalformedMessage(f"a row the plan does not have: {label} {direction}")
+    def _check_planned(self, label: str, direction: str, file_set: str) -> None:
+        if (self.planned and (label, direction) not in self.planned) or (self._sets and file_set not in self._sets):
+            raise MalformedMessage(f"a row the plan does not have: {short(f'{label} {direction} {file_set}')}")
+
+    def _check_copy(self, m: _Member, step: tuple[int, ...], row: tuple[str, str, str]) -> None:
+        """One copy per step, of the row that step names in the plan."""
+        if step in m.copied:
+            raise MalformedMessage(f"a second copy for step {list(step)}")
+        named = (self._labels[step[1]], self._directions[step[2]]) if self.planned else row[:2]
+        if named != row[:2] or (self._sets and self._sets[step[3]] != row[2]):
+            raise MalformedMessage(f"a copy whose row does not match its step {list(step)}")
+        m.copied.add(step)
 
     def _hello(self, m: _Member, hello: Hello) -> None:
         if hello.protocol != PROTOCOL:
@@ -539,6 +596,8 @@ def run_fleet(
     far_host: str,
     link: Mapping[str, Any] | None = None,
     spawn_context: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    sets: Sequence[str] = (),
+    rounds: int = 0,
 ) -> Run:
     """Run the job on every client and store one run: aggregate and per-client rows. The run is recorded however it
     ends (Ctrl-C, SIGTERM, a client failing or sending garbage): what the clients sent is kept.
@@ -583,6 +642,7 @@ def run_fleet(
     controller = Controller(
         dests, job, remote_workbench, insecure_host_keys, observer, on_row, spawn_context=spawn_context,
         planned=planned, on_scratch=on_scratch, on_cleaned=on_cleaned, left_scratches=list(left.values()),
+        sets=sets, rounds=rounds,
     )  # fmt: skip
     reports: list[MemberReport] = []
     try:
@@ -652,6 +712,13 @@ def _explained(
 def planned_pairs(plan: Any) -> list[tuple[str, str]]:
     """(client label, direction) of every row the plan makes: a client that never starts fails each."""
     return [(e.label, d) for e in plan.entries for d in plan.directions]
+
+
+def planned_sets(plan: Any) -> list[str]:
+    """The names of the plan's file sets, in the order a member copies them (its manifest's: sizes, then small)."""
+    from workbench.shared.sizes import format_size
+
+    return [format_size(size) for size in plan.sizes] + [small.name for small in plan.small_sets]
 
 
 def url_job(text: str, settings: Settings) -> tuple[dict, Any]:

@@ -358,6 +358,7 @@ def _fleet(session: Fleet, settings: Settings, screen: Screen, label: str | None
     from workbench.core.fleet_controller import (
         INSECURE_PASSWORD,
         planned_pairs,
+        planned_sets,
         read_inventory,
         remote_command,
         run_fleet,
@@ -384,7 +385,7 @@ def _fleet(session: Fleet, settings: Settings, screen: Screen, label: str | None
             return run_fleet(
                 dests, {**job, "label": name}, warmup=plan.warmup, planned=planned_pairs(plan),
                 remote_workbench=session.remote_workbench, insecure_host_keys=insecure, recorder=recorder,
-                observer=observer, label=name, far_host=host,
+                observer=observer, label=name, far_host=host, sets=planned_sets(plan), rounds=plan.copies_per_row,
             )  # fmt: skip
 
         outcome.ran(screen.present(part, one), screen)
@@ -413,7 +414,7 @@ def _fleet_lab(session: FleetLab, screen: Screen, label: str | None, outcome: Ou
     """The lab's client hosts run the fleet over SSH against the lab's servers, as `fleet` runs against a real
     server: their sshds, host keys verified, the job on each session's stdin."""
     from workbench.core.config import shape
-    from workbench.core.fleet_controller import planned_pairs, read_inventory, run_fleet, served_job
+    from workbench.core.fleet_controller import planned_pairs, planned_sets, read_inventory, run_fleet, served_job
     from workbench.shared.servers_hello import served_hello
 
     request, clients, side = session.request, session.clients, session.side
@@ -429,7 +430,7 @@ def _fleet_lab(session: FleetLab, screen: Screen, label: str | None, outcome: Ou
                     read_inventory(hosts.hosts_file), {**job, "label": name}, warmup=plan.warmup,
                     planned=planned_pairs(plan), remote_workbench=hosts.remote_workbench, insecure_host_keys=False,
                     recorder=recorder, observer=observer, label=name, far_host=lab.server_addr, link=link,
-                    spawn_context=hosts.in_switch,
+                    spawn_context=hosts.in_switch, sets=planned_sets(plan), rounds=plan.copies_per_row,
                 )  # fmt: skip
 
         return side.run_fleet(request, clients, drive, observer)
