@@ -37,11 +37,10 @@ from workbench.core.ssh_session import (
     drain_stderr,
     end_ssh,
     remote_shell_command,
-    sigint_ignored,
     ssh_argv,
     ssh_failure,
 )
-from workbench.shared import sshconfig
+from workbench.shared import signals, sshconfig
 from workbench.shared.errors import NetworkError, NotFoundError, UsageError
 from workbench.shared.servers_hello import PROTOCOL
 from workbench.shared.target import Target, target_from_hello, url_host
@@ -114,7 +113,7 @@ def far_servers(
 
 def _bring_down(proc: subprocess.Popen[bytes], lines: Lines) -> None:
     """Say "down", wait (bounded) for the far side's acknowledgement, then end ssh. Never raises."""
-    with sigint_ignored():
+    with signals.held():
         with contextlib.suppress(OSError, ValueError):
             assert proc.stdin is not None
             proc.stdin.write(b"down\n")

@@ -63,11 +63,10 @@ from workbench.core.ssh_session import (
     Destination,
     end_ssh,
     remote_shell_command,
-    sigint_ignored,
     ssh_argv,
     ssh_failure,
 )
-from workbench.shared import hostinfo, procs
+from workbench.shared import hostinfo, procs, signals
 from workbench.shared.errors import ExitCode, NotFoundError, UsageError, WorkbenchError
 from workbench.shared.safetext import for_terminal
 
@@ -485,7 +484,7 @@ class Controller:
     def _end_all(self) -> None:
         """End every session: stdin closed (each member stops as on Ctrl-C and sends its last row), its output read
         until it exits (bounded), then ssh ended. A second Ctrl-C must not cut this short."""
-        with sigint_ignored():
+        with signals.held():
             for m in self.members:
                 _close_stdin(m)
             deadline = time.monotonic() + END_TIMEOUT_S
@@ -649,7 +648,7 @@ def run_fleet(
         reports = controller.run()
     finally:
         # a second Ctrl-C must not lose the rows already here: the run is put together and recorded first
-        with sigint_ignored():
+        with signals.held():
             if not reports:
                 reports = [m.report for m in controller.members] or [
                     MemberReport(c, failure="never started") for c in clients

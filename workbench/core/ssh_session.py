@@ -18,11 +18,9 @@ import os
 import select
 import shlex
 import shutil
-import signal
 import subprocess
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workbench.shared import sshconfig
@@ -155,20 +153,3 @@ def end_ssh(proc: subprocess.Popen[bytes], wait_s: float) -> None:
         with contextlib.suppress(OSError):
             if pipe is not None:
                 pipe.close()
-
-
-def main_thread() -> bool:
-    """Signal handlers can be set only there."""
-    return threading.current_thread() is threading.main_thread()
-
-
-@contextlib.contextmanager
-def sigint_ignored() -> Iterator[None]:
-    """A second Ctrl-C must not cut the block short (ending sessions, keeping what they sent): the far side cleans
-    up on its own once ssh is gone anyway."""
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread() else None
-    try:
-        yield
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
