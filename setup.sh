@@ -37,6 +37,14 @@ if ((${#missing[@]})); then
 fi
 # The Debian samba package enables system services; workbench runs its own smbd with private state.
 
+# AFP: netatalk 4 from this host's Debian (13 on), else a Debian 13 root for it (Debian 12: about a minute
+# and 420 MB in /var/cache/workbench/afp-root, once). Without it setup goes on and AFP rows say why;
+# CI, where every server is expected, stops here instead.
+if ! scripts/afp_root.sh >/dev/null; then
+  echo "setup.sh: no AFP server (netatalk) could be prepared: AFP rows will say unavailable" >&2
+  [[ "${CI:-}" == "true" || "${WORKBENCH_TESTS_STRICT:-0}" != "0" ]] && exit 1
+fi
+
 PYTHON=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv

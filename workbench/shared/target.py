@@ -29,6 +29,7 @@ DEFAULT_PORTS: Mapping[str, int] = {
     "smb": 4445,
     "rsync": 8730,
     "iperf3": 5201,
+    "afp": 5548,  # netatalk's afpd (AFP's own port, 548, is left to a system AFP server)
 }
 
 

@@ -25,12 +25,13 @@ from workbench.shared.target import DEFAULT_PORTS
 
 
 def server_classes() -> list[type[ManagedServer]]:
+    from workbench.server.daemons.afpd import Afpd
     from workbench.server.daemons.rsyncd import Rsyncd
     from workbench.server.daemons.serve_process import ServeProcess
     from workbench.server.daemons.smbd import Smbd
     from workbench.server.daemons.sshd import Sshd
 
-    return [ServeProcess, Sshd, Smbd, Rsyncd]
+    return [ServeProcess, Sshd, Smbd, Rsyncd, Afpd]
 
 
 @dataclass
