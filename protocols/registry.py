@@ -36,6 +36,7 @@ KNOWN_CLIENTS: tuple[Entry, ...] = (
     Entry("sftp/sshfs", "workbench.protocols.mount:SshfsClient", "apt-get install sshfs fuse3"),
     Entry("smb/cifs", "workbench.protocols.mount:CifsClient", "apt-get install cifs-utils"),
     Entry("smb/mount_smbfs", "workbench.protocols.mount:SmbfsClient", "macOS only"),
+    Entry("afp/python", "workbench.protocols.afp:AfpPythonClient", "pip install 'cryptography>=41'"),
     Entry("afp/mount_afp", "workbench.protocols.mount:AfpClient", "macOS only"),
 )
 
