@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write the reference pages generated from the code: docs/config.md from the settings table.
+"""Write the reference pages generated from the code: docs/config.md from the settings table, docs/commands.md
+from every command's --help.
 
 Run it after changing a setting (workbench/core/settings.py): `.venv/bin/python scripts/gen_docs.py`.
 `--check` writes nothing and exits 1 when a page is out of date (the tests run it so).
@@ -11,10 +12,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from workbench.cli.commands_page import commands_page
 from workbench.core.settings import config_page
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES: dict[str, Callable[[], str]] = {"docs/config.md": config_page}
+PAGES: dict[str, Callable[[], str]] = {"docs/config.md": config_page, "docs/commands.md": commands_page}
 
 
 def stale() -> list[str]:
