@@ -21,7 +21,6 @@ ssh session itself is workbench.core.ssh_session's.
 from __future__ import annotations
 
 import contextlib
-import json
 import shlex
 import shutil
 import subprocess
@@ -42,7 +41,7 @@ from workbench.core.ssh_session import (
 )
 from workbench.shared import signals, sshconfig
 from workbench.shared.errors import NetworkError, NotFoundError, UsageError
-from workbench.shared.servers_hello import PROTOCOL
+from workbench.shared.servers_hello import ServersHello, read_hello
 from workbench.shared.target import Target, target_from_hello, url_host
 
 UP_TIMEOUT_S = 120.0  # ssh login plus every server listening (smbd and sshd generate keys on a first start)
@@ -79,15 +78,12 @@ def far_servers(
     try:
         keys_dir = Path(tempfile.mkdtemp(prefix="workbench-via-ssh-"))  # mkdtemp: mode 0700
         deadline = time.monotonic() + UP_TIMEOUT_S
-        hello: dict[str, Any] | None = None
+        hello: ServersHello | None = None
         while hello is None:
             line = lines.read(deadline)
             if line is None:
                 break
-            with contextlib.suppress(ValueError):
-                data = json.loads(line)
-                if isinstance(data, dict) and data.get("protocol") == PROTOCOL:
-                    hello = data
+            hello = read_hello(line)  # None for a line that is no hello (a login script's chatter)
         if hello is None:
             if proc.poll() is None and not lines.closed:
                 raise NetworkError(
@@ -103,7 +99,7 @@ def far_servers(
                 ) from exc
             raise ssh_failure(dest, code, drain_stderr(proc), remote_workbench)
         if say is not None:
-            say(f"far servers up on {dest.alias} ({url_host(host)}), state {hello.get('state_dir', '?')}")
+            say(f"far servers up on {dest.alias} ({url_host(host)}), state {hello.state_dir or '?'}")
         yield target_from_hello(hello, host, keys_dir)
     finally:
         _bring_down(proc, lines)

@@ -14,7 +14,6 @@ with a deadline, one line for a session that failed, and its end (bounded, never
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import shlex
 import shutil
@@ -23,8 +22,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from workbench.core.fleet_lines import LineReader, Tail
 from workbench.shared import sshconfig
 from workbench.shared.errors import AuthError, ExitCode, NetworkError, NotFoundError, UsageError, WorkbenchError
+from workbench.shared.servers_hello import MAX_HELLO_BYTES
 
 INSTALL_HINT = "pip install filecopy-workbench"
 CONNECT_TIMEOUT_S = 10
@@ -102,39 +103,43 @@ def ssh_failure(dest: Destination, code: int, stderr: str, remote_workbench: str
 
 
 class Lines:
-    """Lines from a pipe with a deadline (a far side that hangs must not hang this side)."""
+    """Lines from a pipe with a deadline (a far side that hangs must not hang this side), each of bounded length
+    (a fleet member's LineReader beneath: a longer line is read and dropped, never kept)."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.buffer = b""
-        self.closed = False
+    def __init__(self, fd: int, limit_bytes: int = MAX_HELLO_BYTES) -> None:
+        self.reader = LineReader(fd, limit_bytes)
 
-    def read(self, deadline: float) -> str | None:
-        """The next line, or None at end of file or once the deadline passed."""
-        while b"\n" not in self.buffer:
+    @property
+    def closed(self) -> bool:
+        return self.reader.closed and not self.reader.pending
+
+    def read(self, deadline: float) -> bytes | None:
+        """The next line (b"" in place of one past the bound), or None at end of file or once the deadline passed."""
+        while not self.reader.pending:
             left = deadline - time.monotonic()
-            if self.closed or left <= 0:
+            if self.reader.closed or left <= 0:
                 return None
-            ready, _, _ = select.select([self.fd], [], [], left)
+            ready, _, _ = select.select([self.reader.fd], [], [], left)
             if not ready:
                 return None
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                self.closed = True
-                if self.buffer:
-                    break
-                return None
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line.decode(errors="replace")
+            self.reader.feed()
+        line = self.reader.next()
+        return line if isinstance(line, bytes) else b""
 
 
-def drain_stderr(proc: subprocess.Popen[bytes]) -> str:
-    """stderr of an ended ssh (bounded: it has ended, so this does not block long)."""
+def drain_stderr(proc: subprocess.Popen[bytes], within_s: float = 2.0) -> str:
+    """The end of an ended ssh's stderr (its last words, at most STDERR_KEEP_BYTES), read for at most `within_s`:
+    a child of ssh may hold the pipe open, and a far side may have written without end."""
     assert proc.stderr is not None
+    tail = Tail(proc.stderr.fileno())
+    deadline = time.monotonic() + within_s
     with contextlib.suppress(OSError, ValueError):
-        return proc.stderr.read().decode(errors="replace")
-    return ""
+        while not tail.closed and (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([tail.fd], [], [], left)
+            if not ready:
+                break
+            tail.feed()
+    return tail.text()
 
 
 def end_ssh(proc: subprocess.Popen[bytes], wait_s: float) -> None:

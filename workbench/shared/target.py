@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import NotFoundError, UsageError
 from workbench.shared.paths import TARGET_FILE
+from workbench.shared.servers_hello import ServersHello, checked_hello
 from workbench.shared.validate import check_host, parse_model
 
 DEFAULT_PORTS: Mapping[str, int] = {
@@ -140,30 +141,31 @@ def read(path: Path, creds: Credentials, host: str | None = None) -> Target:
     )
 
 
-def target_from_hello(hello: Mapping[str, Any], host: str, keys_dir: Path) -> Target:
+def target_from_hello(given: Mapping[str, Any] | ServersHello, host: str, keys_dir: Path) -> Target:
     """The Target reaching servers started elsewhere, from the JSON object that described them (`servers
-    over-ssh`'s line, a fleet's job): login, ports, paths; key material goes to files in keys_dir (0700), as the
-    OpenSSH clients read it only from files."""
-    creds_data = hello["credentials"]
-    ports = {k: int(v) for k, v in hello["ports"].items() if k in DEFAULT_PORTS}
+    over-ssh`'s line, a fleet's job), checked first (checked_hello: a malformed one is a one-line WorkbenchError):
+    login, ports, paths; key material goes to files in keys_dir (0700), as the OpenSSH clients read it only from
+    files."""
+    hello = checked_hello(given)
+    ports = {k: v for k, v in hello.ports.items() if k in DEFAULT_PORTS}
     ssh_key = known_hosts = None
-    if hello.get("ssh_key"):
+    if hello.ssh_key:
         ssh_key = keys_dir / "client_key"
         fd = os.open(ssh_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:
-            fh.write(hello["ssh_key"])
-    if hello.get("host_keys"):
+            fh.write(hello.ssh_key)
+    if hello.host_keys:
         # the far sshd's host keys, filed under the name this side connects to (its known_hosts names the bind)
         name = f"[{host}]:{ports['ssh']}" if "ssh" in ports else host
         known_hosts = keys_dir / "known_hosts"
-        known_hosts.write_text("".join(f"{name} {key}\n" for key in hello["host_keys"]))
+        known_hosts.write_text("".join(f"{name} {key}\n" for key in hello.host_keys))
     creds = Credentials(
-        user=str(creds_data["user"]), password=str(creds_data["password"]), ssh_key=ssh_key, known_hosts=known_hosts
+        user=hello.credentials.user, password=hello.credentials.password, ssh_key=ssh_key, known_hosts=known_hosts
     )
     return Target(
         host=host,
         credentials=creds,
         ports={**DEFAULT_PORTS, **ports},
-        remote_root=str(hello.get("remote_root", "")),
-        share=str(hello.get("share", "workbench")),
+        remote_root=hello.remote_root,
+        share=hello.share,
     )
