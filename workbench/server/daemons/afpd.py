@@ -12,7 +12,8 @@ Confinement (an authenticated client is hostile): "follow symlinks = no" (afpd n
 through a link nor opens one; it shows a link as a 'slnk' file); no AFP3 UNIX privileges (a client sets
 no mode bits; what it creates takes its parent folder's mode without execute bits); extended attributes
 and resource forks go to the file system's xattrs where it has them ("ea = sys") else to AppleDouble files
-afpd itself names ("ea = ad"); no ACL mapping; no guest unless asked. The confinement suite
+afpd itself names ("ea = ad"); no ACL mapping; no guest unless asked. In the Debian 13 root a link out
+of the volume leads nowhere besides: only the volume is mounted there. The confinement suite
 (tests/integration/test_confine_afp.py) tries the ways out.
 
 CNIDs: "cnid scheme = last" needs no cnid_metad (which wants to raise the open-files limit, refused where
