@@ -82,7 +82,7 @@ UTILITY: Mapping[str, str] = {
     "ftp": "ftp/ftplib",
     "rsync": "rsync/daemon",
     "http": "http/aiohttp",
-    "afp": "afp/mount_afp",
+    "afp": "afp/python",
 }
 SCRATCH_NAME = re.compile(r"^workbench-[0-9a-f]{12}$")
 RTT_CONNECTS = 5
