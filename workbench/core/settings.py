@@ -54,6 +54,7 @@ class Setting:
     config: bool = True  # a config file key (else a flag only)
     lab_default: Any = _SAME
     lab_help: str | None = None
+    lab_default_doc: str | None = None  # the lab's default in words, where its value is a list that changes
     meta: str | None = None  # the key in the run metadata's `plan` object, if recorded there
     from_plan: Callable[[Plan], Any] | None = None  # its value there, from the parsed Plan
     range: Range | None = None  # a number's accepted values
@@ -130,6 +131,7 @@ SETTINGS: tuple[Setting, ...] = (
         'protocols = "http,sftp"',
         toml=WORDS,
         lab_default=FIRST_LAB_PROTOCOLS,  # each family's Python client and native reference (core/first_lab.py)
+        lab_default_doc="each protocol's main Python client and its native reference",
         lab_help="Protocols or protocol/client pairs, or 'all' (default: each protocol's main Python client and "
         "its native reference).",
         meta="protocols",
@@ -535,6 +537,8 @@ class Settings(Mapping[str, Any]):
 
 # ---------------------------------------------------------------- documentation
 def _default_text(setting: Setting, command: str) -> str:
+    if command == "lab" and setting.lab_default_doc:
+        return setting.lab_default_doc
     value = setting.default_for(command)
     if value is None:
         return "—"
