@@ -5,6 +5,7 @@ README stays a page for the person who wants the answer (reference material live
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 from types import ModuleType
@@ -38,6 +39,30 @@ def test_the_readme_keeps_the_two_command_quick_start() -> None:
     lines = [ln.command for ln in parse(README.read_text(encoding="utf-8"))]
     assert "./setup.sh" in lines and ".venv/bin/python -m pytest" in lines
     assert lines.index(".venv/bin/python -m pytest") == lines.index("./setup.sh") + 1
+
+
+def test_the_readme_sample_is_what_report_prints_for_the_stored_real_run() -> None:
+    sample = _script("readme_sample")
+    readme = README.read_text(encoding="utf-8")
+    assert readme.count(sample.START) == 1 and readme.count(sample.END) == 1, "the sample's markers"
+    doc = json.loads(sample.SAMPLE.read_text(encoding="utf-8"))
+    protocols = sample.LAB[sample.LAB.index("--protocols") + 1].split(",")
+    assert doc["run"]["plan"]["protocols"] == protocols and doc["link"]["preset"] == "wifi-ac", "the script's lab run"
+    assert sample.with_block(readme, doc) == readme, "stale sample: run python scripts/readme_sample.py --render"
+    shown = readme.split(sample.START, 1)[1].split(sample.END, 1)[0]
+    assert "verdict:" in shown and "% TCP" in shown and "raw TCP" in shown
+    for row in doc["results"]:  # every row of the run is in the table the README shows
+        assert f"{row['protocol']}/{row['client']}" in shown, row["client"]
+
+
+def test_the_sample_block_changes_when_the_run_does() -> None:
+    sample = _script("readme_sample")
+    readme = README.read_text(encoding="utf-8")
+    doc = json.loads(sample.SAMPLE.read_text(encoding="utf-8"))
+    doc["results"] = doc["results"][:1]
+    assert sample.with_block(readme, doc) != readme
+    with pytest.raises(ValueError, match="markers"):
+        sample.with_block("no markers here", doc)
 
 
 def test_the_commands_page_is_the_command_lines_own_help() -> None:
