@@ -21,6 +21,7 @@ SmbclientClient
 # explicit-TLS FTP, which has no served counterpart and stands in for a stranger's FTPS server.
 StockFtps
 StockRsyncd
+StockAfpd
 StockSmbd
 StockSshd
 StockWebDav

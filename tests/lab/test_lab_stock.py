@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 WORKBENCH_CODE = str(REPO / "workbench")
 LINK_RATE_BYTES_PER_S = 1e9 / 8  # the gige preset: fast, so the run stays short
 # One run per stock daemon, named by its URL's scheme (the --json PATH-SCHEME.json documents).
-SCHEMES = {"http": "http", "ftp": "ftp", "ssh": "sftp", "rsync": "rsync", "smb": "smb"}
+SCHEMES = {"http": "http", "ftp": "ftp", "ssh": "sftp", "rsync": "rsync", "smb": "smb", "afp": "afp"}
 
 
 def _lab_namespaces(owner: int) -> list[str]:
@@ -97,7 +97,7 @@ def test_stock_lab_measures_every_client_against_stock_daemons_only(tmp_path: Pa
         assert not [argv for argv in seen.values() if _runs_workbench(argv)], seen
         # sshd retitles itself ("sshd: /path/sshd_config [listener] ..."): the program is the first word
         programs = {os.path.basename(argv[0].split()[0]).rstrip(":") for argv in seen.values()}
-        assert {"smbd", "sshd", "rsync", "iperf3"} <= programs, programs
+        assert {"smbd", "sshd", "rsync", "iperf3", "netatalk"} <= programs, programs
         assert any("wsgidav" in " ".join(argv) for argv in seen.values()), seen
         assert any(a.endswith("ftpd.py") for argv in seen.values() for a in argv), seen
 

@@ -26,7 +26,7 @@ def test_every_scenario_has_a_valid_link_and_plan_in_both_forms() -> None:
 def test_the_stories_links_are_what_they_say() -> None:
     ((_, wifi),) = scenarios.requests(scenarios.find("wifi-ac-64k"), {}, set(), False)
     spec = link_spec(wifi)
-    assert spec.client_window_bytes == 65536 and wifi.client_window_services == ("smb",)
+    assert spec.client_window_bytes == 65536 and wifi.client_window_services == ("smb", "afp")
     assert wifi.window_sweep == "32K,64K,128K,256K"
     gige = [link_spec(r) for _, r in scenarios.requests(scenarios.find("gige-jumbo"), {}, set(), False)]
     assert [(s.mtu, s.host_buffers) for s in gige] == [(1500, "default"), (1500, "raised"), (9000, "raised")]
@@ -90,7 +90,8 @@ def test_the_lab_figures_are_read_from_the_runs() -> None:
     stalled = Run(id=2, meta={}, baseline=Baseline(), results=(_row("http", "curl", "upload", 1 << 20, 1e6, 1),))
     assert scenarios.stalled_seconds("x")({"x": stalled}) == pytest.approx(0.3)
     shown = scenarios.figures(scenarios.find("wifi-ac-64k"), runs)
-    assert [p.figure for p, _ in shown][:2] == ["533", "170"] and shown[1][1] == pytest.approx(22e6 * 8)
+    assert [p.figure for p, _ in shown][:3] == ["533", "170", "170"] and shown[1][1] is None  # no AFP row here
+    assert shown[2][1] == pytest.approx(22e6 * 8)
 
 
 def test_every_variant_passes_the_labs_own_input_checks() -> None:

@@ -36,6 +36,16 @@ def server_availability() -> list[tuple[str, str | None]]:
     return rows
 
 
+def _server_note(name: str) -> str:
+    """Which build of a server runs here, where there is a choice (AFP: the host's netatalk or setup's root)."""
+    if name != "afpd":
+        return ""
+    from workbench.server.daemons.netatalk_root import find
+
+    found, _ = find()
+    return f": {found.describe()}" if found is not None else ""
+
+
 def lab_availability() -> str | None:
     try:
         from workbench.lab import check_available
@@ -89,7 +99,8 @@ def render_doctor(console: Console) -> None:
     servers.add_column("server")
     servers.add_column("status")
     for name, reason in server_availability():
-        servers.add_row(name, "[green]available[/]" if reason is None else f"[yellow]unavailable:[/] {reason}")
+        status = f"[green]available[/]{_server_note(name)}" if reason is None else f"[yellow]unavailable:[/] {reason}"
+        servers.add_row(name, status)
     lab = lab_availability()
     servers.add_row("lab", "[green]available[/]" if lab is None else f"[yellow]unavailable:[/] {lab}")
     triage = triage_availability()

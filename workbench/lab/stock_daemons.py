@@ -38,6 +38,7 @@ STOCK_SERVERS: tuple[tuple[str, str, str], ...] = (
     ("openssh", "StockSshd", "ssh"),
     ("rsync_daemon", "StockRsyncd", "rsync"),
     ("samba", "StockSmbd", "smb"),
+    ("netatalk", "StockAfpd", "afp"),
 )
 STOCK_SERVICES = tuple(service for _module, _cls, service in STOCK_SERVERS)
 
