@@ -79,6 +79,8 @@ def target(stock_afpd: StockAfpd, prefix_root: Path) -> Target:
 
 
 class TestStockAfpContract(ClientContract, ScratchContract):
+    client_class = AfpPythonClient
+
     @pytest.fixture
     def served_root(self, prefix_root: Path) -> Path:
         return prefix_root
