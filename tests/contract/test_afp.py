@@ -16,6 +16,7 @@ import pytest
 
 from tests import afp_fixtures
 from tests.afp_fixtures import AfpdRunner, AfpServed
+from tests.contract.scratch_contract import ScratchContract
 from tests.contract.suite import ClientContract, Counter
 from tests.helpers import write_random
 from workbench.protocols.afp import AfpPythonClient
@@ -69,7 +70,7 @@ def _client(afpd: AfpServed, **opts: object) -> AfpPythonClient:
     return AfpPythonClient(afpd.target, ClientOptions(**opts))  # type: ignore[arg-type]
 
 
-class TestAfpContract(ClientContract):
+class TestAfpContract(ClientContract, ScratchContract):
     client_class = AfpPythonClient
 
     @pytest.fixture
