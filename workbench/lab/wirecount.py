@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-ETH_P_IP = 0x0800
+ETH_P_ALL = 0x0003  # a packet socket sees a device's outgoing packets only when it asks for every protocol
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SNAP_BYTES = 160  # IP and TCP headers (at most 120 bytes) and the first bytes of payload
 CAPTURE_BUFFER_BYTES = 64 << 20  # a burst of small-file copies queues here while the thread sleeps
@@ -143,11 +143,11 @@ class Capture:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
         with contextlib.suppress(OSError):  # as root the buffer may exceed rmem_max
             sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), CAPTURE_BUFFER_BYTES)
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        sock.bind((self.device, ETH_P_IP))
+        sock.bind((self.device, ETH_P_ALL))
         sock.settimeout(0.1)
         self._sock = sock
         self._thread = threading.Thread(target=self._read, name="wirecount", daemon=True)
