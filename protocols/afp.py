@@ -58,7 +58,6 @@ from workbench.shared.errors import (
 
 AFP_PORT = 548
 ATTENTION_SHUTDOWN = 0x8000  # an attention code's bit: the server is shutting down
-LOGINS = ("secure", "cleartext", "guest")
 MAX_REQUESTS_IN_FLIGHT = 64
 ENUMERATE_COUNT = 512  # entries asked for per FPEnumerateExt2
 ENUMERATE_REPLY_BYTES = 256 * 1024
@@ -173,16 +172,16 @@ class AfpPythonClient(Client):
 
     def _choose_uam(self, info: wire.ServerInfo) -> str:
         login = self.options.afp_login
-        if login not in LOGINS:
-            raise UsageError(f"unknown AFP login {login!r}", f"choose from {', '.join(LOGINS)}")
+        if login not in wire.AFP_LOGINS:
+            raise UsageError(f"unknown AFP login {login!r}", f"choose from {', '.join(wire.AFP_LOGINS)}")
         wanted = {"secure": wire.UAM_DHX2, "cleartext": wire.UAM_CLEARTEXT, "guest": wire.UAM_GUEST}[login]
         offered = ", ".join(repr(u) for u in info.uams) or "none"
         if wanted not in info.uams:
             hint = {
-                "secure": "it offers no secure login workbench speaks; ask for the cleartext login only on a "
-                "trusted link (the password then crosses it in clear)",
-                "cleartext": "use the secure login (DHX2)",
-                "guest": "log in with a user and password",
+                "secure": "it offers no secure login workbench speaks; --afp-login cleartext only on a link you "
+                "trust (the password then crosses it in clear)",
+                "cleartext": "use --afp-login secure (DHX2)",
+                "guest": "log in with a user and password (--afp-login secure)",
             }[login]
             raise AuthError(f"AFP server {self._where} offers no {wanted!r} login (it offers {offered})", hint)
         return wanted
@@ -227,7 +226,7 @@ class AfpPythonClient(Client):
             try:
                 password = wire.cleartext_password(creds.password)
             except ValueError as exc:
-                raise UsageError(f"AFP: {exc}", "use the secure login (DHX2) for a longer password") from exc
+                raise UsageError(f"AFP: {exc}", "--afp-login secure (DHX2) takes a longer password") from exc
             self._login_step(conn, wire.login_ext(version, uam, creds.user, password), what, last=True)
             return
         if missing := dhx2.cast5_missing():

@@ -127,6 +127,7 @@ SYMLINK_TYPE = b"slnk"  # Finder type netatalk (and macOS) give a symbolic link 
 CLEARTEXT_PASSWORD_BYTES = 8  # the Cleartxt Passwrd login carries the password in a field of 8 bytes
 DHX2_PASSWORD_BYTES = 256
 
+AFP_LOGINS = ("secure", "cleartext", "guest")  # ClientOptions.afp_login's values: DHX2, Cleartxt Passwrd, guest
 UAM_DHX2 = "DHX2"
 UAM_CLEARTEXT = "Cleartxt Passwrd"
 UAM_GUEST = "No User Authent"

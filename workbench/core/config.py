@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from workbench.core.plan import DIRECTIONS, Plan
 from workbench.core.settings import BY_NAME, SETTINGS, Setting, Settings, default, typed_value
 from workbench.protocols import registry
+from workbench.protocols.afp_wire import AFP_LOGINS
 from workbench.protocols.base import ClientOptions
 from workbench.shared import credentials as creds_mod
 from workbench.shared import paths
@@ -163,6 +164,12 @@ def check_profile(name: str) -> str:
     return name
 
 
+def check_afp_login(name: str) -> str:
+    if name not in AFP_LOGINS:
+        raise UsageError(f"unknown AFP login {name!r}", f"choose from {', '.join(AFP_LOGINS)}")
+    return name
+
+
 def _plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) -> dict[str, Any]:
     """Every part of a Plan but the target, parsed and range-checked; `where(key)` names a value's source.
 
@@ -186,6 +193,8 @@ def _plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) 
         verify_host_keys=not values.get("insecure_host_keys"),
         block_size=int(_given(values, "block_size")),
         stall_timeout_s=float(_given(values, "stall_timeout")),
+        afp_login=named(where("afp_login"), check_afp_login, str(_given(values, "afp_login"))),
+        requests_in_flight=int(_given(values, "requests_in_flight")),
     )
     return {
         "entries": tuple(named(where("protocols"), _protocols, _text(_given(values, "protocols")))),

@@ -250,6 +250,28 @@ SETTINGS: tuple[Setting, ...] = (
         from_plan=lambda plan: plan.options.compress,
     ),
     Setting(
+        "afp_login",
+        str,
+        "secure",
+        "AFP login: secure (DHX2, the password never in clear), cleartext (the password, at most 8 bytes, in "
+        "clear on the link: only where you trust it) or guest.",
+        "one of secure, cleartext, guest",
+        'afp_login = "cleartext"',
+        meta="afp_login",
+        from_plan=lambda plan: plan.options.afp_login,
+    ),
+    Setting(
+        "requests_in_flight",
+        int,
+        4,
+        "Read/write requests a pipelining client (AFP) keeps outstanding, each of the block size.",
+        "",
+        "requests_in_flight = 8",
+        meta="requests_in_flight",
+        from_plan=lambda plan: plan.options.requests_in_flight,
+        range=Range(1, 64, "4", whole=True),
+    ),
+    Setting(
         "seed",
         int,
         1,
