@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import ClassVar, Unpack
 
-from workbench.protocols.base import Client, ClientOptions, FileCopy, Progress
+from workbench.protocols.base import Client, ClientOptions, FileCopy, LeftInPlace, Progress
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.openssh_sftp import (
     DEFAULT_CIPHER,
@@ -351,6 +351,20 @@ class RsyncDaemonClient(_RsyncClient):
             return False
         return listed.stdout.startswith("d")
 
+    def check_real_dir(self, remote: str) -> None:
+        """The entry itself as the daemon lists it (-d, no trailing "/"): with lstat, so a link lists as `l`, a
+        directory as `d`; anything but `d` is left alone."""
+        path = remote.strip("/")
+        listed = self._ask(["rsync", "--list-only", "-d", *self._io_args(), self._remote(path)], f"looking up {path}")
+        kind = listed.stdout[:1]
+        if kind != "d":
+            what = "a link" if kind == "l" else "not a directory"
+            raise LeftInPlace(
+                f"{path} on {self._where} is not a real directory ({what}, as the daemon lists it): left in place, "
+                "nothing through it touched",
+                "delete it by hand if it is yours",
+            )
+
     def remove_tree(self, remote_dir: str) -> None:
         """Sync an empty directory onto the parent with --delete, filtered down to this one entry.
 
@@ -362,11 +376,7 @@ class RsyncDaemonClient(_RsyncClient):
         name = path.name
         if not name or name in (".", "..") or "\n" in remote_dir:
             raise UsageError(f"cannot delete {remote_dir!r} with rsync", "give a directory beneath the module's root")
-        listed = self._ask(
-            ["rsync", "--list-only", "-d", *self._io_args(), self._remote(str(path))], f"looking up {remote_dir}"
-        )
-        if not listed.stdout.startswith("d"):
-            raise WorkbenchError(f"{remote_dir} on {self._where} is not a directory", "remove_tree deletes directories")
+        self.check_real_dir(str(path))
         with tempfile.TemporaryDirectory() as empty:
             filters = [f"--include=/{_rsync_literal(name, wild=False)}", f"--include=/{_rsync_literal(name)}/**"]
             parent = str(path.parent) + "/"

@@ -125,22 +125,11 @@ def remove_smb_tree(ops: TreeOps, path: str, where: str) -> None:
     """
     if not path:
         raise UsageError("refusing to delete the share's root directory", "give a directory beneath it")
-    parent, _, name = path.rpartition("\\")
     problems: list[WorkbenchError] = []
     budget = RemovalBudget(where)
     try:
-        listed_name(name, f"the scratch path {posix(path)!r} on {where}", SMB_SEPARATORS)
-        siblings = ops.list_dir(parent)
-        entry = next((e for e in siblings if e.name == name), None)
-        if entry is None:
-            raise NotFoundError(f"no directory {posix(path)} on {where} to remove", "someone removed it already?")
-        if not _real_dir(entry, siblings):
-            raise LeftInPlace(
-                f"{posix(path)} on {where} is not a real directory (a link or a file, as the share lists it): "
-                "left in place, nothing through it touched",
-                "delete it by hand if it is yours",
-            )
-        _remove_dir(ops, path, (_own_id(siblings), entry.file_id or None), where, problems, budget, 0)
+        ids = _top_ids(ops, path, where)
+        _remove_dir(ops, path, ids, where, problems, budget, 0)
     except WorkbenchError:
         raise
     except Exception as exc:  # a reply the library cannot parse: one line, never a trace
@@ -148,6 +137,50 @@ def remove_smb_tree(ops: TreeOps, path: str, where: str) -> None:
     problem = first_problem(problems)
     if problem is not None:
         raise problem
+
+
+def check_smb_real_dir(ops: TreeOps, path: str, where: str) -> None:
+    """Raise LeftInPlace unless directory `path` (SMB form) is a real directory, judged as its removal judges
+    the top: from its parent's listing (reparse flag, a file id another entry has), and its own ".." leading back
+    to that parent where the server gives ids (a link to elsewhere). NotFoundError when it is not there."""
+    try:
+        parent_id, own_id = _top_ids(ops, path, where)
+        entries = ops.list_dir(path)
+    except WorkbenchError:
+        raise
+    except Exception as exc:  # a reply the library cannot parse: one line, never a trace
+        raise WorkbenchError(
+            f"SMB: looking up {posix(path)} on {where} failed: {exc!r}", "see the server's log"
+        ) from exc
+    dotdot = next((e for e in entries if e.name == ".."), None)
+    here = _own_id(entries)
+    moved_parent = parent_id is not None and dotdot is not None and bool(dotdot.file_id) and dotdot.file_id != parent_id
+    if moved_parent or (own_id is not None and here is not None and here != own_id):
+        raise _not_real(path, where)
+
+
+def _top_ids(ops: TreeOps, path: str, where: str) -> tuple[int | None, int | None]:
+    """The file ids of the top's parent and of the top, from the parent's listing (None: the server gives none);
+    LeftInPlace when that listing shows the top as no real directory."""
+    if not path:
+        raise UsageError("refusing to work on the share's root directory", "give a directory beneath it")
+    parent, _, name = path.rpartition("\\")
+    listed_name(name, f"the scratch path {posix(path)!r} on {where}", SMB_SEPARATORS)
+    siblings = ops.list_dir(parent)
+    entry = next((e for e in siblings if e.name == name), None)
+    if entry is None:
+        raise NotFoundError(f"no directory {posix(path)} on {where}", "someone removed it already?")
+    if not _real_dir(entry, siblings):
+        raise _not_real(path, where)
+    return _own_id(siblings), entry.file_id or None
+
+
+def _not_real(path: str, where: str) -> LeftInPlace:
+    return LeftInPlace(
+        f"{posix(path)} on {where} is not a real directory (a link or a file, as the share lists it): left in "
+        "place, nothing through it touched",
+        "delete it by hand if it is yours",
+    )
 
 
 def _own_id(entries: list[DirEntry]) -> int | None:
@@ -516,6 +549,9 @@ class PysmbClient(Client):
 
     def remove_tree(self, remote_dir: str) -> None:
         remove_smb_tree(_PysmbTree(self), share_path(self.target, remote_dir), f"{self._where}/{self.target.share}")
+
+    def check_real_dir(self, remote: str) -> None:
+        check_smb_real_dir(_PysmbTree(self), share_path(self.target, remote), f"{self._where}/{self.target.share}")
 
     def close(self) -> None:
         if self._conn is not None:

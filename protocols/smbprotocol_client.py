@@ -29,6 +29,7 @@ from workbench.protocols.details import ClientDetails
 from workbench.protocols.smb import (
     SHARE_ALL,
     DirEntry,
+    check_smb_real_dir,
     delete_options,
     posix,
     remove_smb_tree,
@@ -274,6 +275,12 @@ class SmbprotocolClient(Client):
         self._require_tree()
         remove_smb_tree(
             _SmbprotocolTree(self), share_path(self.target, remote_dir), f"{self._where}/{self.target.share}"
+        )
+
+    def check_real_dir(self, remote: str) -> None:
+        self._require_tree()
+        check_smb_real_dir(
+            _SmbprotocolTree(self), share_path(self.target, remote), f"{self._where}/{self.target.share}"
         )
 
     # -- sets of small files: one compound per file, several files in flight ---------------------

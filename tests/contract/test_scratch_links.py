@@ -25,11 +25,12 @@ from typing import Any, ClassVar
 
 import pytest
 
+from tests import swap_on_mkdir
 from tests.helpers import write_random
 from tests.stock_urls import StockSite, stock_site
 from workbench.core import stock
 from workbench.core.plan import Plan
-from workbench.protocols.base import REMOVE_MAX_DEPTH, LeftInPlace
+from workbench.protocols.base import REMOVE_MAX_DEPTH, Client, LeftInPlace
 from workbench.shared import login as login_mod
 from workbench.shared import urls
 from workbench.shared.credentials import Credentials, generate
@@ -515,3 +516,101 @@ def test_webdav_propfind_must_say_a_plain_collection() -> None:
     assert not is_plain_collection(answer(""))  # a file
     assert not is_plain_collection(answer("<d:collection/><d:redirectref/>"))  # a redirect reference
     assert not is_plain_collection(b"<not xml")
+
+
+# --- a scratch made as a link on the stock Samba and the stock rsync daemon ----------------------------------
+# No hook of the servers themselves: right after the utility client's mkdir returns, the new directory is moved
+# aside and a link to the victim put in its place on the server's disk (tests/swap_on_mkdir.py), the moment a
+# co-user's `mv; ln -s` between two requests of the run would hit.
+
+
+@pytest.fixture(scope="module")
+def rsync_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockSite]:
+    yield from stock_site(tmp_path_factory.mktemp("scratch-links-rsync"), ["rsync"])
+
+
+@pytest.fixture
+def rsync_share(rsync_site: StockSite, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path]]:
+    for key, value in rsync_site.env().items():
+        monkeypatch.setenv(key, value)
+    name = f"share-{secrets.token_hex(4)}"
+    folder = rsync_site.root("rsync") / name
+    folder.mkdir()
+    yield f"{rsync_site.url('rsync').rstrip('/')}/{name}", folder
+
+
+@pytest.fixture(params=["smb", "rsync"])
+def made_share(request: pytest.FixtureRequest) -> tuple[str, Path]:
+    share: tuple[str, Path] = request.getfixturevalue(f"{request.param}_share")
+    return share
+
+
+def test_a_scratch_made_as_a_link_is_never_entered(
+    made_share: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, share = made_share
+    victim = make_victim(share)
+    before = hashes(victim)
+    far = far_host(url, tmp_path)
+    utility = type(far._client)
+    monkeypatch.setattr(utility, "mkdir", swap_on_mkdir._swapping(utility.mkdir, share, victim))
+    with pytest.raises(LeftInPlace) as refused:
+        far.info()  # the run stops before it copies anything through the link
+    said = one_line(refused.value)
+    assert far.scratch in said and "not a real directory" in said, said
+    assert finish_warning(far) is None  # nothing of its own to remove
+    assert hashes(victim) == before
+    assert (share / far.scratch).is_symlink()  # left where the other user put it
+
+
+def _utility_clients(far: stock.StockFarHost, service: str) -> list[Client]:
+    """The far host's own utility session, and for SMB the other Python client (smbprotocol) logged in too."""
+    assert far._client is not None
+    clients: list[Client] = [far._client]
+    if service == "smb":
+        from workbench.protocols.smbprotocol_client import SmbprotocolClient
+
+        other = SmbprotocolClient(far._utility_target(), far.plan.options)
+        other.connect()
+        clients.append(other)
+    return clients
+
+
+@pytest.mark.parametrize("service", ["smb", "rsync"])
+def test_check_real_dir_tells_links_from_directories(
+    service: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url, share = request.getfixturevalue(f"{service}_share")
+    victim = make_victim(share)
+    (share / "real").mkdir()
+    (share / "to-sibling").symlink_to(victim)
+    (share / "to-nested").symlink_to(victim / "photos")  # another parent: only its ".." tells it on Samba
+    (share / "to-parent").symlink_to(share)
+    write_random(share / "a-file", 10)
+    far = far_host(url, tmp_path)
+    for client in _utility_clients(far, service):
+        try:
+            client.check_real_dir("real")
+            for name in ("to-sibling", "to-nested", "to-parent", "a-file"):
+                with pytest.raises(LeftInPlace, match="not a real directory"):
+                    client.check_real_dir(name)
+        finally:
+            client.close()
+
+
+@pytest.mark.parametrize("service", ["smb", "rsync"])
+def test_a_whole_run_whose_scratch_became_a_link(service: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    url, share = request.getfixturevalue(f"{service}_share")
+    victim = make_victim(share)
+    before = hashes(victim)
+    argv = [sys.executable, "-m", "tests.swap_on_mkdir", str(share), str(victim), "run", url, *SMALL_RUN]
+    argv += ["--protocols", "smb/pysmb" if service == "smb" else "rsync/daemon", "--files", str(tmp_path / "files")]
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "workbench-home")}  # the site's HOME: its .netrc
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == ExitCode.DISK, (done.stdout[-3000:], done.stderr[-3000:])  # the folder is not safe
+    assert "Traceback" not in done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if "not a real directory" in line]
+    assert len(said) == 1 and "workbench-" in said[0], done.stderr
+    assert hashes(victim) == before
+    links = [p.name for p in share.iterdir() if p.is_symlink()]
+    assert len(links) == 1 and links[0].startswith("workbench-"), links  # swapped: the test proves something
