@@ -14,13 +14,13 @@ sample throughput every 100 ms, and they translate their library's errors into
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, ParamSpec, TypeVar
 
 from workbench.protocols.details import ClientDetails
-from workbench.shared.errors import UnavailableError, WorkbenchError
+from workbench.shared.errors import NetworkError, UnavailableError, WorkbenchError
 from workbench.shared.target import Target
 
 Progress = Callable[[int], None]
@@ -129,6 +129,66 @@ class RemovalBudget:
                 "left in place",
                 "delete it by hand",
             )
+
+
+_Entry = TypeVar("_Entry")
+
+
+class Removal:
+    """What one remove_tree collects while it walks: its budget and the problems met, each entry's one line.
+
+    Every protocol removes a directory the same way: each listed entry in turn (a file or link deleted, a real
+    directory emptied and removed), and whatever one entry leaves behind is noted and the next one tried, so that
+    one refusal or one link does not keep the rest. Only a removal whose entry budget ran out stops at once.
+    """
+
+    def __init__(self, where: str, budget: RemovalBudget | None = None) -> None:
+        self.where = where
+        self.budget = budget or RemovalBudget(where)
+        self.problems: list[WorkbenchError] = []
+
+    @property
+    def exhausted(self) -> bool:
+        """The entry budget ran out: nothing more is tried."""
+        return self.budget.entries > self.budget.max_entries
+
+    def each(
+        self,
+        entries: Iterable[_Entry],
+        remove: Callable[[_Entry], bool],
+        refused: Callable[[_Entry, Exception], WorkbenchError | None] = lambda entry, exc: None,
+    ) -> bool:
+        """`remove(entry)` for every entry; True when each went (`remove` says False when something of an entry
+        had to stay, its reason noted). A WorkbenchError (a LeftInPlace among them) is noted and the walk goes on;
+        so is a protocol's own exception that `refused` turns into one (it returns None for those that end the
+        whole removal, as a NetworkError does: a dropped connection)."""
+        complete = True
+        for entry in entries:
+            try:
+                complete = remove(entry) and complete
+            except LeftInPlace as exc:
+                if self.exhausted:
+                    raise
+                self.problems.append(exc)
+                complete = False
+            except NetworkError:
+                raise  # the connection is gone: every further entry would fail the same way
+            except WorkbenchError as exc:
+                self.problems.append(exc)
+                complete = False
+            except Exception as exc:
+                problem = refused(entry, exc)
+                if problem is None:
+                    raise
+                self.problems.append(problem)
+                complete = False
+        return complete
+
+    def raise_first(self) -> None:
+        """Raise the first problem noted (saying how many more there were), if any."""
+        problem = first_problem(self.problems)
+        if problem is not None:
+            raise problem
 
 
 def first_problem(problems: list[WorkbenchError]) -> WorkbenchError | None:

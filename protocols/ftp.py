@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from workbench.protocols.base import Client, LeftInPlace, Progress, RemovalBudget, first_problem, listed_name
+from workbench.protocols.base import Client, LeftInPlace, Progress, Removal, RemovalBudget, listed_name
 from workbench.protocols.details import ClientDetails
 from workbench.shared.errors import (
     AuthError,
@@ -220,11 +220,13 @@ class FtplibClient(Client):
         except ValueError as exc:  # ftplib refuses a path holding CR or LF
             raise UsageError(f"FTP cannot name the path {path!r}: {exc}", "use a path without line breaks") from exc
 
+    def _removal(self) -> _FtpRemoval:
+        return _FtpRemoval(self.ftp, f"the FTP server {self.target.host}:{self.target.port('ftp')}")
+
     def check_real_dir(self, remote: str) -> None:
         path = self._path(remote)
-        where = f"{self.target.host}:{self.target.port('ftp')}"
         try:
-            _FtpRemoval(self.ftp, RemovalBudget(f"the FTP server {where}"), where).real_top(path)
+            self._removal().real_top(path)
         except WorkbenchError:
             raise
         except (OSError, EOFError, ftplib.Error) as exc:
@@ -241,8 +243,7 @@ class FtplibClient(Client):
         top = self._path(remote_dir)
         if not top:
             raise UsageError("refusing to delete the FTP login directory itself", "name a directory beneath it")
-        where = f"{self.target.host}:{self.target.port('ftp')}"
-        walk = _FtpRemoval(self.ftp, RemovalBudget(f"the FTP server {where}"), where)
+        walk = self._removal()
         try:
             walk.remove_top(top)
         except WorkbenchError:
@@ -253,9 +254,7 @@ class FtplibClient(Client):
             raise self._translate(exc, f"removing {top}") from exc
         except Exception as exc:  # ftplib's ValueError on a CR or LF, a reply it cannot parse: one line, never a trace
             raise WorkbenchError(f"FTP: removing {top} stopped: {exc!r}", "delete what is left by hand") from exc
-        problem = first_problem(walk.problems)
-        if problem is not None:
-            raise problem
+        walk.raise_first()
 
     def close(self) -> None:
         if self._ftp is not None:
@@ -319,7 +318,7 @@ def _parent(path: str) -> tuple[str, str]:
     return parent or "/", name
 
 
-class _FtpRemoval:
+class _FtpRemoval(Removal):
     """One remove_tree over an FTP session; `problems` collects what was left in place and why.
 
     Every directory entered was listed as a real directory by its parent (MLSD type=dir and LIST "d" where each
@@ -327,13 +326,10 @@ class _FtpRemoval:
     before each DELE, listing and RMD in it, so a directory swapped for a link mid-way is left, not followed.
     """
 
-    def __init__(self, ftp: ftplib.FTP, budget: RemovalBudget, where: str) -> None:
+    def __init__(self, ftp: ftplib.FTP, where: str) -> None:
+        super().__init__(where)
         self.ftp = ftp
-        self.budget = budget
-        self.where = f"the FTP server {where}"
-        self.problems: list[WorkbenchError] = []
         self.mlst = True  # MLST answers (switched off at its first refusal)
-        self.exhausted = False  # the entry budget ran out: stop everything
 
     def remove_top(self, top: str) -> None:
         self._remove_dir(top, self.real_top(top), 0)
@@ -366,28 +362,25 @@ class _FtpRemoval:
         self.budget.enter(depth, path)
         self._unchanged(path, unique)
         listing = self._listing(path, self.budget)
-        complete = True
-        for name, entry in listing.entries.items():
-            try:
-                child = _child(path, listed_name(name, f"{self.where}, in {path},"))
-                if listing.real_dir(entry):
-                    complete &= self._remove_dir(child, entry.unique, depth + 1)
-                    continue
-                self._unchanged(path, unique)
-                self.ftp.delete(child)  # files, specials and links alike: DELE unlinks, never follows
-            except LeftInPlace as exc:
-                if self.exhausted:
-                    raise
-                self.problems.append(exc)
-                complete = False
-            except WorkbenchError as exc:
-                self.problems.append(exc)
-                complete = False
-            except ftplib.error_perm as exc:
-                self.problems.append(  # a refusal, not a link: a later run may delete it (no LeftInPlace)
-                    WorkbenchError(f"{path}/{name} on {self.where} was left: DELE refused ({exc})", "delete it by hand")
-                )
-                complete = False
+
+        def remove(item: tuple[str, _Entry]) -> bool:
+            name, entry = item
+            child = _child(path, listed_name(name, f"{self.where}, in {path},"))
+            if listing.real_dir(entry):
+                return self._remove_dir(child, entry.unique, depth + 1)
+            self._unchanged(path, unique)
+            self.ftp.delete(child)  # files, specials and links alike: DELE unlinks, never follows
+            return True
+
+        def refused(item: tuple[str, _Entry], exc: Exception) -> WorkbenchError | None:
+            if not isinstance(exc, ftplib.error_perm):
+                return None
+            # a refusal, not a link: a later run may delete it (no LeftInPlace)
+            return WorkbenchError(
+                f"{path}/{item[0]} on {self.where} was left: DELE refused ({exc})", "delete it by hand"
+            )
+
+        complete = self.each(listing.entries.items(), remove, refused)
         if not complete:
             return False  # its RMD would only say "not empty" again
         self._unchanged(path, unique)
@@ -435,20 +428,13 @@ class _FtpRemoval:
         except ftplib.error_perm as exc:
             if str(exc)[:3] not in _UNSUPPORTED:
                 raise
-        except LeftInPlace:
-            self.exhausted = True
-            raise
 
         def line(text: str) -> None:
             if entry := parse_list_line(text):
                 listing.by_list = True
                 note(entry[0], listed=entry[1])
 
-        try:
-            self.ftp.retrlines(f"LIST {path}" if path else "LIST", line)
-        except LeftInPlace:
-            self.exhausted = True
-            raise
+        self.ftp.retrlines(f"LIST {path}" if path else "LIST", line)
         listing.entries = {name: _Entry(**facts) for name, facts in found.items()}
         return listing
 

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, cast
 
 from workbench.protocols import paramiko_login
-from workbench.protocols.base import Client, LeftInPlace, Progress, RemovalBudget, first_problem, listed_name
+from workbench.protocols.base import Client, LeftInPlace, Progress, Removal, listed_name
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.openssh_sftp import known_host_hint, remote_path
 from workbench.shared import sshconfig
@@ -236,23 +236,25 @@ class ParamikoClient(Client):
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._translate(exc, f"looking up {remote or 'the directory'}") from exc
 
-    def check_real_dir(self, remote: str) -> None:
+    def _removal(self) -> _SftpRemoval:
         host, port = self._where
-        where = f"the SFTP server {host}:{port}"
+        return _SftpRemoval(self._client(), f"the SFTP server {host}:{port}")
+
+    def check_real_dir(self, remote: str) -> None:
         try:
-            _SftpRemoval(self._client(), RemovalBudget(where), where).real_top(self._path(remote))
+            self._removal().real_top(self._path(remote))
         except WorkbenchError:
             raise
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._translate(exc, f"looking up {remote}") from exc
+        except Exception as exc:  # a reply paramiko cannot decode (a path that is no UTF-8): one line, never a trace
+            raise WorkbenchError(f"SFTP: looking up {remote} failed: {exc!r}", "see the server's log") from exc
 
     def remove_tree(self, remote_dir: str) -> None:
         """Delete remote_dir and everything beneath it; a link is removed itself, never followed (_SftpRemoval).
 
         What cannot be proven the real directory it was (the top too) stays, named in a LeftInPlace."""
-        host, port = self._where
-        where = f"the SFTP server {host}:{port}"
-        walk = _SftpRemoval(self._client(), RemovalBudget(where), where)
+        walk = self._removal()
         try:
             walk.remove_top(self._path(remote_dir))
         except WorkbenchError:
@@ -262,9 +264,7 @@ class ParamikoClient(Client):
         except Exception as exc:  # a reply paramiko cannot parse: one line, never a trace
             why = f"SFTP: removing {remote_dir} stopped: {exc!r}"
             raise WorkbenchError(why, "delete what is left by hand") from exc
-        problem = first_problem(walk.problems)
-        if problem is not None:
-            raise problem
+        walk.raise_first()
 
     def close(self) -> None:
         # A dead link makes paramiko's close raise; closing must still succeed.
@@ -291,7 +291,7 @@ class ParamikoClient(Client):
         )
 
 
-class _SftpRemoval:
+class _SftpRemoval(Removal):
     """One remove_tree over an SFTP session; `problems` collects what was left in place and why.
 
     SFTP removes by path, so a directory swapped for a link between two requests would lead the next one
@@ -300,11 +300,9 @@ class _SftpRemoval:
     anywhere above it would change that). The top is proven so too, from its parent's realpath.
     """
 
-    def __init__(self, sftp: paramiko.SFTPClient, budget: RemovalBudget, where: str) -> None:
+    def __init__(self, sftp: paramiko.SFTPClient, where: str) -> None:
+        super().__init__(where)
         self.sftp = sftp
-        self.budget = budget
-        self.where = where
-        self.problems: list[WorkbenchError] = []
 
     def remove_top(self, top: str) -> None:
         self._remove_dir(top, self.real_top(top), 0)
@@ -343,29 +341,34 @@ class _SftpRemoval:
         for entry in self.sftp.listdir_iter(path):
             self.budget.count(1, path)
             entries.append(entry)
-        complete = True
-        for entry in entries:
+
+        def remove(entry: paramiko.SFTPAttributes) -> bool:
+            name = listed_name(entry.filename, f"{self.where}, in {path},")
+            child = posixpath.join(path, name)
             try:
-                name = listed_name(entry.filename, f"{self.where}, in {path},")
-                child = posixpath.join(path, name)
                 mode = entry.st_mode or 0
                 if stat.S_ISDIR(mode):  # a listing may stat through links (OpenSSH's lstat): ask lstat itself
                     mode = self.sftp.lstat(child).st_mode or 0
                 if stat.S_ISDIR(mode):
-                    complete &= self._remove_dir(child, posixpath.join(real, name), depth + 1)
-                    continue
+                    return self._remove_dir(child, posixpath.join(real, name), depth + 1)
                 self._unchanged(path, real)
                 self.sftp.remove(child)  # a file or a link: unlinked, never followed
-            except LeftInPlace as exc:
-                if self.budget.entries > self.budget.max_entries:
-                    raise
-                self.problems.append(exc)
-                complete = False
-            except WorkbenchError as exc:
-                self.problems.append(exc)
-                complete = False
             except FileNotFoundError:
-                continue  # gone since the listing
+                pass  # gone since the listing
+            return True
+
+        def refused(entry: paramiko.SFTPAttributes, exc: Exception) -> WorkbenchError | None:
+            # The server's status for this one entry (permission denied, a failure) on a live session: noted, and
+            # the next entry tried. A dropped session (a bare OSError too, once the channel closed) ends it all.
+            if not isinstance(exc, OSError) or isinstance(exc, FileNotFoundError) or self.sftp.sock.closed:
+                return None
+            why = exc.strerror or str(exc)
+            return WorkbenchError(
+                f"{posixpath.join(path, entry.filename)} on {self.where} was left: the server refused ({why})",
+                "delete it by hand",
+            )
+
+        complete = self.each(entries, remove, refused)
         if not complete:
             return False  # its rmdir would only say "not empty" again
         self._unchanged(path, real)

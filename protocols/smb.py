@@ -18,9 +18,8 @@ from workbench.protocols.base import (
     Client,
     LeftInPlace,
     Progress,
-    RemovalBudget,
+    Removal,
     call_translating,
-    first_problem,
     listed_name,
 )
 from workbench.protocols.details import ClientDetails
@@ -125,18 +124,15 @@ def remove_smb_tree(ops: TreeOps, path: str, where: str) -> None:
     """
     if not path:
         raise UsageError("refusing to delete the share's root directory", "give a directory beneath it")
-    problems: list[WorkbenchError] = []
-    budget = RemovalBudget(where)
+    walk = Removal(where)
     try:
         ids = _top_ids(ops, path, where)
-        _remove_dir(ops, path, ids, where, problems, budget, 0)
+        _remove_dir(ops, path, ids, walk, 0)
     except WorkbenchError:
         raise
     except Exception as exc:  # a reply the library cannot parse: one line, never a trace
         raise WorkbenchError(f"SMB: removing {posix(path)} on {where} stopped: {exc!r}", "delete what is left") from exc
-    problem = first_problem(problems)
-    if problem is not None:
-        raise problem
+    walk.raise_first()
 
 
 def check_smb_real_dir(ops: TreeOps, path: str, where: str) -> None:
@@ -199,23 +195,16 @@ def _real_dir(entry: DirEntry, listing: list[DirEntry]) -> bool:
     return not any(e is not entry and e.name != ".." and e.file_id == entry.file_id for e in listing)
 
 
-def _remove_dir(
-    ops: TreeOps,
-    path: str,
-    ids: tuple[int | None, int | None],
-    where: str,
-    problems: list[WorkbenchError],
-    budget: RemovalBudget,
-    depth: int,
-) -> bool:
-    """Delete `path` and its contents; False (with the reason in `problems`) when something had to stay.
+def _remove_dir(ops: TreeOps, path: str, ids: tuple[int | None, int | None], walk: Removal, depth: int) -> bool:
+    """Delete `path` and its contents; False (with the reason in `walk.problems`) when something had to stay.
 
     `ids`: the parent's file id and this directory's, as the parent's listing gave them (None: not given).
     """
+    where, problems = walk.where, walk.problems
     parent_id, own_id = ids
-    budget.enter(depth, path)
+    walk.budget.enter(depth, path)
     entries = ops.list_dir(path)
-    budget.count(len(entries), posix(path))
+    walk.budget.count(len(entries), posix(path))
     dotdot = next((e for e in entries if e.name == ".."), None)
     if parent_id is not None and dotdot is not None and dotdot.file_id and dotdot.file_id != parent_id:
         # Its real parent is elsewhere: `path` is a link the server resolved. Delete the link, never its contents.
@@ -223,34 +212,22 @@ def _remove_dir(
     here = _own_id(entries)
     if own_id is not None and here is not None and here != own_id:
         raise _swapped(path, where)
-    complete = True
-    for entry in entries:
-        if entry.name in (".", ".."):
-            continue
-        try:
-            child = f"{path}\\{listed_name(entry.name, f'{where}, in {posix(path)},', SMB_SEPARATORS)}"
-        except WorkbenchError as exc:
-            problems.append(exc)
-            complete = False
-            continue
+
+    def remove(entry: DirEntry) -> bool:
+        child = f"{path}\\{listed_name(entry.name, f'{where}, in {posix(path)},', SMB_SEPARATORS)}"
         if own_id is not None:  # SMB deletes by path: is the path still this directory, not a link swapped in?
             _unchanged(ops, path, own_id, where)
         if entry.is_link or (entry.is_dir and not _real_dir(entry, entries)):
-            complete &= _deleted(ops.delete_entry(child, "link"), child, where, problems, through_link=entry.is_dir)
-        elif entry.is_dir:
+            return _deleted(ops.delete_entry(child, "link"), child, where, problems, through_link=entry.is_dir)
+        if entry.is_dir:
             try:
-                complete &= _remove_dir(ops, child, (here, entry.file_id or None), where, problems, budget, depth + 1)
+                return _remove_dir(ops, child, (here, entry.file_id or None), walk, depth + 1)
             except NotFoundError:
-                continue  # gone since the listing (or a link whose target went: Samba hides it from now on)
-            except LeftInPlace as exc:
-                if budget.entries > budget.max_entries:
-                    raise
-                problems.append(exc)
-                complete = False
-        else:
-            complete &= _deleted(ops.delete_entry(child, "file"), child, where, problems)
+                return True  # gone since the listing (or a link whose target went: Samba hides it from now on)
+        return _deleted(ops.delete_entry(child, "file"), child, where, problems)
+
     # A directory still holding what could not be deleted stays: its own "not empty" would only repeat that.
-    if not complete:
+    if not walk.each((e for e in entries if e.name not in (".", "..")), remove):
         return False
     if own_id is not None:
         _unchanged(ops, path, own_id, where)
