@@ -322,8 +322,9 @@ class _FtpRemoval(Removal):
     """One remove_tree over an FTP session; `problems` collects what was left in place and why.
 
     Every directory entered was listed as a real directory by its parent (MLSD type=dir and LIST "d" where each
-    is available). Where the server gives MLST and a unique fact, the directory's unique is checked again just
-    before each DELE, listing and RMD in it, so a directory swapped for a link mid-way is left, not followed.
+    is available). Its unique fact (from MLST) is checked again just before each DELE, listing and RMD in it, so a
+    directory swapped for a link mid-way is left, not followed. A server that gives no unique fact (vsftpd has no
+    MLST at all) cannot show such a swap: its nested directories are never entered but left in place, said once.
     """
 
     def __init__(self, ftp: ftplib.FTP, where: str) -> None:
@@ -367,6 +368,12 @@ class _FtpRemoval(Removal):
             name, entry = item
             child = _child(path, listed_name(name, f"{self.where}, in {path},"))
             if listing.real_dir(entry):
+                if entry.unique is None or not self.mlst:
+                    raise LeftInPlace(
+                        f"{child} on {self.where} was left in place with what it holds: the server gives no MLST "
+                        "unique fact, without which a directory swapped for a link while it is deleted goes unnoticed",
+                        "delete it by hand",
+                    )
                 return self._remove_dir(child, entry.unique, depth + 1)
             self._unchanged(path, unique)
             self.ftp.delete(child)  # files, specials and links alike: DELE unlinks, never follows

@@ -92,6 +92,13 @@ class SwapHandler(FTPHandler):
     swap: ClassVar[str] = ""  # "mkd": MKD workbench-… makes a link; "top"/"files": the first DELE swaps that dir
     victim: ClassVar[str] = ""
     swapped: ClassVar[list[str]] = []
+    no_unique: ClassVar[bool] = False  # give no MLST unique fact, as vsftpd (no MLST at all) and others do
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.no_unique:
+            self._current_facts = [f for f in self._current_facts if f != "unique"]
+            self._available_facts = [f for f in self._available_facts if f != "unique"]
 
     def ftp_MKD(self, path: str) -> Any:
         if self.swap == "mkd" and os.path.basename(path).startswith("workbench-"):
@@ -192,6 +199,24 @@ def test_ftp_scratch_swapped_for_a_link_mid_removal_leaves_the_victim_whole(
     assert ftpd.handler.swapped, "the server never swapped: the test proves nothing"
     assert hashes(victim) == before
     assert warning is not None and "left in place" in warning and "while it was being deleted" in warning, warning
+
+
+def test_ftp_without_unique_facts_nested_directories_are_left_never_entered(ftpd: Ftpd, tmp_path: Path) -> None:
+    # Without a unique fact nothing shows that files/ was swapped for a link after its first DELE: entering it
+    # would delete the victim's files through the link.
+    victim = make_victim(ftpd.share)
+    before = hashes(victim)
+    ftpd.handler.victim, ftpd.handler.swap, ftpd.handler.no_unique = str(victim), "files", True
+    far = far_host(ftpd.url, tmp_path)
+    far.info()
+    scratch = ftpd.share / far.scratch
+    for name in ("a.bin", "b.bin", "c.bin"):  # the victim's files/ holds the same names
+        write_random(scratch / "files" / name, 100)
+    warning = finish_warning(far)
+    assert hashes(victim) == before
+    assert warning is not None and "files on" in warning and "no MLST unique fact" in warning, warning
+    assert sorted(p.name for p in scratch.iterdir()) == ["files"]  # left as it was
+    assert len(list((scratch / "files").iterdir())) == 3
 
 
 def test_ftp_scratch_made_as_a_link_is_never_entered(ftpd: Ftpd, tmp_path: Path) -> None:
