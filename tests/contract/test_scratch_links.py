@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.handlers import FTPHandler
+from pyftpdlib.servers import FTPServer
 
 from tests import swap_on_mkdir
 from tests.helpers import write_random
@@ -35,11 +38,6 @@ from workbench.shared import login as login_mod
 from workbench.shared import urls
 from workbench.shared.credentials import Credentials, generate
 from workbench.shared.errors import ExitCode, WorkbenchError
-
-pyftpdlib = pytest.importorskip("pyftpdlib")
-from pyftpdlib.authorizers import DummyAuthorizer  # noqa: E402
-from pyftpdlib.handlers import FTPHandler  # noqa: E402
-from pyftpdlib.servers import FTPServer  # noqa: E402
 
 SHARE = "pub"  # the URL's folder, writable by everyone on the "NAS"
 

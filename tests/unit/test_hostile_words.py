@@ -89,8 +89,15 @@ RUNS = {
 
 
 def _console(width: int = 4000) -> tuple[Console, io.StringIO]:
+    """The console the commands print with (its emoji, markup and highlighting as they are), into a buffer: a
+    console of the test's own making would pass whatever the app's does."""
+    from workbench.cli.app import _console as app_console
+
     out = io.StringIO()
-    return Console(file=out, width=width, emoji=False, highlight=False, force_terminal=False), out
+    console = app_console(stderr=False)
+    console.file = out
+    console.width = width
+    return console, out
 
 
 def _assert_safe_terminal(text: str) -> None:
