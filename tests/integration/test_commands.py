@@ -51,7 +51,8 @@ RUN = ["run", "--config", "{config}", "--host", "127.0.0.1", "--target", "{state
 RUN += ["--credentials", "{creds}", "--protocols", "http/aiohttp", "--small", "2x4K", "--profile", "text"]
 RUN += ["--directions", "upload,download", "--files", "{files}", "--compress", "--stall-timeout", "20"]
 RUN += ["--db", "{db}", "--json", "{out}/run.json", "--markdown", "{out}/run.md", "--csv", "{out}/run.csv"]
-RUN += ["--label", "console script", "--wide", "--insecure-host-keys", *PLAN]
+RUN += ["--label", "console script", "--wide", "--insecure-host-keys", "--afp-login", "secure"]
+RUN += ["--requests-in-flight", "2", *PLAN]
 REPORT = ["report", "{run_id}", "--db", "{db}", "--json", "{out}/r.json", "--markdown", "{out}/r.md"]
 REPORT += ["--csv", "{out}/r.csv", "--html", "{out}/r.html", "--wide"]
 HISTORY = ["history", "--db", "{db}", "--limit", "5"]
@@ -68,7 +69,7 @@ FLEET = ["fleet", "--clients", "{hosts}", "{url}", "--remote-workbench", REMOTE_
 FLEET += ["--protocols", "http/aiohttp", "--small", "2x4K", "--profile", "zero", "--directions", "download"]
 FLEET += ["--files", "{files}", "--compress", "--stall-timeout", "20", "--config", "{config}", "--db", "{db}"]
 FLEET += ["--json", "{out}/f.json", "--markdown", "{out}/f.md", "--csv", "{out}/f.csv", "--label", "fleet"]
-FLEET += ["--insecure-host-keys", "--wide", *PLAN]
+FLEET += ["--insecure-host-keys", "--wide", "--afp-login", "secure", "--requests-in-flight", "2", *PLAN]
 
 INVOCATIONS = [SERVE, SERVE_NO_IPERF3, TCP_JSON, TCP_SWEEP, RUN, REPORT, HISTORY, COMPARE, FILES_MAKE, SERVERS_UP]
 INVOCATIONS += [SERVERS_STATUS, SERVERS_DOWN, VIA_SSH, FLEET]
@@ -84,6 +85,8 @@ OPTION_EXEMPT: dict[tuple[str, str], str] = {
     ("lab", "--quick"): "a --scenario's reduced form, several labs: tests/lab/test_lab_scenarios.py",
     ("lab", "--clients"): "N client namespaces and a fleet: tests/lab/test_lab_fleet.py",
     ("lab", "--config"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
+    ("lab", "--afp-login"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
+    ("lab", "--requests-in-flight"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
 }
 
 
