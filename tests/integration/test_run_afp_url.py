@@ -32,10 +32,10 @@ def site(tmp_path: Path) -> Iterator[tuple[StockSite, StockAfpd]]:
     (tmp_path / "site").mkdir()
     site = StockSite(tmp_path / "site")
     server = StockAfpd(loopback_context(tmp_path / "afp", "afp", site.credentials))
-    server.start()
     site.servers["afp"] = server
-    site._write_client_side()
     try:
+        server.start()
+        site._write_client_side()
         yield site, server
     finally:
         site.stop()
