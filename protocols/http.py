@@ -468,12 +468,20 @@ class AiohttpClient(Client):
             return super().is_dir(remote)
 
         async def propfind() -> bool:
-            status, _ = await self._propfind(self._url(remote, collection=True))
+            assert self._session is not None
+            headers = {"Depth": "0", "Content-Type": "application/xml; charset=utf-8"}
+            async with self._session.request(
+                "PROPFIND", self._url(remote, collection=True), data=PROPFIND_BODY, headers=headers,
+                allow_redirects=False,
+            ) as resp:
+                body = await read_bounded(resp, PROPFIND_MAX_BYTES)
+                status = resp.status
             if status == 404:
                 return False
             if status != 207:
                 raise webdav_error(status, webdav_path(self.target, remote, collection=True))
-            return True
+            # a server may answer a file's name with a slash as the file: only a collection is a directory
+            return is_plain_collection(body)
 
         return bool(self._run(propfind()))
 
