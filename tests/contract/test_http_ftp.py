@@ -17,7 +17,7 @@ from workbench.protocols.http import AiohttpClient
 
 
 class _ServeContract(ClientContract):
-    client_cls: type[Client]
+    client_class: type[Client]
 
     @pytest.fixture
     def served_root(self, served: ServeRunner) -> Path:
@@ -25,11 +25,11 @@ class _ServeContract(ClientContract):
 
     @pytest.fixture
     def make_client(self, served: ServeRunner) -> Callable[..., Client]:
-        return factory(self.client_cls, served)
+        return factory(self.client_class, served)
 
     @pytest.fixture
     def bad_client(self, served: ServeRunner) -> Client:
-        return bad(self.client_cls, served)
+        return bad(self.client_class, served)
 
     @pytest.fixture
     def stop_server(self, served: ServeRunner) -> Callable[[], None]:
@@ -37,11 +37,11 @@ class _ServeContract(ClientContract):
 
 
 class TestAiohttpContract(_ServeContract):
-    client_cls = AiohttpClient
+    client_class = AiohttpClient
 
 
 class TestFtplibContract(_ServeContract):
-    client_cls = FtplibClient
+    client_class = FtplibClient
 
 
 needs_curl = pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed: apt-get install curl")
@@ -49,12 +49,12 @@ needs_curl = pytest.mark.skipif(shutil.which("curl") is None, reason="curl not i
 
 @needs_curl
 class TestCurlHttpContract(_ServeContract):
-    client_cls = CurlHttpClient
+    client_class = CurlHttpClient
 
 
 @needs_curl
 class TestCurlFtpContract(_ServeContract):
-    client_cls = CurlFtpClient
+    client_class = CurlFtpClient
 
 
 def test_http_refuses_paths_outside_the_root(served: ServeRunner, tmp_path: Path) -> None:

@@ -108,6 +108,8 @@ def other_key(tmp_path: Path) -> Path:
 
 
 class TestSshfsContract(ClientContract):
+    client_class = SshfsClient
+
     @pytest.fixture
     def served_root(self, sshd: Sshd) -> Path:
         return sshd.ctx.root

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 
 class TestRsyncSshContract(ClientContract):
+    client_class = RsyncSshClient
+
     @pytest.fixture
     def served_root(self, sshd: Served) -> Path:
         return sshd.root
@@ -37,6 +39,8 @@ class TestRsyncSshContract(ClientContract):
 
 
 class TestRsyncDaemonContract(ClientContract):
+    client_class = RsyncDaemonClient
+
     @pytest.fixture
     def served_root(self, rsyncd: Served) -> Path:
         return rsyncd.root

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.contract.scratch_contract import MkdirContract, RemoveTreeContract, ScratchContract
 from tests.contract.suite import ClientContract, Counter
 from tests.helpers import loopback_context, write_random
 from workbench.protocols.base import Client, ClientOptions, LeftInPlace
@@ -23,7 +24,7 @@ from workbench.protocols.curl import CurlFtpClient
 from workbench.protocols.ftp import FtplibClient
 from workbench.server.stock.pyftpd import StockFtp, StockFtps
 from workbench.server.stock.tls import write_self_signed
-from workbench.shared.errors import AuthError, NotFoundError, WorkbenchError
+from workbench.shared.errors import AuthError, WorkbenchError
 from workbench.shared.target import Target
 
 HOST = "127.0.0.1"
@@ -83,7 +84,7 @@ def stock_ftp(
 
 
 class _StockFtpContract(ClientContract):
-    client_cls: type[Client]
+    client_class: type[Client]
 
     @pytest.fixture
     def served_root(self, stock_ftp: StockFtpServer) -> Path:
@@ -91,24 +92,24 @@ class _StockFtpContract(ClientContract):
 
     @pytest.fixture
     def make_client(self, stock_ftp: StockFtpServer) -> Callable[..., Client]:
-        return lambda **opts: self.client_cls(stock_ftp.target, ClientOptions(**opts))  # type: ignore[arg-type]
+        return lambda **opts: self.client_class(stock_ftp.target, ClientOptions(**opts))  # type: ignore[arg-type]
 
     @pytest.fixture
     def bad_client(self, stock_ftp: StockFtpServer) -> Client:
         creds = replace(stock_ftp.target.credentials, password="wrong-" + stock_ftp.target.credentials.password)
-        return self.client_cls(replace(stock_ftp.target, credentials=creds), ClientOptions(stall_timeout_s=5.0))
+        return self.client_class(replace(stock_ftp.target, credentials=creds), ClientOptions(stall_timeout_s=5.0))
 
     @pytest.fixture
     def stop_server(self, stock_ftp: StockFtpServer) -> Callable[[], None]:
         return stock_ftp.kill
 
 
-class TestFtplibStockContract(_StockFtpContract):
-    client_cls = FtplibClient
+class TestFtplibStockContract(_StockFtpContract, ScratchContract):
+    client_class = FtplibClient
 
 
-class TestCurlStockContract(_StockFtpContract):
-    client_cls = CurlFtpClient
+class TestCurlStockContract(_StockFtpContract, MkdirContract, RemoveTreeContract):
+    client_class = CurlFtpClient
 
 
 # -- paths beneath the prefix, URLs, secrets --------------------------------------------------------------------
@@ -214,15 +215,6 @@ def test_remove_tree_refuses_the_login_directory(tmp_path: Path, monkeypatch: py
         with FtplibClient(replace(stock.target, prefix="")) as client, pytest.raises(WorkbenchError, match="login"):
             client.remove_tree("")
         assert (stock.login_root / "theirs.bin").exists()
-
-
-def test_remove_tree_of_a_missing_directory_is_not_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with (
-        _running(_start(tmp_path / "s", StockFtp, monkeypatch)) as stock,
-        FtplibClient(stock.target) as client,
-        pytest.raises(NotFoundError),
-    ):
-        client.remove_tree("no such dir")
 
 
 def test_remove_tree_stops_at_a_link_the_server_will_not_delete(

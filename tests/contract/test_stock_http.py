@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.contract.scratch_contract import IsDirContract, MkdirContract, RemoveTreeContract
 from tests.contract.suite import ClientContract, Counter
 from tests.helpers import free_port, lab_unavailable, loopback_context, write_random
 from tests.stock_http import PREFIX, StockDav
@@ -40,8 +41,8 @@ def _trust(monkeypatch: pytest.MonkeyPatch, dav: StockDav) -> None:
     monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
 
 
-class _StockDavContract(ClientContract):
-    client_cls: type[Client]
+class _StockDavContract(ClientContract, MkdirContract, RemoveTreeContract):
+    client_class: type[Client]
     auth: str
     tls: bool
 
@@ -64,33 +65,33 @@ class _StockDavContract(ClientContract):
 
     @pytest.fixture
     def make_client(self, dav: StockDav) -> Callable[..., Client]:
-        return dav.factory(self.client_cls)
+        return dav.factory(self.client_class)
 
     @pytest.fixture
     def bad_client(self, dav: StockDav) -> Client:
-        return dav.bad(self.client_cls)
+        return dav.bad(self.client_class)
 
     @pytest.fixture
     def stop_server(self, dav: StockDav) -> Callable[[], None]:
         return dav.kill
 
 
-class TestAiohttpDigestHttps(_StockDavContract):
-    client_cls, auth, tls = AiohttpClient, "digest", True
+class TestAiohttpDigestHttps(_StockDavContract, IsDirContract):
+    client_class, auth, tls = AiohttpClient, "digest", True
 
 
-class TestAiohttpBasicHttp(_StockDavContract):
-    client_cls, auth, tls = AiohttpClient, "basic", False
+class TestAiohttpBasicHttp(_StockDavContract, IsDirContract):
+    client_class, auth, tls = AiohttpClient, "basic", False
 
 
 @needs_curl
 class TestCurlBasicHttps(_StockDavContract):
-    client_cls, auth, tls = CurlHttpClient, "basic", True
+    client_class, auth, tls = CurlHttpClient, "basic", True
 
 
 @needs_curl
 class TestCurlDigestHttp(_StockDavContract):
-    client_cls, auth, tls = CurlHttpClient, "digest", False
+    client_class, auth, tls = CurlHttpClient, "digest", False
 
 
 # --- beyond the contract: one Basic https server and one Digest http server for the module ---
@@ -124,22 +125,6 @@ def digest_dav(digest_server: StockDav) -> StockDav:
 
 
 @pytest.mark.parametrize("cls", CLIENTS)
-def test_remove_tree_deletes_the_directory_and_a_second_time_is_not_found(
-    cls: type[Client], digest_dav: StockDav
-) -> None:
-    scratch = digest_dav.served_root / f"scratch {cls.name}"
-    write_random(scratch / "a" / "b" / "deep.bin", 70_000)
-    write_random(scratch / "top.bin", 10)
-    (scratch / "empty dir").mkdir()
-    with cls(digest_dav.target()) as client:
-        client.remove_tree(f"scratch {cls.name}")
-        assert not scratch.exists()
-        with pytest.raises(NotFoundError):
-            client.remove_tree(f"scratch {cls.name}")
-    assert digest_dav.served_root.is_dir(), "only the named directory goes, not the prefix it is in"
-
-
-@pytest.mark.parametrize("cls", CLIENTS)
 def test_remove_tree_leaves_what_links_inside_point_at(cls: type[Client], digest_dav: StockDav, tmp_path: Path) -> None:
     # DELETE hands the walk to the server; WsgiDAV, like the utility clients, removes a link, never its target.
     outside = tmp_path / "outside"
@@ -159,15 +144,6 @@ def test_remove_tree_of_the_servers_root_is_refused(cls: type[Client], digest_da
     with cls(digest_dav.target(prefix="")) as client, pytest.raises(UsageError):
         client.remove_tree("")
     assert digest_dav.served_root.is_dir()
-
-
-@pytest.mark.parametrize("cls", CLIENTS)
-def test_mkdir_makes_every_missing_level_and_is_idempotent(cls: type[Client], digest_dav: StockDav) -> None:
-    with cls(digest_dav.target()) as client:
-        client.mkdir(f"made {cls.name}/one/two three")
-        client.mkdir(f"made {cls.name}/one/two three")
-        client.mkdir(f"made {cls.name}/one")
-    assert (digest_dav.served_root / f"made {cls.name}" / "one" / "two three").is_dir()
 
 
 @pytest.mark.parametrize("cls", CLIENTS)

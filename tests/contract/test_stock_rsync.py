@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.contract.scratch_contract import ScratchContract
 from tests.contract.suite import ClientContract, Counter
 from tests.helpers import loopback_context, write_random
 from workbench.lab import netns
@@ -64,7 +65,9 @@ def prefix_root(stock_rsyncd: StockRsyncd) -> Path:
     return stock_rsyncd.ctx.root / PREFIX
 
 
-class TestStockRsyncDaemonContract(ClientContract):
+class TestStockRsyncDaemonContract(ClientContract, ScratchContract):
+    client_class = RsyncDaemonClient
+
     @pytest.fixture
     def served_root(self, prefix_root: Path) -> Path:
         return prefix_root

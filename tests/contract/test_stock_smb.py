@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.contract.scratch_contract import MkdirContract, RemoveTreeContract, ScratchContract
 from tests.contract.suite import ClientContract, Counter
 from tests.helpers import ensure_running, loopback_context, write_random
 from workbench.lab import netns
@@ -86,7 +87,7 @@ def target(stock_smbd: StockSmbd, prefix_root: Path) -> Target:
     return target_from_url(f"{stock_smbd.url()}/{quote(PREFIX)}", stock_smbd)
 
 
-class _StockSmbContract(ClientContract):
+class _StockSmbContract(ClientContract, MkdirContract):
     client_class: type[Client]
 
     @pytest.fixture
@@ -107,11 +108,11 @@ class _StockSmbContract(ClientContract):
         return stock_smbd.stop
 
 
-class TestStockPysmbContract(_StockSmbContract):
+class TestStockPysmbContract(_StockSmbContract, ScratchContract):
     client_class = PysmbClient
 
 
-class TestStockSmbprotocolContract(_StockSmbContract):
+class TestStockSmbprotocolContract(_StockSmbContract, RemoveTreeContract):
     client_class = SmbprotocolClient
 
 
@@ -148,18 +149,6 @@ def _tree(top: Path) -> None:
     write_random(top / "a.bin", 1000)
     write_random(top / "files" / "b.bin", 70_000)
     write_random(top / "files" / "deep" / "er" / "c.bin", 10)
-
-
-@pytest.mark.parametrize("cls", TREE_CLIENTS, ids=lambda c: c.name)
-def test_remove_tree_deletes_the_directory_and_nothing_beside_it(
-    cls: type[Client], target: Target, prefix_root: Path
-) -> None:
-    _tree(prefix_root / "scratch")
-    beside = {n: write_random(prefix_root / n / "keep.bin", 100) for n in ("scratch2", "scratc", "x")}
-    with cls(target) as client:
-        client.remove_tree("scratch")
-    assert not os.path.lexists(prefix_root / "scratch")
-    assert {n: (prefix_root / n / "keep.bin").read_bytes() for n in beside} == beside
 
 
 @pytest.mark.parametrize("cls", TREE_CLIENTS, ids=lambda c: c.name)

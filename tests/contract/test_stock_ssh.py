@@ -20,13 +20,14 @@ import secrets
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.argv_watch import ArgvWatch
+from tests.contract.scratch_contract import MkdirContract, ScratchContract
 from tests.contract.suite import ClientContract, Counter
 from tests.helpers import ensure_running, loopback_context, write_random
 from workbench.lab import netns
@@ -168,7 +169,7 @@ def scratch(tmp_path: Path) -> Iterator[tuple[Path, str]]:
         yield local, str(local)
 
 
-class _StockFixtures:
+class _StockFixtures(MkdirContract):
     client_class: type[Client]
 
     @pytest.fixture
@@ -188,7 +189,7 @@ class _StockFixtures:
         return stock.server.stop
 
 
-class TestParamikoStock(_StockFixtures, ClientContract):
+class TestParamikoStock(_StockFixtures, ClientContract, ScratchContract):
     client_class = ParamikoClient
 
 
@@ -208,7 +209,7 @@ class TestRsyncSshStock(_StockFixtures, ClientContract):
     client_class = RsyncSshClient
 
 
-class TestSshfsStock(_StockFixtures, ClientContract):
+class TestSshfsStock(_StockFixtures, ClientContract, ScratchContract):
     client_class = SshfsClient
 
 
@@ -379,40 +380,6 @@ def test_without_the_agent_the_same_alias_is_refused(stock: StockSsh, scratch: t
 
 
 # --- passwords: through SSH_ASKPASS (sshfs: stdin), never a command line ----------------------------------
-
-
-class ArgvWatch:
-    """Reads every process's command line every few milliseconds while it runs, looking for `secret`."""
-
-    def __init__(self, secret: str) -> None:
-        self.secret = secret.encode()
-        self.hits: list[str] = []
-        self.scans = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for entry in os.scandir("/proc"):
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                        cmdline = fh.read()
-                except OSError:
-                    continue
-                if self.secret in cmdline:
-                    self.hits.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
-            self.scans += 1
-            time.sleep(0.005)
-
-    def __enter__(self) -> ArgvWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 @pytest.mark.parametrize("client_class", ALL_CLIENTS)

@@ -1,0 +1,58 @@
+"""A watch over every process's command line on this machine while a test runs: a secret seen in one is a hit.
+
+Used wherever a password or key must reach a server but no command line (`workbench run`, the clients and
+their helpers such as curl, smbclient, rsync, ssh). `programs` lists what the watch saw, so a test can check
+that the processes it cares about lived long enough to be looked at, and `scans` that the watch ran at all:
+a watch that saw nothing cannot pass.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+SCAN_PAUSE_S = 0.002  # between two passes over /proc: short-lived helpers (an askpass, an ssh) live ~10 ms
+
+
+class ArgvWatch:
+    """Reads every process's command line until stopped; keeps any that holds the secret, and the programs seen."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret.encode()
+        self.hits: list[str] = []
+        self.programs: set[str] = set()
+        self.scans = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(SCAN_PAUSE_S):
+            self.scan()
+
+    def scan(self) -> None:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                    argv = fh.read()
+            except OSError:
+                continue  # gone meanwhile
+            if not argv:
+                continue  # a zombie or a kernel thread
+            words = argv.split(b"\0")
+            self.programs.add(os.path.basename(words[0].decode(errors="replace")))
+            if self.secret in argv:
+                shown = argv.replace(self.secret, b"<PASSWORD>").replace(b"\0", b" ").decode(errors="replace")
+                self.hits.append(f"pid {entry.name}: {shown[:300]}")
+        self.scans += 1
+
+    def __enter__(self) -> ArgvWatch:
+        self.scan()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.scan()
