@@ -257,11 +257,13 @@ def _hostile_run(site: StockSite, login_host: LoginHost, tmp_path: Path, mode: s
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
 
 
-def _runs(db: Path) -> list[tuple[int, str | None, dict]]:
-    import sqlite3
+def _runs(db: Path) -> list[tuple[int, bool, dict]]:
+    """(id, finished, meta) of each run in id order, its meta as the store reads it: what later runs recorded of
+    its leftovers (beside it, in the cleanup column) over what the run itself recorded."""
+    from workbench.core.store import Store
 
-    with sqlite3.connect(db) as conn:
-        return [(i, f, json.loads(m)) for i, f, m in conn.execute("SELECT id, finished_utc, meta FROM runs")]
+    with Store(db) as store:
+        return [(s.id, s.finished, store.load(s.id).meta) for s in reversed(store.history())]
 
 
 @pytest.mark.parametrize("mode", list(HOSTILE))
