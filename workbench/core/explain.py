@@ -146,16 +146,26 @@ _MISSING = {
 }
 
 
-def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None) -> str:
+def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, fixed_s: float | None) -> str:
     """What a row's time holds beyond its lowest ceiling, in words: per file for a set, else per copy."""
     spent_s = row.bytes / median
     modelled_s = row.bytes / bound.bytes_per_s
     gap_s = max(0.0, spent_s - modelled_s)
     trips = f" (≈{gap_s / row.files / rtt_s:.1f} RTT)" if rtt_s else ""
     if row.files > 1:
-        return f"≈{format_ms(gap_s / row.files)} per file{trips}: time the client or server spends off the wire"
+        setup = (
+            ", its process start and login among it (no fixed cost fitted)"
+            if row.details.timed_includes_setup and fixed_s is None
+            else ""
+        )
+        return f"≈{format_ms(gap_s / row.files)} per file{trips}: time the client or server spends off the wire{setup}"
     triage = row.tcp
     said = f"; the {triage.side}'s TCP counters say {triage.limit}" if triage is not None and triage.limit else ""
+    if row.details.timed_includes_setup and fixed_s is None:
+        return (
+            f"≈{format_ms(gap_s)} per copy, the process start and login each copy pays: no fixed cost could be "
+            f"fitted (it needs single files of two sizes){said}"
+        )
     return f"≈{format_ms(gap_s)} per copy that no ceiling counts{said}"
 
 
@@ -274,7 +284,7 @@ def _explain_row(
             if explains
             else f"no ceiling within {100 * EXPLAINS:.0f} %: the lowest, {format_bound(bound)}, "
             f"is {bound.bytes_per_s / median:.2g}× the rate; the model is missing "
-            f"{_unmodelled(row, median, bound, rtt_s)}"
+            f"{_unmodelled(row, median, bound, rtt_s, cost.fixed_s if cost is not None else None)}"
         )
     why = RowExplanation(
         pct_of_tcp=100.0 * median / tcp if tcp else None,

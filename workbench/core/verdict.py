@@ -314,7 +314,7 @@ def _fixable(
     named = sorted(clients[cause])
     who = ", ".join(named[:NAMED]) + (f" and {len(named) - NAMED} more" if len(named) > NAMED else "")
     rows = sum(1 for row, why in measured if (why.bound == cause or (cause == "fixed" and row.label in heavy)))
-    return f"Biggest fixable cause: {_FIXABLE[cause]} ({who}; {rows} rows)."
+    return f"Biggest fixable cause: {_FIXABLE[cause]} ({who}; {rows} row{'s' if rows != 1 else ''})."
 
 
 def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False) -> list[str]:
