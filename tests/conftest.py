@@ -30,12 +30,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.far_host import HOST, FarHost, settle_serve
-from tests.helpers import free_port, loopback_context
+from tests.far_host import HOST, FarHost, servers_up
+from tests.helpers import loopback_context
 from tests.serve_fixtures import ServeRunner
 from tests.smb_fixtures import SmbdRunner
 from tests.ssh_fixtures import Served
-from workbench.server.daemons import supervisor
 from workbench.server.daemons.rsyncd import Rsyncd
 from workbench.server.daemons.smbd import Smbd
 from workbench.server.daemons.sshd import Sshd
@@ -111,18 +110,9 @@ def far_host(tmp_path: Path) -> Iterator[FarHost]:
     """A far host as users start it: `servers up` (serve + sshd) with a private root and state."""
     if reason := Sshd.unavailable_reason():
         pytest.skip(reason)
-    root = tmp_path / "far-root"
-    root.mkdir()
-    state_dir = tmp_path / "far-state"
-    ports = {s: free_port(HOST) for s in ("http", "ftp", "tcp", "iperf3", "ssh")}
-    state = supervisor.up(root, HOST, state_dir, only=["serve", "sshd"], ports=ports)
-    try:
-        pids = {s["name"]: int(s["pid"]) for s in state.servers if s.get("pid")}
-        assert set(pids) == {"serve", "sshd"}, state.servers
-        settle_serve(ports)
-        yield FarHost(root, state_dir, ports, pids)
-    finally:
-        supervisor.down(state_dir)
+    with servers_up(tmp_path, only=["serve", "sshd"]) as far:
+        assert set(far.pids) == {"serve", "sshd"}, far.pids
+        yield far
 
 
 @pytest.fixture

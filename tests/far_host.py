@@ -1,19 +1,22 @@
-"""A far host as users start it: `servers up` (serve + sshd) on 127.0.0.1 with free ports (the `far_host`
-fixture in tests/conftest.py), and ways to watch a `workbench run` against it from outside (its database, the
-far host's upload directory, its processes)."""
+"""A far host as users start it: `servers up` on 127.0.0.1 with free ports, a private root and state
+(`servers_up`: the `far_host` fixture in tests/conftest.py, the fault matrix and the argv watch use it), and ways
+to watch a `workbench run` against it from outside (its database, the far host's upload directory, its
+processes)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.helpers import free_port
+from workbench.server.daemons import supervisor
 from workbench.shared import procs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,16 +43,51 @@ class FarHost:
         return procs.descendants(self.pids[server])
 
 
+# The ports each server of `servers up` listens on (serve's HTTP, FTP, raw-TCP probe and iperf3).
+PORTS_OF = {"serve": ("http", "ftp", "tcp", "iperf3"), "sshd": ("ssh",), "smbd": ("smb",), "rsyncd": ("rsync",)}
+
+
+@contextlib.contextmanager
+def servers_up(base: Path, only: list[str] | None = None) -> Iterator[FarHost]:
+    """`servers up` (every server, or `only` these) with its root and state under `base` and free ports on
+    127.0.0.1; serve's iperf3 listening before the block starts; `servers down` when it ends."""
+    root = base / "far-root"
+    root.mkdir()
+    state_dir = base / "far-state"
+    ports = {port: free_port(HOST) for name in (only or PORTS_OF) for port in PORTS_OF[name]}
+    state = supervisor.up(root, HOST, state_dir, only=only, ports=ports)
+    try:
+        pids = {s["name"]: int(s["pid"]) for s in state.servers if s.get("pid")}
+        if "iperf3" in ports:
+            settle_serve(ports)
+        yield FarHost(root, state_dir, ports, pids)
+    finally:
+        supervisor.down(state_dir)
+
+
+def listening(port: int) -> bool:
+    """Whether a TCP socket of this host listens on `port`, read from the kernel's tables: no connection is
+    made (iperf3 takes any connection for a test's control channel and is busy until it gives up on it)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: TCP_LISTEN
+                return True
+    return False
+
+
 def settle_serve(ports: dict[str, int], timeout_s: float = 30) -> None:
-    """Wait until serve's iperf3 listens (a client's baseline cross-checks with it), and a moment more."""
+    """Wait until serve's iperf3 listens (a client's baseline cross-checks with it), as every other port of
+    serve does by then."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            sock.settimeout(1)
-            if sock.connect_ex((HOST, ports["iperf3"])) == 0:
-                time.sleep(0.5)
-                return
-        time.sleep(0.05)
+        if listening(ports["iperf3"]):
+            return
+        time.sleep(0.02)
     raise AssertionError(f"serve's iperf3 never listened on {HOST}:{ports['iperf3']}")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -26,10 +27,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.far_host import FarHost, servers_up
 from tests.helpers import free_port, write_random
 from tests.platform_clients import expected_clients
 from tests.schema_check import assert_valid_run_document
@@ -80,14 +84,11 @@ def _server_name(label: str) -> str:
 
 
 class Far:
-    """Every real server (`servers up`) on loopback with free ports, a private root and state."""
+    """Every real server (`servers up`, tests/far_host.py) on loopback with free ports, a private root and state."""
 
-    def __init__(self, base: Path) -> None:
-        self.root = base / "root"
-        self.root.mkdir()
-        self.state = base / "state"
-        ports = {s: free_port(HOST) for s in ("tcp", "http", "ftp", "ssh", "smb", "rsync", "iperf3")}
-        supervisor.up(self.root, HOST, self.state, ports=ports)
+    def __init__(self, base: Path, host: FarHost) -> None:
+        self.root = host.root
+        self.state = host.state_dir
         self.creds = creds_mod.read(self.state / "credentials.json")
         self.target = target_mod.read(self.state / "target.json", self.creds)
         self.restarted: list[ServeProcess] = []
@@ -128,21 +129,23 @@ class Far:
         server.start()
         self.restarted.append(server)
 
-    def down(self) -> None:
+    def stop_restarted(self) -> None:
+        """Stop the serve processes started again after a test killed serve (`servers down` stops the rest)."""
         for server in self.restarted:
             server.stop()
-        supervisor.down(self.state)
 
 
 @pytest.fixture(scope="module")
 def far(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Far]:
     if os.geteuid() != 0:
         pytest.skip("the servers' private state and the sshfs mount need root")
-    far = Far(tmp_path_factory.mktemp("far"))
-    try:
-        yield far
-    finally:
-        far.down()
+    base = tmp_path_factory.mktemp("far")
+    with servers_up(base) as host:
+        far = Far(base, host)
+        try:
+            yield far
+        finally:
+            far.stop_restarted()
 
 
 def _client_class(label: str) -> type[Client]:
@@ -325,41 +328,11 @@ def _bad_target(far: Far, label: str) -> Target:
     return dataclasses.replace(far.target, credentials=wrong)
 
 
-def _failed_login(client: Client, what: str, label: str) -> tuple[WorkbenchError, float]:
-    """client.connect() must fail: the error and the seconds it took (printed for the closing figures)."""
-    started = time.monotonic()
-    try:
-        with pytest.raises(WorkbenchError) as caught:
-            client.connect()
-    finally:
-        client.close()
-    elapsed = time.monotonic() - started
-    print(f"\n{what} {label}: {elapsed:.1f} s: {type(caught.value).__name__}: {_one_line(caught.value)}")
-    return caught.value, elapsed
-
-
-@pytest.mark.parametrize("label", CLIENTS)
-def test_bad_credentials_fail_the_login(far: Far, label: str) -> None:
-    far.restart_serve_if_dead()
-    # pyftpdlib answers a failed login after 3 s (its brake on guessing): a shorter stall timeout would
-    # call that a stalled server, so this test leaves more time
-    error, elapsed = _failed_login(_client(label, _bad_target(far, label), timeout=5.0), "BAD CREDENTIALS", label)
-    assert isinstance(error, AuthError), _one_line(error)
-    assert elapsed < 10
-
-
 def _retarget(far: Far, label: str, port: int) -> Target:
     service = SERVICE_OF[_server_name(label)]
     if label in ("ftp/ftplib", "ftp/curl"):
         service = "ftp"
     return dataclasses.replace(far.target, ports={**far.target.ports, service: port})
-
-
-@pytest.mark.parametrize("label", CLIENTS)
-def test_refused_port_fails_the_login_at_once(far: Far, label: str) -> None:
-    error, elapsed = _failed_login(_client(label, _retarget(far, label, free_port(HOST))), "REFUSED", label)
-    assert isinstance(error, NetworkError | DiskError) or "refused" in _one_line(error), _one_line(error)
-    assert elapsed < 5
 
 
 class Garbage:
@@ -388,15 +361,98 @@ class Garbage:
             conn.close()
 
 
-@pytest.mark.parametrize("label", CLIENTS)
-def test_wrong_service_on_the_port_fails_the_login(far: Far, label: str) -> None:
-    garbage = Garbage()
+BAD_CREDENTIALS, REFUSED, WRONG_SERVICE = "BAD CREDENTIALS", "REFUSED", "WRONG SERVICE"
+# Logins that fail touch no shared state (no server is stopped or killed), so they run a few at a time: each
+# waits on its server's answer (pyftpdlib's 3 s brake on guessing, a connect deadline), not on the others.
+LOGIN_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class FailedLogin:
+    error: BaseException | None  # what connect() raised (None: it logged in)
+    elapsed_s: float
+    unavailable: str | None = None  # the client cannot load here: why
+    close_error: BaseException | None = None  # what the client's close() raised, if anything
+
+
+class FailedLogins:
+    """Every client's login against bad credentials, a refused port and a port speaking something else."""
+
+    def __init__(self, far: Far) -> None:
+        far.restart_serve_if_dead()
+        self._garbage = Garbage()
+        cases: dict[tuple[str, str], Callable[[], FailedLogin]] = {}
+        for label in CLIENTS:
+            # pyftpdlib answers a failed login after 3 s (its brake on guessing): a shorter stall timeout would
+            # call that a stalled server, so bad credentials leave more time
+            cases[BAD_CREDENTIALS, label] = functools.partial(_attempt_login, label, _bad_target(far, label), 5.0)
+            cases[REFUSED, label] = functools.partial(_attempt_login, label, _retarget(far, label, free_port(HOST)))
+            wrong = _retarget(far, label, self._garbage.port)
+            cases[WRONG_SERVICE, label] = functools.partial(_attempt_login, label, wrong)
+        try:
+            with ThreadPoolExecutor(max_workers=LOGIN_WORKERS) as pool:
+                futures = {case: pool.submit(attempt) for case, attempt in cases.items()}
+                self._by_case = {case: future.result() for case, future in futures.items()}
+        finally:
+            self._garbage.close()
+
+    def result(self, what: str, label: str) -> tuple[WorkbenchError, float]:
+        """connect() must have failed with a WorkbenchError: the error and the seconds it took."""
+        attempt = self._by_case[what, label]
+        if attempt.unavailable is not None:  # a client this platform must run fails the test, never skips
+            (pytest.fail if label in expected_clients() else pytest.skip)(f"{label}: {attempt.unavailable}")
+        assert attempt.close_error is None, f"{what} {label}: close() raised {attempt.close_error!r}"
+        error = attempt.error
+        assert isinstance(error, WorkbenchError), f"{what} {label}: connect() did not fail with one line: {error!r}"
+        print(f"\n{what} {label}: {attempt.elapsed_s:.1f} s: {type(error).__name__}: {_one_line(error)}")
+        return error, attempt.elapsed_s
+
+
+def _attempt_login(label: str, target: Target, timeout: float = STALL_S) -> FailedLogin:
+    entry = next(e for e in registry.KNOWN_CLIENTS if e.label == label)
+    loaded = registry.load(entry)
+    if isinstance(loaded, str):
+        return FailedLogin(None, 0.0, unavailable=loaded)
+    client = loaded(target, ClientOptions(stall_timeout_s=timeout))
+    started = time.monotonic()
+    error: BaseException | None = None
+    close_error: BaseException | None = None
     try:
-        _, elapsed = _failed_login(_client(label, _retarget(far, label, garbage.port)), "WRONG SERVICE", label)
+        client.connect()
+    except BaseException as exc:  # judged by the test
+        error = exc
     finally:
-        garbage.close()
+        try:
+            client.close()
+        except BaseException as exc:  # judged by the test: close() must not fail
+            close_error = exc
+    return FailedLogin(error, time.monotonic() - started, close_error=close_error)
+
+
+@pytest.fixture(scope="module")
+def failed_logins(far: Far) -> FailedLogins:
+    return FailedLogins(far)
+
+
+@pytest.mark.parametrize("label", CLIENTS)
+def test_bad_credentials_fail_the_login(failed_logins: FailedLogins, label: str) -> None:
+    error, elapsed = failed_logins.result(BAD_CREDENTIALS, label)
+    assert isinstance(error, AuthError), _one_line(error)
+    assert elapsed < 10
+
+
+@pytest.mark.parametrize("label", CLIENTS)
+def test_refused_port_fails_the_login_at_once(failed_logins: FailedLogins, label: str) -> None:
+    error, elapsed = failed_logins.result(REFUSED, label)
+    assert isinstance(error, NetworkError | DiskError) or "refused" in _one_line(error), _one_line(error)
+    assert elapsed < 5
+
+
+@pytest.mark.parametrize("label", CLIENTS)
+def test_wrong_service_on_the_port_fails_the_login(failed_logins: FailedLogins, label: str) -> None:
+    _, elapsed = failed_logins.result(WRONG_SERVICE, label)
     # a connect deadline (5 s) and two stalls at worst (smbclient's login bound), never a hang
-    assert elapsed < ClientOptions.connect_timeout + 3 * STALL_S + 2
+    assert elapsed < ClientOptions.connect_timeout_s + 3 * STALL_S + 2
 
 
 # ------------------------------------------------------------------ `workbench run` end to end

@@ -8,62 +8,19 @@ reach the run's output, its JSON document or its database either.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port
+from tests.argv_watch import ArgvWatch
+from tests.far_host import servers_up
 from tests.stock_urls import StockSite, run_workbench
-from workbench.server.daemons import supervisor
 from workbench.shared import credentials as creds_mod
 
 SMALL_RUN = ("--sizes", "1M", "--small", "3x4K", "--repeat", "1", "--warmup", "0")
-
-
-class ArgvWatch:
-    """Reads every process's command line until stopped; keeps any that holds the secret, and the programs seen."""
-
-    def __init__(self, secret: str) -> None:
-        self.secret = secret.encode()
-        self.hits: list[str] = []
-        self.programs: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            self.scan()
-
-    def scan(self) -> None:
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                    argv = fh.read()
-            except OSError:
-                continue  # gone meanwhile
-            if not argv:
-                continue
-            words = argv.split(b"\0")
-            self.programs.add(os.path.basename(words[0].decode(errors="replace")))
-            if self.secret in argv:
-                shown = argv.replace(self.secret, b"<PASSWORD>").replace(b"\0", b" ").decode(errors="replace")
-                self.hits.append(f"pid {entry.name}: {shown[:300]}")
-
-    def __enter__(self) -> ArgvWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-        self.scan()
 
 
 def _no_secret_in(secret: str, *paths: Path, texts: tuple[str, ...] = ()) -> None:
@@ -114,15 +71,8 @@ def test_no_password_on_any_command_line_against_stock_servers(site: StockSite, 
 @pytest.fixture
 def all_servers(tmp_path: Path) -> Iterator[Path]:
     """`servers up` with every server this machine has (serve, sshd, smbd, rsyncd) on free ports; its state dir."""
-    root = tmp_path / "far-root"
-    root.mkdir()
-    state_dir = tmp_path / "far-state"
-    ports = {s: free_port() for s in ("http", "ftp", "tcp", "iperf3", "ssh", "smb", "rsync")}
-    supervisor.up(root, "127.0.0.1", state_dir, ports=ports)
-    try:
-        yield state_dir
-    finally:
-        supervisor.down(state_dir)
+    with servers_up(tmp_path) as far:
+        yield far.state_dir
 
 
 def test_no_password_on_any_command_line_during_a_served_run(all_servers: Path, tmp_path: Path) -> None:
