@@ -188,69 +188,81 @@ def test_an_unstarted_lab_is_refused(tmp_path: Path) -> None:
         pass
 
 
-@pytest.mark.lab
-@needs_lab
-@needs_ssh
-def test_three_clients_share_the_delay_line_with_its_rtt(tmp_path: Path) -> None:
-    with Lab(PRESETS["wifi-ac"]) as lab, ClientHosts(lab, 3, tmp_path / "fleet") as fleet:
-        assert lab.idle_rtt_ms is not None
-        with lab.in_server():
-            listener = socket.socket()
-        with listener:
-            listener.bind((lab.server_addr, 0))
-            listener.listen(64)
-            port = listener.getsockname()[1]
-            for client in fleet.clients:
-                rtt = min(_connect_rtts_ms(fleet, client, lab.server_addr, port))
-                # the link's round trip (2.8 ms), plus at most a little for the veth hop and a busy machine
-                assert 2.0 <= rtt <= lab.idle_rtt_ms + 1.0, (client.alias, rtt, lab.idle_rtt_ms)
-        _all_exchange(lab, fleet)
+@pytest.fixture(scope="module")
+def three_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, ClientHosts]]:
+    """One wifi-ac lab with three client hosts for the tests that only look at them; once they end, the clients'
+    namespaces and sshds are gone."""
+    with Lab(PRESETS["wifi-ac"]) as lab, ClientHosts(lab, 3, tmp_path_factory.mktemp("fleet") / "fleet") as fleet:
         namespaces = [c.namespace for c in fleet.clients]
         pids = list(fleet.sshd_pids().values())
-        assert all(netns.exists(n) for n in namespaces) and all(pid_alive(p) for p in pids)
+        yield lab, fleet
     _assert_all_gone(namespaces, pids)
 
 
 @pytest.mark.lab
 @needs_lab
 @needs_ssh
-def test_ssh_lands_in_each_client_with_its_home_and_checks_host_keys(tmp_path: Path) -> None:
-    with Lab(PRESETS["wifi-ac"]) as lab, ClientHosts(lab, 3, tmp_path / "fleet") as fleet:
-        assert fleet.hosts_file.read_text().split() == ["client1", "client2", "client3"]
-        assert fleet.work.stat().st_mode & 0o077 == 0
-        script = 'stat -L -c %i /proc/self/ns/net; ip -o -4 addr show scope global; echo "home=$WORKBENCH_HOME"'
-        with fleet.in_switch():
-            for client in fleet.clients:
-                done = subprocess.run(
-                    ["ssh", "-F", str(fleet.ssh_config), client.alias, script],
-                    capture_output=True,
-                    text=True,
-                    timeout=20,
-                )
-                assert done.returncode == 0, done.stderr
-                inode, *addrs, home = done.stdout.strip().splitlines()
-                assert int(inode) == os.stat(netns.NETNS_DIR / client.namespace).st_ino, client.alias
-                assert len(addrs) == 1 and f"inet {client.addr}/24" in addrs[0], done.stdout
-                assert home == f"home={client.home}"
-            # the far workbench runs on a client host as the fleet will start it
+def test_three_clients_share_the_delay_line_with_its_rtt(three_clients: tuple[Lab, ClientHosts]) -> None:
+    lab, fleet = three_clients
+    assert lab.idle_rtt_ms is not None
+    with lab.in_server():
+        listener = socket.socket()
+    with listener:
+        listener.bind((lab.server_addr, 0))
+        listener.listen(64)
+        port = listener.getsockname()[1]
+        for client in fleet.clients:
+            rtt = min(_connect_rtts_ms(fleet, client, lab.server_addr, port))
+            # the link's round trip (2.8 ms), plus at most a little for the veth hop and a busy machine
+            assert 2.0 <= rtt <= lab.idle_rtt_ms + 1.0, (client.alias, rtt, lab.idle_rtt_ms)
+    _all_exchange(lab, fleet)
+    namespaces = [c.namespace for c in fleet.clients]
+    pids = list(fleet.sshd_pids().values())
+    assert all(netns.exists(n) for n in namespaces) and all(pid_alive(p) for p in pids)
+
+
+@pytest.mark.lab
+@needs_lab
+@needs_ssh
+def test_ssh_lands_in_each_client_with_its_home_and_checks_host_keys(
+    three_clients: tuple[Lab, ClientHosts], tmp_path: Path
+) -> None:
+    _, fleet = three_clients
+    assert fleet.hosts_file.read_text().split() == ["client1", "client2", "client3"]
+    assert fleet.work.stat().st_mode & 0o077 == 0
+    script = 'stat -L -c %i /proc/self/ns/net; ip -o -4 addr show scope global; echo "home=$WORKBENCH_HOME"'
+    with fleet.in_switch():
+        for client in fleet.clients:
             done = subprocess.run(
-                ["ssh", "-F", str(fleet.ssh_config), "client2", f"{fleet.remote_workbench} --help"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert done.returncode == 0 and "Usage" in done.stdout, done.stdout + done.stderr
-            # client1's address with client2's host key: refused, never skipped
-            wrong = tmp_path / "wrong_known_hosts"
-            keys = fleet.known_hosts.read_text().splitlines()
-            wrong.write_text(f"{fleet.clients[0].addr} {keys[1].split(' ', 1)[1]}\n")
-            done = subprocess.run(
-                ["ssh", "-F", str(fleet.ssh_config), "-o", f"UserKnownHostsFile={wrong}", "client1", "true"],
+                ["ssh", "-F", str(fleet.ssh_config), client.alias, script],
                 capture_output=True,
                 text=True,
                 timeout=20,
             )
-            assert done.returncode == 255 and "host key" in done.stderr.lower(), done.stderr
+            assert done.returncode == 0, done.stderr
+            inode, *addrs, home = done.stdout.strip().splitlines()
+            assert int(inode) == os.stat(netns.NETNS_DIR / client.namespace).st_ino, client.alias
+            assert len(addrs) == 1 and f"inet {client.addr}/24" in addrs[0], done.stdout
+            assert home == f"home={client.home}"
+        # the far workbench runs on a client host as the fleet will start it
+        done = subprocess.run(
+            ["ssh", "-F", str(fleet.ssh_config), "client2", f"{fleet.remote_workbench} --help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0 and "Usage" in done.stdout, done.stdout + done.stderr
+        # client1's address with client2's host key: refused, never skipped
+        wrong = tmp_path / "wrong_known_hosts"
+        keys = fleet.known_hosts.read_text().splitlines()
+        wrong.write_text(f"{fleet.clients[0].addr} {keys[1].split(' ', 1)[1]}\n")
+        done = subprocess.run(
+            ["ssh", "-F", str(fleet.ssh_config), "-o", f"UserKnownHostsFile={wrong}", "client1", "true"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        assert done.returncode == 255 and "host key" in done.stderr.lower(), done.stderr
 
 
 @pytest.mark.lab

@@ -19,6 +19,7 @@ WorkbenchError, within BOUND_S of wall time — the issue's "an unreachable host
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import json
 import os
@@ -26,7 +27,8 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,15 +142,6 @@ def far_ns(request: pytest.FixtureRequest) -> Iterator[FarNs]:
         yield far
 
 
-@pytest.fixture
-def silence_checked(far_ns: FarNs) -> Iterator[None]:
-    """In the silent mode, prove the peer did get our packets and said nothing (not an ARP failure)."""
-    before = far_ns.tcp_segments_in() if far_ns.mode == "silent" else 0
-    yield
-    if far_ns.mode == "silent":
-        assert far_ns.tcp_segments_in() > before, "no SYN reached the silent peer: the case tested nothing"
-
-
 def _home(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     home = tmp_path / "home"
     home.mkdir()
@@ -162,51 +155,49 @@ def _home(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return creds, env
 
 
-def _workbench(args: list[str], env: dict[str, str], label: str) -> None:
+@dataclass(frozen=True)
+class Attempt:
+    """One case's outcome: what a client raised (or a command's exit), and its wall time."""
+
+    elapsed_s: float
+    error: BaseException | None = None  # a client's connect + download: what it raised (None: nothing)
+    done: subprocess.CompletedProcess[str] | None = None  # a `workbench` command
+    unavailable: str | None = None  # a client that cannot load here: why
+    close_error: BaseException | None = None  # what the client's close() raised, if anything
+
+
+def _command(args: list[str], tmp_path: Path) -> Attempt:
+    creds, env = _home(tmp_path)
+    argv = [sys.executable, "-m", "workbench", *[str(creds) if a == "CREDS" else a for a in args]]
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "workbench", *args], capture_output=True, text=True, env=env, timeout=120
-    )
-    elapsed = time.monotonic() - started
-    print(f"\n{label}: {elapsed:.1f} s, exit {done.returncode}: {done.stderr.strip()}")
-    output = done.stdout + done.stderr
-    assert "Traceback" not in output, output
-    assert done.returncode == ExitCode.NETWORK, (done.returncode, output)
-    errors = [ln for ln in output.splitlines() if ln.startswith("error:")]
-    assert len(errors) == 1, output
-    assert elapsed <= BOUND_S, f"{label} took {elapsed:.1f} s (bound {BOUND_S:.0f} s): {errors[0]}"
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    return Attempt(time.monotonic() - started, done=done)
 
 
-def test_run_fails_fast_on_an_unreachable_host(far_ns: FarNs, silence_checked: None, tmp_path: Path) -> None:
-    creds, env = _home(tmp_path)
-    _workbench(
-        [
-            "run",
-            "--host",
-            far_ns.host,
-            "--credentials",
-            str(creds),
-            "--protocols",
-            "http",
-            "--sizes",
-            "1M",
-            "--repeat",
-            "1",
-            "--warmup",
-            "0",
-            "--db",
-            str(tmp_path / "db.sqlite"),
-        ],
-        env,
-        f"run {far_ns.mode}",
-    )
-
-
-def test_tcp_fails_fast_on_an_unreachable_host(far_ns: FarNs, silence_checked: None, tmp_path: Path) -> None:
-    creds, env = _home(tmp_path)
-    _workbench(
-        ["tcp", far_ns.host, "--credentials", str(creds), "--duration", "1"], env, f"tcp {far_ns.mode}"
-    )
+def _client_attempt(label: str, host: str, ssh_key: Path, tmp_path: Path) -> Attempt:
+    entry = next(e for e in registry.KNOWN_CLIENTS if e.label == label)
+    loaded = registry.load(entry)
+    if isinstance(loaded, str):
+        return Attempt(0.0, unavailable=loaded)
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.touch()
+    creds = Credentials(user="dummy", password="not-a-real-secret", ssh_key=ssh_key, known_hosts=known_hosts)
+    client: Client = loaded(Target(host=host, credentials=creds, remote_root="/srv/none"), ClientOptions())
+    started = time.monotonic()
+    error: BaseException | None = None
+    close_error: BaseException | None = None
+    try:
+        # native clients (curl, OpenSSH, rsync, smbclient) connect per copy: the download is the connect
+        client.connect()
+        client.download("files/none.bin", tmp_path / "none.bin", lambda n: None)
+    except BaseException as exc:  # judged by the test: it must be one NetworkError
+        error = exc
+    finally:
+        try:
+            client.close()
+        except BaseException as exc:  # judged by the test: close() must not fail
+            close_error = exc
+    return Attempt(time.monotonic() - started, error=error, close_error=close_error)
 
 
 @pytest.fixture(scope="module")
@@ -217,36 +208,83 @@ def ssh_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return key
 
 
-def _client(label: str, host: str, ssh_key: Path, tmp_path: Path) -> Client:
-    entry = next(e for e in registry.KNOWN_CLIENTS if e.label == label)
-    loaded = registry.load(entry)
-    if isinstance(loaded, str):  # a client this platform must run fails the test, it is never skipped
-        (pytest.fail if label in expected_clients() else pytest.skip)(f"{label}: {loaded}")
-    known_hosts = tmp_path / "known_hosts"
-    known_hosts.touch()
-    creds = Credentials(user="dummy", password="not-a-real-secret", ssh_key=ssh_key, known_hosts=known_hosts)
-    return loaded(Target(host=host, credentials=creds, remote_root="/srv/none"), ClientOptions())
+@dataclass(frozen=True)
+class Attempts:
+    by_case: dict[str, Attempt]
+    segments_in: int  # TCP segments the far namespace received while they ran (silent mode; else 0)
+
+
+@pytest.fixture(scope="module")
+def attempts(far_ns: FarNs, ssh_key: Path, tmp_path_factory: pytest.TempPathFactory) -> Attempts:
+    """Every case against this far namespace at once: each waits for the network, not for the others, so the
+    module takes about one case's wait per mode, not the sum (each case's time is still its own)."""
+    tmp = tmp_path_factory.mktemp(f"unreachable-{far_ns.mode}")
+    run = ["run", "--host", far_ns.host, "--credentials", "CREDS", "--protocols", "http", "--sizes", "1M"]
+    run += ["--repeat", "1", "--warmup", "0", "--db", str(tmp / "db.sqlite")]
+    cases: dict[str, Callable[[Path], Attempt]] = {
+        "run": functools.partial(_command, run),
+        "tcp": functools.partial(_command, ["tcp", far_ns.host, "--credentials", "CREDS", "--duration", "1"]),
+    }
+    for label in CLIENTS:
+        cases[label] = functools.partial(_client_attempt, label, far_ns.host, ssh_key)
+    before = far_ns.tcp_segments_in() if far_ns.mode == "silent" else 0
+    with ThreadPoolExecutor(max_workers=len(cases)) as pool:
+        futures = {}
+        for i, (name, case) in enumerate(cases.items()):
+            work = tmp / f"case{i}"
+            work.mkdir()
+            futures[name] = pool.submit(case, work)
+        by_case = {name: future.result() for name, future in futures.items()}
+    after = far_ns.tcp_segments_in() if far_ns.mode == "silent" else 0
+    return Attempts(by_case, after - before)
+
+
+@pytest.fixture
+def silence_checked(far_ns: FarNs, attempts: Attempts) -> None:
+    """In the silent mode, prove the peer did get our packets and said nothing (not an ARP failure): every case
+    that tried sent at least one SYN."""
+    if far_ns.mode == "silent":
+        tried = sum(1 for a in attempts.by_case.values() if a.unavailable is None)
+        assert attempts.segments_in >= tried, (
+            f"the silent peer received {attempts.segments_in} TCP segments from {tried} cases: the case tested nothing"
+        )
+
+
+def _check_command(attempt: Attempt, label: str) -> None:
+    done = attempt.done
+    assert done is not None
+    print(f"\n{label}: {attempt.elapsed_s:.1f} s, exit {done.returncode}: {done.stderr.strip()}")
+    output = done.stdout + done.stderr
+    assert "Traceback" not in output, output
+    assert done.returncode == ExitCode.NETWORK, (done.returncode, output)
+    errors = [ln for ln in output.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, output
+    assert attempt.elapsed_s <= BOUND_S, f"{label} took {attempt.elapsed_s:.1f} s (bound {BOUND_S:.0f} s): {errors[0]}"
+
+
+def test_run_fails_fast_on_an_unreachable_host(far_ns: FarNs, attempts: Attempts, silence_checked: None) -> None:
+    _check_command(attempts.by_case["run"], f"run {far_ns.mode}")
+
+
+def test_tcp_fails_fast_on_an_unreachable_host(far_ns: FarNs, attempts: Attempts, silence_checked: None) -> None:
+    _check_command(attempts.by_case["tcp"], f"tcp {far_ns.mode}")
 
 
 @pytest.mark.parametrize("label", CLIENTS)
 def test_each_client_fails_fast_on_an_unreachable_host(
-    far_ns: FarNs, silence_checked: None, label: str, ssh_key: Path, tmp_path: Path
+    far_ns: FarNs, attempts: Attempts, silence_checked: None, label: str
 ) -> None:
-    client = _client(label, far_ns.host, ssh_key, tmp_path)
-    started = time.monotonic()
-    try:
-        with pytest.raises(WorkbenchError) as caught:
-            # native clients (curl, OpenSSH, rsync, smbclient) connect per copy: the download is the connect
-            client.connect()
-            client.download("files/none.bin", tmp_path / "none.bin", lambda n: None)
-    finally:
-        client.close()
-    elapsed = time.monotonic() - started
-    line = caught.value.one_line()
-    print(f"\n{label} {far_ns.mode}: {elapsed:.1f} s: {type(caught.value).__name__}: {line}")
+    attempt = attempts.by_case[label]
+    if attempt.unavailable is not None:  # a client this platform must run fails the test, it is never skipped
+        (pytest.fail if label in expected_clients() else pytest.skip)(f"{label}: {attempt.unavailable}")
+    assert attempt.close_error is None, f"{label}: close() raised {attempt.close_error!r}"
+    error = attempt.error
+    assert isinstance(error, WorkbenchError), f"{label} did not fail with a WorkbenchError: {error!r}"
+    line = error.one_line()
+    print(f"\n{label} {far_ns.mode}: {attempt.elapsed_s:.1f} s: {type(error).__name__}: {line}")
     assert line and "\n" not in line and "Traceback" not in line
     # an unreachable host is a network failure (exit 3), not a login or a generic one
-    assert isinstance(caught.value, NetworkError), line
+    assert isinstance(error, NetworkError), line
     # no byte ever moved: a connect that got no answer must not be reported as a stalled transfer
     assert "stalled for" not in line, line
-    assert elapsed <= BOUND_S, f"{label} took {elapsed:.1f} s (bound {BOUND_S:.0f} s): {line}"
+    assert attempt.elapsed_s <= BOUND_S, f"{label} took {attempt.elapsed_s:.1f} s (bound {BOUND_S:.0f} s): {line}"
