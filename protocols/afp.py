@@ -77,7 +77,6 @@ class AfpPythonClient(Client):
         self._vol: wire.Volume | None = None
         self.version: str | None = None
         self.uam: str | None = None
-        self.server_name: str | None = None
         self.peak_in_flight = 0  # the most read or write requests outstanding at once this session
 
     @classmethod
@@ -188,7 +187,6 @@ class AfpPythonClient(Client):
 
     def connect(self) -> None:
         info = self._server_info()
-        self.server_name = info.name
         version = wire.choose_version(info.versions)
         if version is None:
             offered = ", ".join(repr(v) for v in info.versions) or "none"

@@ -28,12 +28,9 @@ OPEN_SESSION = 4
 TICKLE = 5
 WRITE = 6
 ATTENTION = 8
-COMMAND_NAMES = {1: "DSICloseSession", 2: "DSICommand", 3: "DSIGetStatus", 4: "DSIOpenSession", 5: "DSITickle",
-                 6: "DSIWrite", 8: "DSIAttention"}  # fmt: skip
 
 OPTION_SERVER_QUANTUM = 0x00  # the largest request the server takes, in bytes (in its OpenSession reply)
 OPTION_ATTENTION_QUANTUM = 0x01  # the largest attention the client takes (in its OpenSession request)
-OPTION_REPLAY_CACHE = 0x02
 ATTENTION_QUANTUM_BYTES = 2  # an attention carries a 2-byte code
 
 HEADER = struct.Struct(">BBHiII")

@@ -15,7 +15,6 @@ import struct
 from dataclasses import dataclass
 
 # --- command codes ---------------------------------------------------------------------------------------------
-FP_CLOSE_VOL = 2
 FP_CLOSE_FORK = 4
 FP_CREATE_DIR = 6
 FP_CREATE_FILE = 7
@@ -74,8 +73,6 @@ RESULT_NAMES: dict[int, str] = {
 ERR_ACCESS = -5000
 ERR_AUTH_CONTINUE = -5001
 ERR_BAD_UAM = -5002
-ERR_BAD_VERSION = -5003
-ERR_BITMAP = -5004
 ERR_DIR_NOT_EMPTY = -5007
 ERR_DISK_FULL = -5008
 ERR_EOF = -5009
@@ -84,7 +81,6 @@ ERR_OBJECT_EXISTS = -5017
 ERR_OBJECT_NOT_FOUND = -5018
 ERR_PARAM = -5019
 ERR_USER_NOT_AUTH = -5023
-ERR_OBJECT_TYPE = -5025
 ERR_DIR_NOT_FOUND = -5029
 ERR_VOLUME_LOCKED = -5031
 ERR_OBJECT_LOCKED = -5032
@@ -93,7 +89,6 @@ ERR_PASSWORD_EXPIRED = -5042
 # --- bitmaps ---------------------------------------------------------------------------------------------------
 VOL_BIT_ATTRIBUTES = 0x0001
 VOL_BIT_ID = 0x0020
-VOL_ATTR_READ_ONLY = 0x0001
 VOL_ATTR_FILE_IDS = 0x0004  # kSupportsFileIDs: an object keeps its ID (netatalk's "last" CNID scheme does not)
 VOL_ATTR_UNIX_PRIVS = 0x0020  # kSupportsUnixPrivs: the UNIX privileges bit (and so st_mode) is available
 
@@ -125,7 +120,6 @@ S_IFLNK = 0o120000
 S_IFDIR = 0o040000
 SYMLINK_TYPE = b"slnk"  # Finder type netatalk (and macOS) give a symbolic link shown as a file
 CLEARTEXT_PASSWORD_BYTES = 8  # the Cleartxt Passwrd login carries the password in a field of 8 bytes
-DHX2_PASSWORD_BYTES = 256
 
 AFP_LOGINS = ("secure", "cleartext", "guest")  # ClientOptions.afp_login's values: DHX2, Cleartxt Passwrd, guest
 UAM_DHX2 = "DHX2"
@@ -210,10 +204,6 @@ def open_vol(name: str, bitmap: int = VOL_BIT_ATTRIBUTES | VOL_BIT_ID) -> bytes:
     return struct.pack(">BBH", FP_OPEN_VOL, 0, bitmap) + pascal(name.encode("utf-8"))
 
 
-def close_vol(vol_id: int) -> bytes:
-    return struct.pack(">BBH", FP_CLOSE_VOL, 0, vol_id)
-
-
 def get_file_dir_parms(vol_id: int, dir_id: int, file_bitmap: int, dir_bitmap: int, names: list[str]) -> bytes:
     head = struct.pack(">BBHIHH", FP_GET_FILE_DIR_PARMS, 0, vol_id, dir_id, file_bitmap, dir_bitmap)
     return head + utf8_path(names)
@@ -262,9 +252,6 @@ def close_fork(fork: int) -> bytes:
 
 def read_ext(fork: int, offset: int, count: int) -> bytes:
     return struct.pack(">BBHqq", FP_READ_EXT, 0, fork, offset, count)
-
-
-WRITE_EXT_HEADER_BYTES = 20
 
 
 def write_ext(fork: int, offset: int, count: int) -> bytes:

@@ -37,6 +37,8 @@ OAKLEY1 = int(
     16,
 )
 L = 96
+# FPWriteExt's header: command, flag, fork (2), offset (8), count (8); the DSIWrite's data starts after it
+WRITE_EXT_HEADER_BYTES = 20
 
 
 # --- DSI -------------------------------------------------------------------------------------------------------
@@ -97,7 +99,7 @@ def test_requests_count_up_and_writes_carry_their_offset(peer: Peer) -> None:
     header, data = peer.read_message()
     assert header == pack_header(0, COMMAND, 0, 0, 2) and data == b"\x14\x00"
     header, data = peer.read_message()
-    assert parse_header(header).code == wire.WRITE_EXT_HEADER_BYTES  # the DSIWrite's data offset
+    assert parse_header(header).code == WRITE_EXT_HEADER_BYTES  # the DSIWrite's data offset
     assert data == wire.write_ext(7, 0, 3) + b"abc"
     assert peer.conn.requests_sent == 2
 
@@ -204,7 +206,7 @@ def test_paths_and_names() -> None:
 def test_request_layouts() -> None:
     assert wire.read_ext(5, 1024, 1 << 20) == bytes.fromhex("3C 00 0005 0000000000000400 0000000000100000")
     assert wire.write_ext(5, 0, 3) == bytes.fromhex("3D 00 0005 0000000000000000 0000000000000003")
-    assert len(wire.write_ext(5, 0, 3)) == wire.WRITE_EXT_HEADER_BYTES
+    assert len(wire.write_ext(5, 0, 3)) == WRITE_EXT_HEADER_BYTES
     assert wire.open_vol("wb") == bytes.fromhex("18 00 0021") + b"\x02wb"
     assert wire.create_file(1, 2, ["d", "f"]) == bytes.fromhex("07 80 0001 00000002") + wire.utf8_path(["d", "f"])
     assert wire.create_dir(1, 2, ["d"]) == bytes.fromhex("06 00 0001 00000002") + wire.utf8_path(["d"])
