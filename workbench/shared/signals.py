@@ -38,10 +38,6 @@ class HungUp(Terminated):
     exit_code = ExitCode.HANGUP
 
 
-def exit_code_for(signum: int) -> ExitCode:
-    return ExitCode.HANGUP if signum == signal.SIGHUP else ExitCode.TERMINATED
-
-
 def last_words(exc: Terminated) -> str:
     """The last line a process ended by `exc` prints on stderr."""
     return "hung up" if isinstance(exc, HungUp) else "terminated"
