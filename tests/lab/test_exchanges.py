@@ -88,7 +88,8 @@ def test_counts_from_wifi_ac_predict_another_links_small_files(
             continue
         measured = times[len(times) // 2]
         waits_s = max(0.0, count.per_file) * row.files * rtt_s
-        if measured < 0.9 * waits_s:
+        overlaps = (row.details.files_in_flight or 1) > 1  # more of its files overlap on a longer link
+        if measured < 0.9 * waits_s and not overlaps:
             below.append((row.label, row.direction, round(waits_s, 3), round(measured, 3)))
         ratios.append(predicted_s(count, row.files, row.bytes // row.files, rtt_s, path) / measured)
     assert len(ratios) >= len(by_client) // 2
