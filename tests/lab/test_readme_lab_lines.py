@@ -1,15 +1,16 @@
-"""The README's `workbench lab` lines, taken from README.md at test time (tests/readme_lines.py), each run through
-bash with the installed console script first on PATH and HOME a fresh directory.
+"""The README's `workbench lab` lines, taken from README.md at test time (tests/readme_lines.py), each run through bash
+with the installed console script first on PATH and HOME a fresh directory.
 
-As written, `workbench lab` copies 16 MiB and 128 MiB files and 100 × 64 KiB both ways, 1 + 3 times, every
-client: 15–20 minutes. There are ten lab lines, so each runs the smallest plan the lab takes, by flags APPENDED
-to the line (click gives a single-valued option its last value; `--small none` empties the lab's small-file
+As written, `workbench lab` copies 64 MiB files and 100 × 64 KiB both ways, 1 + 3 times, with each protocol's Python
+client and native reference: minutes. There are ten lab lines, so each runs the smallest plan the lab takes, by flags
+APPENDED to the line (click gives a single-valued option its last value; `--small none` empties the lab's small-file
 list): one 64 KiB file, downloads only, one timed copy and no warm-up, one second of raw TCP, and `--protocols
-http/aiohttp` where the line names no protocols of its own (a line's own `--protocols smb,sftp` or `rsync` is
-its subject and is kept). The first line also carries the lab's output and plan options (`--db`, `--markdown`,
-`--csv`, `--label`, `--wide`, `--stall-timeout`), so each of the lab's options runs from the console script
-somewhere (tests/integration/test_commands.py checks that). Every line must exit 0 with no traceback; a line
-writing `--json` must leave a valid document. About 40 s a line on a quiet 2-core machine.
+http/aiohttp` where the line names no protocols of its own (a line's own `--protocols smb,sftp` or `rsync` is its
+subject and is kept). The bare `workbench lab` line also carries the lab's output and plan options (`--db`,
+`--markdown`, `--csv`, `--label`, `--wide`, `--stall-timeout`), so each of the lab's options runs from the console
+script somewhere (tests/integration/test_commands.py checks that). Every line must exit 0 with no traceback; a line
+writing `--json` must leave a valid document. About 40 s a line on a quiet 2-core machine, most of it building the lab:
+two lines run at once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -32,8 +35,11 @@ SMALLEST += ["--tcp-duration", "1"]
 OUTPUTS = ["--db", "lab-runs.sqlite", "--markdown", "lab.md", "--csv", "lab.csv", "--label", "readme lab"]
 OUTPUTS += ["--wide", "--stall-timeout", "20"]
 NO_LAB = (["--scenario", "list"],)  # lines that list and build no lab: run as written
+LAB_WORKERS = 2  # lines run at once: a lab's build and servers are mostly waiting, its copies are 64 KiB
 
 LAB_LINES = [ln for ln in readme_lines() if ln.is_lab]
+# the documented bare `workbench lab` (what setup.sh runs) carries the output options
+BARE = next((ln for ln in LAB_LINES if ln.argv == ["workbench", "lab"]), None)
 
 
 def bounds_for(line: ReadmeLine) -> list[str]:
@@ -43,7 +49,7 @@ def bounds_for(line: ReadmeLine) -> list[str]:
     flags = list(SMALLEST)
     if "--protocols" not in argv:
         flags += ["--protocols", "http/aiohttp"]
-    if line is LAB_LINES[0]:
+    if line is BARE:
         flags += OUTPUTS
     return flags
 
@@ -63,25 +69,55 @@ pytestmark = [pytest.mark.lab, pytest.mark.skipif(_lab_reason() is not None, rea
 
 def test_the_readme_has_lab_lines() -> None:
     assert len(LAB_LINES) >= 5, [ln.command for ln in LAB_LINES]
-    assert LAB_LINES[0].argv == ["workbench", "lab"], LAB_LINES[0]
+    assert BARE is not None, [ln.command for ln in LAB_LINES]
 
 
-@pytest.mark.parametrize("line", LAB_LINES, ids=[ln.label() for ln in LAB_LINES])
-def test_readme_lab_line_runs(line: ReadmeLine, tmp_path: Path) -> None:
-    assert SCRIPT.is_file(), f"no console script at {SCRIPT}"
+def _run_line(line: ReadmeLine, home: Path) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """The line through bash in `home` (its HOME and working directory): (the command run, its outcome)."""
     command = with_flags(line.command, bounds_for(line))
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKBENCH_") and k not in ("COLUMNS", "BASH_ENV")}
-    env.update(HOME=str(tmp_path), PATH=f"{SCRIPT.parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}")
+    env.update(HOME=str(home), PATH=f"{SCRIPT.parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}")
     env["COLUMNS"] = "200"
     proc = subprocess.run(
         ["bash", "-c", command],
-        cwd=tmp_path,
+        cwd=home,
         env=env,
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
         timeout=900,
     )
+    return command, proc
+
+
+def _key(line: ReadmeLine) -> str:
+    return f"{LAB_LINES.index(line)}: {line.command}"
+
+
+@pytest.fixture(scope="module")
+def line_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, tuple[Path, Future]]]:
+    """Every selected lab line started at once, LAB_WORKERS at a time: each builds its own lab (namespaces named
+    by its process), and most of a line's time is building it, so they overlap; each test waits for its own."""
+    selected = [
+        item.callspec.params["line"]
+        for item in request.session.items
+        if getattr(item, "originalname", "") == "test_readme_lab_line_runs" and hasattr(item, "callspec")
+    ]
+    with ThreadPoolExecutor(max_workers=LAB_WORKERS) as pool:
+        runs: dict[str, tuple[Path, Future]] = {}
+        for line in selected:
+            home = tmp_path_factory.mktemp("readme-lab")
+            runs[_key(line)] = (home, pool.submit(_run_line, line, home))
+        yield runs
+
+
+@pytest.mark.parametrize("line", LAB_LINES, ids=[ln.label() for ln in LAB_LINES])
+def test_readme_lab_line_runs(line: ReadmeLine, line_runs: dict[str, tuple[Path, Future]]) -> None:
+    assert SCRIPT.is_file(), f"no console script at {SCRIPT}"
+    tmp_path, future = line_runs[_key(line)]
+    command, proc = future.result(timeout=900)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, (command, proc.returncode, text[-6000:])
     assert "Traceback" not in text and "internal error" not in text, text[-6000:]
@@ -97,6 +133,6 @@ def test_readme_lab_line_runs(line: ReadmeLine, tmp_path: Path) -> None:
             doc = json.loads(path.read_text())
             assert_valid_run_document(doc)
             assert doc["run"]["plan"]["sizes"] == [64 << 10], doc["run"]["plan"]
-    if line is LAB_LINES[0]:
+    if line is BARE:
         assert (tmp_path / "lab-runs.sqlite").exists() and (tmp_path / "lab.md").exists()
         assert (tmp_path / "lab.csv").read_text().startswith("run_id")
