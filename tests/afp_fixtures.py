@@ -37,7 +37,8 @@ HOST = "127.0.0.1"
 
 
 class GuestAfpd(Afpd):
-    """afpd that also takes a guest login (as the served user), for netatalk's own test clients."""
+    """afpd that also takes a guest login and a password-less one of an unprivileged account, for netatalk's
+    own test clients."""
 
     name = "afpd-guest"
     guest = True

@@ -41,6 +41,12 @@ PASSWORD_MAX_BYTES = 256
 ADMIN_UID = 64990
 ADMIN_GID = 64990
 ADMIN_GROUP = "workbench-afp-admin"
+# Where a tool cannot take a password otherwise (netatalk's afp_speedtest takes one only as -w on its command
+# line, else logs in by cleartext with an empty one), this unprivileged account logs in without a password,
+# and a guest login ("No User Authent") is this account too. It reads and writes only what its uid or the
+# world may in the volume, never the served user's rights; only a server started with guest = True has it.
+GUEST_ACCOUNT = "workbench-guest"
+GUEST_UID = 64991
 _PRIVATE_FOLDERS = ("conf", "accounts/etc", "lib", "lock", "cnid")
 STEP_TIMEOUT_S = 30.0
 
@@ -86,7 +92,7 @@ class Afpd(ManagedServer):
     name = "afpd"
     services = ("afp",)
     install_hint = "run scripts/afp_root.sh as root"
-    # a guest login, mapped to the served user: only for tools that cannot take a password otherwise
+    # a guest login as GUEST_ACCOUNT: only for tools that cannot take a password otherwise
     guest: ClassVar[bool] = False
 
     def __init__(self, ctx: ServerContext) -> None:
@@ -149,11 +155,11 @@ class Afpd(ManagedServer):
         }
         glob.update(self.admin_settings())
         if self.guest:
-            glob["guest account"] = creds.user
+            glob["guest account"] = GUEST_ACCOUNT
         share = {
             "path": self.volume_path,
             "cnid scheme": "last",
-            "valid users": creds.user,
+            "valid users": f"{creds.user} {GUEST_ACCOUNT}" if self.guest else creds.user,
             "follow symlinks": "no",
             "ea": "sys" if _xattrs_work(self.ctx.root) else "ad",
             # No AFP3 UNIX privileges: a client sets no mode (no setuid, setgid or sticky bit, nothing opened to
@@ -207,11 +213,15 @@ class Afpd(ManagedServer):
             groups.append(f"{ADMIN_GROUP}:x:{gid}:{creds.user}")
         users = [line for line in users if line.split(":")[2:3] != [str(uid)]]
         users.append(f"{creds.user}:x:{uid}:{gid}::/:/usr/sbin/nologin")
+        if self.guest:
+            users = [line for line in users if line.split(":")[2:3] != [str(GUEST_UID)]]
+            users.append(f"{GUEST_ACCOUNT}:x:{GUEST_UID}:{GUEST_UID}::/:/usr/sbin/nologin")
+            groups.append(f"{GUEST_ACCOUNT}:x:{GUEST_UID}:")
         if not any(line.split(":")[2:3] == [str(gid)] for line in groups):
             groups.append(f"workbench:x:{gid}:")
         (etc / "passwd").write_text("\n".join(users) + "\n")
         (etc / "group").write_text("\n".join(groups) + "\n")
-        shadow = [f"{line.split(':')[0]}:{LOCKED}:20000:0:99999:7:::" for line in users]
+        shadow = [f"{line.split(':')[0]}:{self._shadow_field(line)}:20000:0:99999:7:::" for line in users]
         (etc / "shadow").write_text("\n".join(shadow) + "\n")
         (etc / "gshadow").write_text("".join(f"{line.split(':')[0]}:!::\n" for line in groups))
         for name in ("passwd", "group"):
@@ -228,6 +238,10 @@ class Afpd(ManagedServer):
             why = done.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
             raise AuthError(f"AFP: chpasswd could not set the password of {creds.user!r}: {why[-1]}", "")
 
+    def _shadow_field(self, passwd_line: str) -> str:
+        """Every account locked, except the guest account's empty password (see GUEST_ACCOUNT)."""
+        return "" if self.guest and passwd_line.startswith(f"{GUEST_ACCOUNT}:") else LOCKED
+
     # -- life -----------------------------------------------------------------------------------------------
 
     def prepare(self) -> None:
@@ -240,6 +254,10 @@ class Afpd(ManagedServer):
         self._write_accounts()
         self.conf_path.write_text(self.config_text())
         self.conf_path.chmod(0o600)
+        if self.guest:  # afpd, once it runs as the guest, looks at its config again (which holds no secret)
+            for folder in (self.dir, self.dir / "conf"):
+                folder.chmod(0o711)
+            self.conf_path.chmod(0o644)
 
     def command(self) -> list[str]:
         root = str(self.netatalk.root) if self.netatalk.root is not None else ""
