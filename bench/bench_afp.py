@@ -3,18 +3,20 @@
 Part 1, on loopback and on the lab's wifi-ac link: one netatalk afpd (workbench's, daemons/afpd.py); per
 direction, afp_speedtest's timed Read or Write of its own SIZE-MiB file and afp/python's download or upload of a
 SIZE-MiB file, with the same request size (the server's quantum) and requests in flight; medians of REPEAT
-and the ratio python / native (goal: >= 0.9). What afp_speedtest measures: Read creates a file of its own, fills
-it, then times FPReadExt requests of the quantum, -r at a time, from the first request to the last reply, data
-thrown away; Write times FPWriteExt requests and FPFlushFork (left out with -a, as here: afp/python flushes
-nothing). Neither is checked against anything: afp_speedtest's figures cannot be verified, afp/python's copy is
-read back and compared here.
+and the ratio python / native (goal: >= 0.9). What afp_speedtest measures: Read (-F) times FPReadExt requests
+of the quantum over the bench's own file, -r at a time, from the first request to the last reply, the data
+thrown away; Write times FPWriteExt requests of its own data into a temporary file of its own, and FPFlushFork
+(left out with -a, as here: afp/python flushes nothing). afp_speedtest's figures cannot be verified (it keeps
+no data it read, and what it wrote is its own); afp/python's copy is read back and compared here.
 
 netatalk 4.2.3's afp_speedtest reads the name of the test to run from memory it has already freed (it frees
 its copy of -f's value, then compares the token strtok gave it), so glibc's allocator overwrites the name and
 every test prints "NOT TESTED". Sixteen commas before the name put the token past the bytes the allocator
-reuses; the tool then runs. It logs in only with a cleartext password given as -w: the bench makes a server
-account of its own for it, with a throwaway password of 8 characters, on a server that lives for the bench
-only and listens on loopback or inside the lab's namespace.
+reuses; the tool then runs. It logs in only by cleartext, with the password of -w or, without -w, an empty
+one (it has no guest login). No password goes on a command line here: the tool logs in as afpd's
+password-less unprivileged account (workbench-guest, on a server started with guest = True, for the bench
+only, on loopback or inside the lab's namespace), which owns the volume's root and the bench's file so it may
+read and write them; afp/python logs in as the served user with a generated password, by DHX2, in-process.
 
 Part 2, on wifi-ac: `workbench lab --link wifi-ac` with afp/python, smb/smbclient and http/curl, the same
 file: AFP against SMB and HTTP on the same link (Mbit/s, median).
@@ -30,10 +32,8 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import shutil
 import statistics
-import string
 import subprocess
 import sys
 import tempfile
@@ -46,10 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from workbench.lab import PRESETS, Lab, netns
 from workbench.protocols.afp import AfpPythonClient
 from workbench.protocols.base import ClientOptions
-from workbench.server.daemons.afpd import Afpd
+from workbench.server.daemons.afpd import GUEST_ACCOUNT, GUEST_UID, Afpd
 from workbench.server.daemons.base import ServerContext
 from workbench.server.daemons.netatalk_root import Netatalk, find
-from workbench.shared.credentials import Credentials
+from workbench.shared.credentials import Credentials, generate
 from workbench.shared.net import free_ports
 from workbench.shared.target import Target
 
@@ -59,18 +59,22 @@ _RESULT_LINE = re.compile(r"^\s*\d+\s+(\d+)\s+[\d.]+\s*$")
 TOOL_TIMEOUT_S = 300
 
 
-def throwaway_password() -> str:
-    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(8))
+class ReferenceAfpd(Afpd):
+    """afpd with the password-less unprivileged account netatalk's afp_speedtest logs in as."""
+
+    name = "afpd-reference"
+    guest = True
 
 
 def speedtest_bytes_per_s(
-    netatalk: Netatalk, host: str, port: int, creds: Credentials, test: str, size_mib: int, quantum_kib: int,
-    in_flight: int, ns: str | None,
+    netatalk: Netatalk, host: str, port: int, test: str, size_mib: int, quantum_kib: int, in_flight: int,
+    ns: str | None,
 ) -> float:  # fmt: skip
-    """One afp_speedtest run of `test` ("Read" or "Write"); bytes per second from its own timing."""
+    """One afp_speedtest run of `test` ("Read" of bench.bin, or "Write"); bytes per second from its own timing."""
+    source = ["-F", "bench.bin"] if test == "Read" else []
     argv = netatalk.argv([
-        "/usr/bin/afp_speedtest", "-h", host, "-p", str(port), "-s", "workbench", "-u", creds.user,
-        "-w", creds.password, "-f", SPEEDTEST_NAME_PAD + test, "-d", str(size_mib), "-q", str(quantum_kib),
+        "/usr/bin/afp_speedtest", "-h", host, "-p", str(port), "-s", "workbench", "-u", GUEST_ACCOUNT,
+        "-f", SPEEDTEST_NAME_PAD + test, *source, "-d", str(size_mib), "-q", str(quantum_kib),
         "-r", str(in_flight), "-a",
     ])  # fmt: skip
     if ns:
@@ -116,7 +120,7 @@ def compare(
     netatalk, why = find()
     if netatalk is None:
         raise SystemExit(f"no netatalk: {why}")
-    creds = Credentials("root", throwaway_password())  # the native tool's cleartext login carries 8 bytes
+    creds = generate()  # afp/python's login (DHX2, in-process); afp_speedtest logs in as GUEST_ACCOUNT
     ctx = ServerContext(
         root=work / where / "root", bind=bind, state_dir=work / where / "state", credentials=creds,
         ports={"afp": free_ports(bind, 1)[0] if server_ns is None else 5548}, netns=server_ns,
@@ -127,7 +131,9 @@ def compare(
     payload = os.urandom(args.size_mib << 20)
     (ctx.root / "bench.bin").write_bytes(payload)
     (scratch / "bench.bin").write_bytes(payload)
-    server = Afpd(ctx)
+    for owned in (ctx.root, ctx.root / "bench.bin"):  # afp_speedtest reads the file and writes beside it
+        os.chown(owned, GUEST_UID, GUEST_UID)
+    server = ReferenceAfpd(ctx)
     server.start()
     lines = []
     try:
@@ -138,7 +144,7 @@ def compare(
         for direction, test in (("download", "Read"), ("upload", "Write")):
 
             def native_once(t: str = test) -> float:
-                return speedtest_bytes_per_s(netatalk, bind, port, creds, t, size, quantum >> 10, flight, ns)
+                return speedtest_bytes_per_s(netatalk, bind, port, t, size, quantum >> 10, flight, ns)
 
             def python_once(d: str = direction) -> float:
                 return python_bytes_per_s(bind, port, creds, d, ctx.root, size, quantum, flight, ns, scratch)
