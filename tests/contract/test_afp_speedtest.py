@@ -1,0 +1,117 @@
+"""netatalk's own AFP client (afp_speedtest, the bench's native reference) against workbench's real afpd, with
+no password on any command line.
+
+afp_speedtest logs in only by cleartext, with the password of -w or, without -w, an empty one: it has no
+guest login. It runs here, as in bench/bench_afp.py, as afpd's password-less unprivileged account, which only
+a server started with guest = True has. What it reads it throws away and what it writes is its own data, so
+its figures cannot be checked against a manifest; these tests check the login, the bytes it says it moved,
+and that the password-less account is refused where it does not belong.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import afp_fixtures
+from tests.afp_fixtures import AfpdRunner
+from tests.argv_watch import ArgvWatch
+from workbench.server.daemons.afpd import GUEST_ACCOUNT, GUEST_UID
+from workbench.server.daemons.netatalk_root import Netatalk, find
+
+TOOL = "/usr/bin/afp_speedtest"
+NAME_PAD = "," * 16  # netatalk 4.2.3 reads -f's value after freeing it: the commas keep the name clear
+RESULT_LINE = re.compile(r"^\s*\d+\s+(\d+)\s+[\d.]+\s*$")  # run, microseconds, KB/s
+SIZE_MIB = 4
+TOOL_TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def netatalk() -> Netatalk:
+    found, why = find()
+    if found is None or not found.path(TOOL).exists():
+        pytest.skip(f"no afp_speedtest: {why or 'netatalk-tests not installed'}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def guest_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AfpdRunner]:
+    yield from afp_fixtures.running(tmp_path_factory, guest=True)
+
+
+@pytest.fixture(scope="module")
+def plain_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AfpdRunner]:
+    yield from afp_fixtures.running(tmp_path_factory)
+
+
+def _speedtest(netatalk: Netatalk, runner: AfpdRunner, user: str, *test: str) -> subprocess.CompletedProcess[str]:
+    argv = netatalk.argv([
+        TOOL, "-h", afp_fixtures.HOST, "-p", str(runner.port), "-s", runner.ctx.share, "-u", user,
+        *test, "-d", str(SIZE_MIB), "-a",
+    ])  # fmt: skip
+    assert "-w" not in argv
+    return subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, stdin=subprocess.DEVNULL)
+
+
+def _microseconds(done: subprocess.CompletedProcess[str]) -> int | None:
+    for line in done.stdout.splitlines():
+        if found := RESULT_LINE.match(line):
+            return int(found.group(1))
+    return None
+
+
+def _reference_volume(runner: AfpdRunner) -> Path:
+    """The served root, emptied, owned by the password-less account (afp_speedtest reads and writes there)."""
+    served = afp_fixtures.served(runner)
+    os.chown(served.root, GUEST_UID, GUEST_UID)
+    return served.root
+
+
+def _log(runner: AfpdRunner) -> str:
+    return (runner.server.dir / "conf" / "afpd.log").read_text(errors="replace")
+
+
+def test_it_reads_our_file_logged_in_without_a_password_on_its_command_line(
+    netatalk: Netatalk, guest_runner: AfpdRunner
+) -> None:
+    root = _reference_volume(guest_runner)
+    (root / "ours.bin").write_bytes(os.urandom(SIZE_MIB << 20))
+    os.chown(root / "ours.bin", GUEST_UID, GUEST_UID)
+    with ArgvWatch(guest_runner.ctx.credentials.password) as watch:
+        done = _speedtest(netatalk, guest_runner, GUEST_ACCOUNT, "-f", NAME_PAD + "Read", "-F", "ours.bin")
+    assert watch.hits == [] and watch.scans > 0
+    micros = _microseconds(done)
+    assert micros is not None and micros > 0, done.stdout[-400:]
+    assert "NOT TESTED" not in done.stdout and "FAILED" not in done.stdout
+    assert f"Login by {GUEST_ACCOUNT}" in _log(guest_runner)
+    # what it read it threw away: the file is as it was, and nothing else appeared beside it
+    assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == ["ours.bin"]
+
+
+def test_it_writes_its_own_file_which_nothing_can_check(netatalk: Netatalk, guest_runner: AfpdRunner) -> None:
+    _reference_volume(guest_runner)
+    done = _speedtest(netatalk, guest_runner, GUEST_ACCOUNT, "-f", NAME_PAD + "Write")
+    micros = _microseconds(done)
+    assert micros is not None and micros > 0, done.stdout[-400:]
+    # the size it timed is the one asked for; the bytes are its own (no manifest to check a row against)
+    assert f"size {SIZE_MIB << 20}" in done.stdout
+
+
+def test_the_password_less_login_is_refused_without_guest(netatalk: Netatalk, plain_runner: AfpdRunner) -> None:
+    _reference_volume(plain_runner)
+    done = _speedtest(netatalk, plain_runner, GUEST_ACCOUNT, "-f", NAME_PAD + "Write")
+    assert _microseconds(done) is None
+    assert f"Login by {GUEST_ACCOUNT}" not in _log(plain_runner)
+
+
+def test_the_served_user_never_logs_in_with_an_empty_password(netatalk: Netatalk, guest_runner: AfpdRunner) -> None:
+    _reference_volume(guest_runner)
+    user = guest_runner.ctx.credentials.user
+    done = _speedtest(netatalk, guest_runner, user, "-f", NAME_PAD + "Write")
+    assert _microseconds(done) is None
+    assert f"Login by {user} " not in _log(guest_runner)
