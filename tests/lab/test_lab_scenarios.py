@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -29,12 +31,39 @@ def _workbench(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.C
     )
 
 
+SCENARIO_WORKERS = 2  # stories run at once: their reduced forms are checked for what they show, not for figures
+
+
+@pytest.fixture(scope="module")
+def story_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, tuple[Path, Future]]]:
+    """Every selected story's reduced form started at once, SCENARIO_WORKERS at a time (each builds its own labs,
+    named by its process); each test waits for its own. All have ended before the module's other tests run."""
+    selected = [
+        item.callspec.params["name"]
+        for item in request.session.items
+        if getattr(item, "originalname", "") == "test_each_scenario_runs_to_its_end_in_its_reduced_form"
+        and hasattr(item, "callspec")
+    ]
+    with ThreadPoolExecutor(max_workers=SCENARIO_WORKERS) as pool:
+        runs: dict[str, tuple[Path, Future]] = {}
+        for name in selected:
+            tmp = tmp_path_factory.mktemp(f"story-{name}")
+            runs[name] = (tmp, pool.submit(_workbench, tmp, "lab", "--scenario", name, "--quick", "--json",
+                                           str(tmp / "story.json")))  # fmt: skip
+        yield runs
+
+
 @pytest.mark.lab
 @needs_lab
 @pytest.mark.parametrize("name", list(scenarios.SCENARIOS))
-def test_each_scenario_runs_to_its_end_in_its_reduced_form(name: str, tmp_path: Path) -> None:
+def test_each_scenario_runs_to_its_end_in_its_reduced_form(
+    name: str, story_runs: dict[str, tuple[Path, Future]]
+) -> None:
     story = scenarios.SCENARIOS[name]
-    proc = _workbench(tmp_path, "lab", "--scenario", name, "--quick", "--json", str(tmp_path / "story.json"))
+    tmp_path, future = story_runs[name]
+    proc = future.result(timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     out = proc.stdout
     # the story's table: every published figure on its own line, beside a lab figure, and the verdicts
