@@ -6,7 +6,6 @@ from __future__ import annotations
 from workbench.core.first_lab import FIRST_LAB_CLIENTS, FIRST_LAB_PROTOCOLS, FIRST_LAB_SIZES, left_out_note
 from workbench.core.settings import default
 from workbench.lab import PRESETS
-from workbench.lab.run import DEFAULT_PRESET
 from workbench.protocols import registry
 from workbench.shared.sizes import parse_sizes
 
@@ -30,7 +29,7 @@ def test_each_family_has_a_python_client_beside_its_native_reference() -> None:
 
 
 def test_each_size_streams_for_a_second_at_the_default_links_rate() -> None:
-    rate_bytes_per_s = PRESETS[DEFAULT_PRESET].rate_bits_per_s / 8
+    rate_bytes_per_s = PRESETS[default("link", "lab")].rate_bits_per_s / 8
     for size_bytes in parse_sizes(FIRST_LAB_SIZES):
         assert size_bytes / rate_bytes_per_s >= 1.0, size_bytes
 

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from workbench.lab.link import Lab
     from workbench.lab.stock_daemons import StockDaemons
 
-DEFAULT_PRESET = "wifi-ac"
 SERVER_KINDS = ("workbench", "stock")  # --servers: workbench's own (`servers up`), or plainly configured daemons
 
 # A stock lab is one run per URL. Its session shows each as `run` does: present(name, start) calls start(recorder,

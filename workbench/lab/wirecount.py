@@ -17,7 +17,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 ETH_P_ALL = 0x0003  # a packet socket sees a device's outgoing packets only when it asks for every protocol
@@ -81,10 +81,6 @@ class Counted:
     turns: int  # the client spoke again after hearing the server's answer
     flights: int  # a sender's data resumed after waiting a round trip for ACKs only (slow start, a small window)
 
-    @property
-    def round_trips(self) -> int:
-        return self.turns + self.flights
-
 
 def count_round_trips(packets: Sequence[Packet], min_gap_s: float) -> Counted:
     """The round trips in `packets` (any order), counted where a side resumes speaking after a pause of at
@@ -118,11 +114,6 @@ def count_round_trips(packets: Sequence[Packet], min_gap_s: float) -> Counted:
         spoke_since[other] = True
         last[side] = p.t_s
     return Counted(turns, flights)
-
-
-def count_turns(packets: Sequence[Packet], min_gap_s: float) -> int:
-    """The client's turns alone (see count_round_trips)."""
-    return count_round_trips(packets, min_gap_s).turns
 
 
 def within(packets: Sequence[Packet], start_s: float, end_s: float, skip: set[Connection]) -> list[Packet]:
@@ -186,13 +177,3 @@ class Capture:
         if self._sock is not None:
             self._sock.close()
         return list(self.packets)
-
-
-@contextlib.contextmanager
-def captured(device: str, client_addr: str) -> Iterator[Capture]:
-    capture = Capture(device, client_addr)
-    capture.start()
-    try:
-        yield capture
-    finally:
-        capture.stop()
