@@ -220,7 +220,7 @@ def test_sshfs_repeated_downloads_cross_the_network(sshd, sshd_runner: SshdRunne
 
 def test_sshfs_server_stopped_mid_upload_fails_cleanly(sshd, sshd_runner: SshdRunner, tmp_path: Path) -> None:
     write_random(tmp_path / "up.bin", 32 * 1024 * 1024)
-    client = sshd_runner.client(timeout=5.0)
+    client = sshd_runner.client(stall_timeout_s=5.0)
     client.connect()
     mountpoint = str(client.mountpoint)
     try:
@@ -241,7 +241,7 @@ def test_sshfs_hung_server_fails_within_the_timeout(sshd, sshd_runner: SshdRunne
             for pid in sessions:
                 os.kill(pid, signal.SIGSTOP)
 
-    client = sshd_runner.client(timeout=3.0)
+    client = sshd_runner.client(stall_timeout_s=3.0)
     client.connect()
     started = time.monotonic()
     try:
