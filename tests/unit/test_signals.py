@@ -193,3 +193,45 @@ def test_output_to_a_pipe_whose_reader_died_is_dropped_not_raised(tmp_path: Path
     said = proc.stderr.read().decode()
     assert code == 0 and "Error" not in said, said
     assert marker.read_text() == "the whole cleanup"
+
+
+@pytest.mark.parametrize("sig", list(RAISES), ids=lambda s: signal.Signals(s).name)
+def test_a_signal_while_the_far_side_goes_down_still_removes_the_ssh_key(sig: int, tmp_path: Path) -> None:
+    """run --via-ssh's bring-down: a signal it holds is delivered only once the client key's directory is gone."""
+    from workbench.core import far_servers
+    from workbench.core.ssh_session import Lines
+
+    keys_dir = tmp_path / "keys"
+    keys_dir.mkdir()
+    (keys_dir / "client_key").write_text("private")
+    # Stands in for ssh: on "down" it signals this process, as a Ctrl-C or a SIGTERM in the middle would.
+    far = subprocess.Popen(
+        ["sh", "-c", f"read line; kill -{signal.Signals(sig).name[3:]} {os.getpid()}"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert far.stdout is not None
+    with pytest.raises(RAISES[sig]):
+        far_servers._bring_down(far, Lines(far.stdout.fileno()), keys_dir)
+    assert far.returncode == 0  # the signal came during the bring-down, which then ran to its end
+    assert not keys_dir.exists()
+
+
+def test_a_killed_runs_ssh_key_directory_is_removed_by_the_next_runs_sweep(tmp_path: Path) -> None:
+    """A run killed outright leaves its key directory: its name records an owner the sweep sees is gone."""
+    from workbench.protocols.mounts import stale
+
+    made = subprocess.run(
+        [sys.executable, "-c", "from workbench.core.far_servers import make_keys_dir; print(make_keys_dir())"],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    left = Path(made.stdout.strip())
+    (left / "client_key").write_text("private")
+    assert left.parent == tmp_path and stale.owner_of(left) is not None
+    assert stale.remove_stale_temp(tmp_path) == [f"temporary {left}"]
+    assert not left.exists()

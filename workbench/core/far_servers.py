@@ -39,6 +39,7 @@ from workbench.core.ssh_session import (
     ssh_argv,
     ssh_failure,
 )
+from workbench.protocols.mounts.stale import owned_prefix
 from workbench.shared import signals, sshconfig
 from workbench.shared.errors import NetworkError, NotFoundError, UsageError
 from workbench.shared.servers_hello import ServersHello, read_hello
@@ -76,7 +77,7 @@ def far_servers(
     lines = Lines(proc.stdout.fileno())
     keys_dir: Path | None = None
     try:
-        keys_dir = Path(tempfile.mkdtemp(prefix="workbench-via-ssh-"))  # mkdtemp: mode 0700
+        keys_dir = make_keys_dir()
         deadline = time.monotonic() + UP_TIMEOUT_S
         hello: ServersHello | None = None
         while hello is None:
@@ -102,21 +103,37 @@ def far_servers(
             say(f"far servers up on {dest.alias} ({url_host(host)}), state {hello.state_dir or '?'}")
         yield target_from_hello(hello, host, keys_dir)
     finally:
-        _bring_down(proc, lines)
-        if keys_dir is not None:
-            shutil.rmtree(keys_dir, ignore_errors=True)
+        _bring_down(proc, lines, keys_dir)
 
 
-def _bring_down(proc: subprocess.Popen[bytes], lines: Lines) -> None:
-    """Say "down", wait (bounded) for the far side's acknowledgement, then end ssh. Never raises."""
+def make_keys_dir() -> Path:
+    """A private (mkdtemp: 0700) directory for the SSH client key and the far host key. Its owned name lets the
+    next run's sweep of stale temporary files remove one that a run killed outright (SIGKILL) left behind."""
+    return Path(tempfile.mkdtemp(prefix=owned_prefix("via-ssh")))
+
+
+def _bring_down(proc: subprocess.Popen[bytes], lines: Lines, keys_dir: Path | None) -> None:
+    """Say "down", wait (bounded) for the far side's acknowledgement, end ssh, and remove the key directory.
+
+    Raises only a Ctrl-C, SIGTERM or SIGHUP that arrived meanwhile (signals.held delivers it at the end), and only
+    once the key directory is gone."""
     with signals.held():
-        with contextlib.suppress(OSError, ValueError):
-            assert proc.stdin is not None
-            proc.stdin.write(b"down\n")
-            proc.stdin.close()
-        deadline = time.monotonic() + DOWN_TIMEOUT_S
-        while proc.poll() is None:
-            line = lines.read(deadline)
-            if line is None and (lines.closed or time.monotonic() >= deadline):
-                break
-        end_ssh(proc, max(0.1, deadline - time.monotonic()))
+        try:
+            _end_far_side(proc, lines)
+        finally:
+            if keys_dir is not None:
+                shutil.rmtree(keys_dir, ignore_errors=True)
+
+
+def _end_far_side(proc: subprocess.Popen[bytes], lines: Lines) -> None:
+    """Say "down", wait (bounded) for the far side's acknowledgement, then end ssh."""
+    with contextlib.suppress(OSError, ValueError):
+        assert proc.stdin is not None
+        proc.stdin.write(b"down\n")
+        proc.stdin.close()
+    deadline = time.monotonic() + DOWN_TIMEOUT_S
+    while proc.poll() is None:
+        line = lines.read(deadline)
+        if line is None and (lines.closed or time.monotonic() >= deadline):
+            break
+    end_ssh(proc, max(0.1, deadline - time.monotonic()))
