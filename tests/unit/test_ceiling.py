@@ -254,16 +254,25 @@ def _explained(row: Result) -> RowExplanation:
     return explain(run, "10.77.0.2").rows[0]
 
 
-def test_the_per_file_ceiling_charges_cpu_only_while_it_still_bounds_the_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_per_file_ceiling_is_the_wire_and_the_servers_turnaround_whatever_the_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setitem(exchanges.COUNTED, ("http/aiohttp", "upload"), exchanges.Exchanges(per_file=1, per_set=0))
-    # 1 RTT + 64 KiB at 62.5 MB/s = 3.85 ms on the wire; 1 ms of server and 1 ms of client CPU per file on top
-    # would make 5.85 ms, which a copy at 4.4 ms per file beats: the client's CPU overlapped the wire
+    # 1 RTT + 64 KiB at 62.5 MB/s = 3.85 ms on the wire, 0.5 ms of server CPU per file: 4.35 ms per file. The
+    # client's 1 ms of CPU per file is never charged: a copy at 4.4 ms per file is bound by the ceiling
     row = _set_row("http/aiohttp", "upload", [0.22, 0.22, 0.22], server_cpu_s=0.025, client_cpu_s=0.05)
     why = _explained(row)
     per_file = next(b for b in why.bounds if b.label == "per-file")
     assert "server" in per_file.explanation and "client" not in per_file.explanation
-    assert row.median_bytes_per_s <= per_file.bytes_per_s * 1.05
+    assert per_file.bytes_per_s == pytest.approx(65536 / (0.0028 + 65536 / 62.5e6 + 0.0005))
     assert why.bound == "per-file"
+    # 2 ms of server CPU per file makes the ceiling 5.85 ms per file, which the same copy beats: the row is
+    # unexplained, not met by a looser ceiling (the wire alone would hold)
+    fast = _set_row("http/aiohttp", "upload", [0.22, 0.22, 0.22], server_cpu_s=0.1, client_cpu_s=0.05)
+    fast_why = _explained(fast)
+    assert fast_why.bound == "unexplained" and fast_why.bound_explanation is not None
+    assert "beats its per-file ceiling" in fast_why.bound_explanation
+    assert [b.label for b in fast_why.bounds or ()].count("per-file") == 1
 
 
 def test_a_copy_that_beats_every_per_file_ceiling_is_unexplained_and_says_what_is_missing(

@@ -94,44 +94,29 @@ def _per_file_trips(row: Result) -> tuple[float, float, int] | None:
     return float(data_trips + (details.round_trips_per_file or 0)), 0.0, in_flight
 
 
-def _per_file_choices(
+def _per_file_ceiling(
     row: Result, rtt_s: float | None, path_bytes_per_s: float | None, cost: fixedcost.FixedCost | None
-) -> list[Bound]:
-    """Per-file ceilings of a small-file set, tightest first: wire, server turnaround and client CPU; wire and the
-    busier side's CPU; wire and server turnaround; the wire alone (exchanges × RTT + the file's bytes at the
-    path's rate).
+) -> Bound | None:
+    """The per-file ceiling of a small-file set, one rule for every client and every row: the wire (exchanges ×
+    RTT + the file's bytes at the path's rate) plus the server's turnaround, its CPU per file.
 
-    The server's CPU per file is its turnaround; the client's CPU per file is spent between exchanges when the
-    client does one thing at a time. Either may overlap the wire instead (a client reading the next file while
-    the last one's answer travels), so the caller charges each only while the ceiling still holds. A client
-    started per copy pays its process start and login in the fixed cost, so its set's own exchanges and its
-    CPU are left to that; so is the set's login of a client with a fixed cost fitted.
+    The rule is fixed from the inputs before the row's rate is looked at, so a copy that beats it is unexplained
+    rather than met by a looser charge. The server's turnaround is charged because a client waits for each answer
+    before its next exchange; the client's own CPU is not, because a client may spend it while an answer travels
+    (reading the next file). A row with a fixed cost fitted pays its set's login in that cost, so the set's own
+    exchanges are not charged twice.
     """
     trips = _per_file_trips(row)
     if trips is None or not rtt_s:
-        return []
+        return None
     per_file, per_set, in_flight = trips
     server_cpu = _median_cpu_s(row, "server_cpu_s")
-    client_cpu = None if row.details.timed_includes_setup else _median_cpu_s(row, "client_cpu_s")
     server_s = server_cpu / row.files if server_cpu else None
-    client_s = client_cpu / row.files if client_cpu else None
     set_trips = 0.0 if cost is not None else per_set
-    found = []
-    busier = (None, client_s) if (client_s or 0) > (server_s or 0) else (server_s, None)
-    for charged_server, charged_client in ((server_s, client_s), busier, (server_s, None), (None, None)):
-        bound = per_file_bound(
-            row.bytes,
-            row.files,
-            per_file,
-            rtt_s,
-            path_bytes_per_s,
-            in_flight,
-            charged_server,
-            charged_client,
-            set_round_trips=set_trips,
-        )
-        found.append(with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound)
-    return found
+    bound = per_file_bound(
+        row.bytes, row.files, per_file, rtt_s, path_bytes_per_s, in_flight, server_s, set_round_trips=set_trips
+    )
+    return with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound
 
 
 # What a beaten ceiling's model leaves out, by label.
@@ -262,10 +247,9 @@ def _explain_row(
     if cost is not None:
         found = [with_fixed_cost(b, cost.fixed_s, row.bytes) for b in found]
     noise = noise_share([s.bytes_per_s for s in row.good_samples if s.seconds > 0], median)
-    choices = _per_file_choices(row, rtt_s, path_bytes_per_s, cost)
-    if choices:
-        # the tightest per-file ceiling that still holds; the wire alone when even that one is beaten
-        found.append(next((b for b in choices if holds(b, median, noise)), choices[-1]))
+    per_file = _per_file_ceiling(row, rtt_s, path_bytes_per_s, cost)
+    if per_file is not None:
+        found.append(per_file)
     beaten = [b for b in found if not holds(b, median, noise)]
     kept = [b for b in found if b not in beaten]
     bound, explains = explaining_bound(kept, median)
