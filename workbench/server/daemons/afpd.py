@@ -3,10 +3,12 @@
 netatalk 4 runs from the host when it has it, else from the Debian 13 root filesystem setup prepared
 (netatalk_root.py), entered with chroot. Either way the server starts in a mount namespace of its own
 (`unshare --mount`), where bind mounts put in place what is private to this server: the served root and
-this server's folder (in the Debian 13 root, at fixed paths beneath /srv/workbench), a passwd, group and
-shadow holding the one user with its password (set by chpasswd from stdin, never argv; every other
-account locked), and netatalk's lock and state folders. Those mounts exist only in that namespace: nothing
-on the host changes, and they vanish with the server's last process, however it ends.
+this server's folder at fixed paths beneath /srv/workbench (in the Debian 13 root, or on the host: a
+guest session's afpd, no longer root, reads its config again and opens the volume, which may lie beneath a
+folder only root may enter, such as pytest's), a passwd, group and shadow holding the one user with its
+password (set by chpasswd from stdin, never argv; every other account locked), and netatalk's lock and
+state folders. Those mounts exist only in that namespace: nothing on the host changes but two empty mount
+points, and the mounts vanish with the server's last process, however it ends.
 
 Confinement (an authenticated client is hostile): "follow symlinks = no" (afpd neither resolves a path
 through a link nor opens one; it shows a link as a 'slnk' file); no AFP3 UNIX privileges (a client sets
@@ -33,7 +35,7 @@ from workbench.server.daemons.base import ManagedServer, ServerContext
 from workbench.server.daemons.netatalk_root import Netatalk, find
 from workbench.shared.errors import AuthError, NotFoundError, UnavailableError
 
-INNER_BASE = "/srv/workbench"  # mount points inside the Debian 13 root: volume/ and state/
+INNER_BASE = "/srv/workbench"  # mount points (in the Debian 13 root or on the host): volume/ and state/
 LOCKED = "!*"  # a shadow password field no password matches
 PASSWORD_MAX_BYTES = 256
 # afpd refuses every login of uid 0. A served user who is root logs in as an account of this uid whose group
@@ -57,11 +59,9 @@ _ENTER = r"""
 set -eu
 root=$1 served=$2 volume=$3 state=$4 inner=$5
 shift 5
-if [ -n "$root" ]; then
-    mount --bind "$served" "$root$volume"
-    mount --bind "$state" "$root$inner"
-    mount -t proc proc "$root/proc"
-fi
+mount --bind "$served" "$root$volume"
+mount --bind "$state" "$root$inner"
+if [ -n "$root" ]; then mount -t proc proc "$root/proc"; fi
 for f in passwd group shadow; do mount --bind "$state/accounts/etc/$f" "$root/etc/$f"; done
 mount --bind "$state/lib" "$root/var/lib/netatalk"
 mount --bind "$state/lock" "$root/run/lock"
@@ -114,18 +114,14 @@ class Afpd(ManagedServer):
     # -- paths ----------------------------------------------------------------------------------------------
 
     @property
-    def in_root(self) -> bool:
-        return self.netatalk.root is not None
-
-    @property
     def volume_path(self) -> str:
         """The served root as afpd sees it."""
-        return f"{INNER_BASE}/volume" if self.in_root else str(self.ctx.root)
+        return f"{INNER_BASE}/volume"
 
     @property
     def inner_dir(self) -> str:
         """This server's folder as afpd sees it."""
-        return f"{INNER_BASE}/state" if self.in_root else str(self.dir)
+        return f"{INNER_BASE}/state"
 
     @property
     def conf_path(self) -> Path:
@@ -248,9 +244,9 @@ class Afpd(ManagedServer):
         self.ctx.root.mkdir(parents=True, exist_ok=True)
         for sub in _PRIVATE_FOLDERS:
             (self.dir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
-        if self.in_root:
-            for point in ("volume", "state"):
-                self.netatalk.path(f"{INNER_BASE}/{point}").mkdir(parents=True, exist_ok=True)
+        for point in ("volume", "state"):
+            self.netatalk.path(f"{INNER_BASE}/{point}").mkdir(parents=True, exist_ok=True)
+        self.netatalk.path(INNER_BASE).chmod(0o755)  # a guest session's afpd passes through it
         self._write_accounts()
         self.conf_path.write_text(self.config_text())
         self.conf_path.chmod(0o600)
