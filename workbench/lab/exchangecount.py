@@ -8,7 +8,8 @@ them, are the round trips per file; what the smaller set has beyond its files' s
 login). The copies' durations give, the same way, the time per file and per set that is neither round trips
 nor bytes on the wire: the client's and the server's turnaround, which is this machine's and not the link's.
 
-`predicted_s` carries both to another link: round trips × its RTT + bytes at its rate + the turnaround.
+`predicted_s` carries both to another link through the `per-file` ceiling: round trips × its RTT + bytes at its
+rate + the turnaround.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.core.ceiling import link_goodput_bytes_per_s
+from workbench.core.ceiling import link_goodput_bytes_per_s, per_file_bound, with_fixed_cost
 from workbench.core.results import Run
 from workbench.lab.lifecycle import CLIENT_ADDR, CLIENT_DEV
 from workbench.lab.wirecount import Capture, Packet, control_connections, count_round_trips, within
@@ -154,9 +155,22 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
 
 def predicted_s(count: ClientCount, files: int, file_bytes: int, rtt_s: float, path_bytes_per_s: float) -> float:
     """The seconds a set of `files` files of `file_bytes` takes on a link of `rtt_s` and `path_bytes_per_s`:
-    the counted round trips at its RTT, the bytes at its rate, the turnaround as counted."""
-    per_file = count.per_file * rtt_s + file_bytes / path_bytes_per_s + count.turnaround_per_file_s
-    return count.per_set * rtt_s + count.turnaround_per_set_s + files * per_file
+    the counted round trips at its RTT, the bytes at its rate, the turnaround as counted.
+
+    Through the ceiling users see (`per_file_bound`, the turnaround per file in its server's place, and the set's
+    turnaround as a fixed cost per copy, which like every fixed cost is never negative), so checking a
+    prediction checks that model."""
+    set_bytes = files * file_bytes
+    bound = per_file_bound(
+        set_bytes,
+        files,
+        count.per_file,
+        rtt_s,
+        path_bytes_per_s,
+        server_per_file_s=count.turnaround_per_file_s,
+        set_round_trips=count.per_set,
+    )
+    return set_bytes / with_fixed_cost(bound, count.turnaround_per_set_s, set_bytes).bytes_per_s
 
 
 def lab_run(flags: Mapping[str, Any], label: str) -> tuple[Run, list[Packet], list[tuple[float, str | None]]]:
