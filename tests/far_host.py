@@ -18,6 +18,7 @@ from pathlib import Path
 from tests.helpers import free_port
 from workbench.server.daemons import supervisor
 from workbench.shared import procs
+from workbench.shared.net import listening
 
 REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
@@ -63,21 +64,6 @@ def servers_up(base: Path, only: list[str] | None = None) -> Iterator[FarHost]:
         yield FarHost(root, state_dir, ports, pids)
     finally:
         supervisor.down(state_dir)
-
-
-def listening(port: int) -> bool:
-    """Whether a TCP socket of this host listens on `port`, read from the kernel's tables: no connection is
-    made (iperf3 takes any connection for a test's control channel and is busy until it gives up on it)."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: TCP_LISTEN
-                return True
-    return False
 
 
 def settle_serve(ports: dict[str, int], timeout_s: float = 30) -> None:

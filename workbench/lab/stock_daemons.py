@@ -22,6 +22,7 @@ from typing import ClassVar
 
 from workbench.lab import netns
 from workbench.server.daemons.base import ManagedServer, ServerContext
+from workbench.shared import net
 from workbench.shared.credentials import Credentials, generate
 from workbench.shared.errors import NetworkError, NotFoundError, UnavailableError, WorkbenchError
 from workbench.shared.sshconfig import ENV_CONFIG
@@ -76,12 +77,9 @@ class PlainIperf3(ManagedServer):
 
 
 def _listening(port: int, ns: str | None) -> bool:
-    """Whether a TCP socket listens on `port` (IPv4) in namespace `ns` (None: this one)."""
-    # thread-self: the namespace this thread entered (/proc/net follows the process's main thread)
+    """Whether a TCP socket listens on `port` in namespace `ns` (None: this one)."""
     with netns.entered(ns) if ns else contextlib.nullcontext():
-        lines = Path("/proc/thread-self/net/tcp").read_text().splitlines()[1:]
-    listen = "0A"
-    return any(f[1].rsplit(":", 1)[1] == f"{port:04X}" and f[3] == listen for f in (line.split() for line in lines))
+        return net.listening(port)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
+from pathlib import Path
+
+TCP_LISTEN = "0A"  # the state column of /proc/net/tcp
 
 
 def port_open(host: str, port: int, netns: str | None = None) -> bool:
@@ -20,6 +23,21 @@ def port_open(host: str, port: int, netns: str | None = None) -> bool:
             return True
     except OSError:
         return False
+
+
+def listening(port: int) -> bool:
+    """Whether a TCP socket (IPv4 or IPv6) listens on `port` in the network namespace this thread is in, read from
+    the kernel's tables: no connection is made (iperf3 takes any connection for a test's control channel and is
+    busy until it gives up on it). thread-self: a thread that entered a lab namespace sees that one's tables."""
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path("/proc/thread-self/net", table).read_text().splitlines()[1:]
+        except OSError:  # no IPv6 here
+            continue
+        for fields in (line.split() for line in lines):
+            if fields[3] == TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
 
 
 def free_ports(bind: str, count: int) -> list[int]:
