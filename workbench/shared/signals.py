@@ -59,22 +59,24 @@ def detach_terminal() -> None:
     After a hangup every write to the terminal fails (EIO): a progress bar or a last message written during
     the cleanup would raise there and skip the rest of it. Output redirected to a file or a pipe is kept.
     """
+    _to_devnull([fd for fd in (0, 1, 2) if _isatty(fd)])
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def _to_devnull(fds: Iterable[int]) -> None:
+    """Point each of `fds` at /dev/null, as far as it can be (one failing leaves the others to go)."""
     with contextlib.suppress(OSError):
         null = os.open(os.devnull, os.O_RDWR)
         try:
-            for fd in (0, 1, 2):
+            for fd in fds:
                 with contextlib.suppress(OSError):
-                    if os.isatty(fd):
-                        os.dup2(null, fd)
-        finally:
-            os.close(null)
-
-
-def _to_devnull(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        null = os.open(os.devnull, os.O_RDWR)
-        try:
-            os.dup2(null, fd)
+                    os.dup2(null, fd)
         finally:
             os.close(null)
 
@@ -96,7 +98,7 @@ class TerminalOutput:
                 raise
             detach_terminal()
             with contextlib.suppress(OSError, ValueError):
-                _to_devnull(self.stream.fileno())  # a pipe is no terminal: this stream's own descriptor
+                _to_devnull([self.stream.fileno()])  # a pipe is no terminal: this stream's own descriptor
             with contextlib.suppress(OSError):
                 return call(*args)  # the same stream, now writing to /dev/null beneath
             return None
