@@ -30,19 +30,39 @@ def _mounts_under(path: Path) -> list[str]:
     return [p for p in points if p == str(path) or p.startswith(f"{path}/")]
 
 
+def _mounted_ids(pid: str) -> set[tuple[int, int]]:
+    """(device, inode) of the root of every mount in the mount namespace of process `pid`.
+
+    The mount table names a bind mount's source by its path within its file system, which on a tmpfs /tmp
+    lacks the /tmp; the mount point, reached through the process's own root, shows what is mounted there."""
+    ids = set()
+    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+        point = line.split()[4].encode().decode("unicode_escape")  # octal escapes such as \040 for a space
+        try:
+            st = os.stat(f"/proc/{pid}/root{point}")
+        except OSError:
+            continue
+        ids.add((st.st_dev, st.st_ino))
+    return ids
+
+
 def _netatalk_pids_for(state_dir: Path) -> list[int]:
-    """netatalk and afpd processes whose mount namespace holds this server's state folder bound in."""
+    """netatalk and afpd processes whose mount namespace holds this server's state folder (or a file of it)
+    bound in."""
+    ours = set()
+    for path in [state_dir, *state_dir.rglob("*")]:
+        with contextlib.suppress(OSError):  # a lock or log file may come and go meanwhile
+            st = path.stat()
+            ours.add((st.st_dev, st.st_ino))
     found = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
-            comm = Path(f"/proc/{entry}/comm").read_text().strip()
-            if comm not in ("netatalk", "afpd", "cnid_metad"):
+            if Path(f"/proc/{entry}/comm").read_text().strip() not in ("netatalk", "afpd", "cnid_metad"):
                 continue
-            mounts = Path(f"/proc/{entry}/mounts").read_text()
+            if _mounted_ids(entry) & ours:
+                found.append(int(entry))
         except OSError:
             continue
-        if str(state_dir) in mounts or f"{state_dir}/" in Path(f"/proc/{entry}/mountinfo").read_text():
-            found.append(int(entry))
     return found
 
 
