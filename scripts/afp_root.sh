@@ -5,7 +5,7 @@
 # A host whose Debian has netatalk >= 4 (Debian 13 on) gets the packages installed. Older hosts (Debian 12:
 # glibc 2.36, no netatalk) get a Debian 13 root filesystem at $WORKBENCH_AFP_ROOT (default
 # /var/cache/workbench/afp-root) made by debootstrap from the Debian registry this machine is configured for,
-# with netatalk installed inside it; workbench runs afpd there with chroot. About a minute and 630 MB, once:
+# with netatalk installed inside it; workbench runs afpd there with chroot. About a minute and 420 MB, once:
 # a root with a valid marker (package versions, afpd answering --version) is reused.
 set -euo pipefail
 
@@ -81,12 +81,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+umount -l "$work/proc" 2>/dev/null || true  # left mounted by a run killed with SIGKILL
 rm -rf --one-file-system "$work"
 started=$(date +%s)
 say "debootstrap trixie (Debian 13) into $work from $mirror"
 timeout "$STEP_TIMEOUT_S" debootstrap --variant=minbase trixie "$work" "$mirror" >"$ROOT.log" 2>&1 ||
   { say "debootstrap failed; see $ROOT.log"; exit 1; }
-mount -t proc proc "$work/proc" && proc_mounted=1
+mount -t proc proc "$work/proc" || { say "cannot mount /proc inside $work"; exit 1; }
+proc_mounted=1
 # No daemon starts inside the root while packages are installed.
 printf '#!/bin/sh\nexit 101\n' >"$work/usr/sbin/policy-rc.d" && chmod 755 "$work/usr/sbin/policy-rc.d"
 say "installing netatalk and netatalk-tests inside it"
@@ -94,7 +96,8 @@ DEBIAN_FRONTEND=noninteractive timeout "$STEP_TIMEOUT_S" chroot "$work" apt-get 
   --no-install-recommends netatalk netatalk-tests >>"$ROOT.log" 2>&1 ||
   { say "apt-get install inside the root failed; see $ROOT.log"; exit 1; }
 chroot "$work" apt-get clean >/dev/null 2>&1 || true
-umount "$work/proc" && proc_mounted=0
+umount "$work/proc" || { say "cannot unmount $work/proc"; exit 1; }
+proc_mounted=0
 versions=$(chroot "$work" dpkg-query -W -f='${Package} ${Version}\n' netatalk netatalk-tests libc6)
 afpd_version=$(timeout 30 chroot "$work" /usr/sbin/afpd -V 2>&1 | head -n1)
 [[ "$afpd_version" == afpd\ 4* ]] || { say "afpd in the new root does not answer --version: $afpd_version"; exit 1; }
