@@ -1,12 +1,14 @@
 """The command reference page (docs/commands.md): the --help of every command, as typer prints it.
 
 scripts/gen_docs.py writes it with the other generated pages; tests/unit/test_docs.py checks it is current, so a
-changed option or help text fails until the page is written again. Hidden commands (the far side of
-`run --via-ssh` and `fleet`) are left out: nobody types them.
+changed option or help text fails until the page is written again. Both compare the page's words (same_words), not
+its layout: typer and rich have only minimum versions, and a newer one may draw the boxes or wrap lines otherwise.
+Hidden commands (the far side of `run --via-ssh` and `fleet`) are left out: nobody types them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import typer.main
@@ -18,6 +20,8 @@ from workbench.cli.app import app
 WIDTH = 100
 # A fixed, plain terminal: the page must not depend on who generates it.
 ENV = {"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": str(WIDTH), "NO_COLOR": "1", "TERM": "dumb", "FORCE_COLOR": None}
+# Box drawing characters (U+2500 to U+257F) and runs of white space: the layout rich gives the help, not its words.
+LAYOUT = re.compile(r"[\u2500-\u257f\s]+")
 
 
 def command_paths() -> list[tuple[str, ...]]:
@@ -63,3 +67,14 @@ def commands_page() -> str:
     for path in paths:
         parts += [f"## workbench {' '.join(path)}\n", "```text", help_text(path).rstrip("\n"), "```\n"]
     return "\n".join(parts)
+
+
+def words(page: str) -> str:
+    """A commands page without its layout: every command, argument, option and help text in order, one space
+    between words, the boxes and the wrapping gone."""
+    return LAYOUT.sub(" ", page).strip()
+
+
+def same_words(page: str, rendered: str) -> bool:
+    """Whether two commands pages say the same, however rich laid each out."""
+    return words(page) == words(rendered)
