@@ -45,7 +45,13 @@ class FarHost:
 
 
 # The ports each server of `servers up` listens on (serve's HTTP, FTP, raw-TCP probe and iperf3).
-PORTS_OF = {"serve": ("http", "ftp", "tcp", "iperf3"), "sshd": ("ssh",), "smbd": ("smb",), "rsyncd": ("rsync",)}
+PORTS_OF = {
+    "serve": ("http", "ftp", "tcp", "iperf3"),
+    "sshd": ("ssh",),
+    "smbd": ("smb",),
+    "rsyncd": ("rsync",),
+    "afpd": ("afp",),
+}
 
 
 @contextlib.contextmanager

@@ -70,7 +70,8 @@ def test_no_password_on_any_command_line_against_stock_servers(site: StockSite, 
 
 @pytest.fixture
 def all_servers(tmp_path: Path) -> Iterator[Path]:
-    """`servers up` with every server this machine has (serve, sshd, smbd, rsyncd) on free ports; its state dir."""
+    """`servers up` with every server this machine has (serve, sshd, smbd, rsyncd, afpd) on free ports; its
+    state dir."""
     with servers_up(tmp_path) as far:
         yield far.state_dir
 
@@ -91,7 +92,7 @@ def test_no_password_on_any_command_line_during_a_served_run(all_servers: Path, 
             str(state_dir / "credentials.json"),
             "--protocols",
             # every served client that can take a password (scp takes one only from a stock server: above)
-            "http,ftp,sftp,rsync,smb",
+            "http,ftp,sftp,rsync,smb,afp",
             *SMALL_RUN,
             "--tcp-duration",
             "1",
