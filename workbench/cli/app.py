@@ -387,9 +387,9 @@ def servers_up(
     root: Annotated[Path, typer.Option(help="The served directory.")],
     bind: Annotated[str, typer.Option(help="Address every server binds to.")] = "127.0.0.1",
     state_dir: Annotated[Path | None, typer.Option(help="Private state (configs, keys, credentials).")] = None,
-    only: Annotated[str | None, typer.Option(help="Start only these: serve,sshd,smbd,rsyncd.")] = None,
+    only: Annotated[str | None, typer.Option(help="Start only these: serve,sshd,smbd,rsyncd,afpd.")] = None,
 ) -> None:
-    """Start sshd, smbd, the rsync daemon and 'serve' with private configs; returns once all listen."""
+    """Start sshd, smbd, the rsync daemon, afpd and 'serve' with private configs; returns once all listen."""
     from workbench.server.daemons.supervisor import up
     from workbench.shared.validate import check_host
 
@@ -426,7 +426,7 @@ def servers_status(
 @servers_app.command("over-ssh", hidden=True)
 def servers_over_ssh(
     bind: Annotated[str | None, typer.Option(help="Address to bind (default: where the SSH login arrived).")] = None,
-    only: Annotated[str | None, typer.Option(help="Start only these: serve,sshd,smbd,rsyncd.")] = None,
+    only: Annotated[str | None, typer.Option(help="Start only these: serve,sshd,smbd,rsyncd,afpd.")] = None,
 ) -> None:
     """The far side of 'run --via-ssh': servers up in a private temp dir, their target and login as one JSON line
     on stdout, everything down once stdin ends."""
