@@ -39,12 +39,9 @@ class LineReader:
         """One read from the pipe (it must be readable, or this blocks)."""
         if self.closed:
             return
-        try:
-            chunk = os.read(self.fd, READ_BYTES)
-        except BlockingIOError:
+        chunk = _read_chunk(self.fd)
+        if chunk is None:
             return
-        except OSError:
-            chunk = b""
         if not chunk:
             self.closed = True
             if self._buffer or self._skipping:
@@ -100,12 +97,9 @@ class Tail:
         """One read from the pipe (it must be readable, or this blocks)."""
         if self.closed:
             return
-        try:
-            chunk = os.read(self.fd, READ_BYTES)
-        except BlockingIOError:
+        chunk = _read_chunk(self.fd)
+        if chunk is None:
             return
-        except OSError:
-            chunk = b""
         if not chunk:
             self.closed = True
             return
@@ -120,3 +114,13 @@ class Tail:
 
     def lines(self) -> list[str]:
         return self.text().splitlines()
+
+
+def _read_chunk(fd: int) -> bytes | None:
+    """One read from `fd`: its bytes, b"" at end of file or on a read error, None when nothing is there yet."""
+    try:
+        return os.read(fd, READ_BYTES)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
