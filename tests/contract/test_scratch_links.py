@@ -403,6 +403,20 @@ def test_sftp_a_tree_deeper_than_the_bound(ssh_site: StockSite, sftp_share: Path
 # --- SMB: the stock Samba (follow symlinks = yes, wide links = no: a link inside the share shows as a directory)
 
 
+def fresh_share(
+    site: StockSite, kind: str, monkeypatch: pytest.MonkeyPatch, mode: int | None = None
+) -> tuple[str, Path]:
+    """A new folder beneath `kind`'s served root, its URL, and the site's login in the environment."""
+    for key, value in site.env().items():
+        monkeypatch.setenv(key, value)
+    name = f"share-{secrets.token_hex(4)}"
+    folder = site.root(kind) / name
+    folder.mkdir()
+    if mode is not None:
+        folder.chmod(mode)
+    return f"{site.url(kind).rstrip('/')}/{name}", folder
+
+
 @pytest.fixture(scope="module")
 def smb_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockSite]:
     yield from stock_site(tmp_path_factory.mktemp("scratch-links-smb"), ["smb"])
@@ -410,13 +424,7 @@ def smb_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockSite]:
 
 @pytest.fixture
 def smb_share(smb_site: StockSite, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path]]:
-    for key, value in smb_site.env().items():
-        monkeypatch.setenv(key, value)
-    name = f"share-{secrets.token_hex(4)}"
-    folder = smb_site.root("smb") / name
-    folder.mkdir()
-    folder.chmod(0o777)
-    yield f"{smb_site.url('smb').rstrip('/')}/{name}", folder
+    yield fresh_share(smb_site, "smb", monkeypatch, mode=0o777)
 
 
 def _swap_smb_after_first_delete(far: stock.StockFarHost, swap: Callable[[str], None]) -> list[str]:
@@ -497,12 +505,7 @@ def dav_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockSite]:
 
 @pytest.fixture
 def dav_share(dav_site: StockSite, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path]]:
-    for key, value in dav_site.env().items():
-        monkeypatch.setenv(key, value)
-    name = f"share-{secrets.token_hex(4)}"
-    folder = dav_site.root("webdav") / name
-    folder.mkdir()
-    yield f"{dav_site.url('webdav').rstrip('/')}/{name}", folder
+    yield fresh_share(dav_site, "webdav", monkeypatch)
 
 
 @pytest.mark.parametrize("where", ["top", "nested"])
@@ -554,12 +557,7 @@ def rsync_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockSite]:
 
 @pytest.fixture
 def rsync_share(rsync_site: StockSite, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path]]:
-    for key, value in rsync_site.env().items():
-        monkeypatch.setenv(key, value)
-    name = f"share-{secrets.token_hex(4)}"
-    folder = rsync_site.root("rsync") / name
-    folder.mkdir()
-    yield f"{rsync_site.url('rsync').rstrip('/')}/{name}", folder
+    yield fresh_share(rsync_site, "rsync", monkeypatch)
 
 
 @pytest.fixture(params=["smb", "rsync"])
