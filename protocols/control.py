@@ -164,6 +164,15 @@ class Control:
         except (WorkbenchError, KeyError, TypeError, ValueError):
             return None
 
+    def crypto_costs(self) -> dict[str, Any] | None:
+        """The far host's own CPU cost per byte of SMB's signing and encryption (workbench.shared.cryptocost, as
+        JSON), or None where it cannot say (an older serve)."""
+        try:
+            answer = self._call("GET", "crypto-cost")
+        except WorkbenchError:
+            return None
+        return answer if isinstance(answer, dict) else None
+
     def tcp_watch_start(self, role: str) -> str | None:
         """Start sampling the far host's sockets to this client as `role`; the watch id, or None where the far
         host cannot (an older serve, or no socket diagnostics there)."""

@@ -67,6 +67,11 @@ class FarHost(Protocol):
         """CPU the far host's servers used so far (None when it cannot tell)."""
         ...
 
+    def crypto_costs(self) -> dict[str, Any] | None:
+        """The far host's own CPU cost per byte of SMB's signing and encryption, measured now
+        (workbench.shared.cryptocost, as JSON); None when it cannot measure them (a stock server)."""
+        ...
+
     def describe_baseline(self, plan: Plan) -> str:
         """The status line shown before baseline(): what it will measure."""
         ...
@@ -138,6 +143,9 @@ class WorkbenchSide:
 
     def upload_matches(self, local: Path, remote: str, size_bytes: int, xxh3_128: str) -> bool:
         return bool(self.hash(remote, size_bytes)["xxh3_128"] == xxh3_128)
+
+    def crypto_costs(self) -> dict[str, Any] | None:
+        return None  # Control asks serve; a far host without that call cannot say
 
     def describe_baseline(self, plan: Plan) -> str:
         return f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…"

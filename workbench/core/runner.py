@@ -44,7 +44,7 @@ from workbench.fixtures import generate
 from workbench.fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
 from workbench.protocols import registry
 from workbench.protocols.base import Client, FileCopy
-from workbench.shared import hostinfo, procs, triage
+from workbench.shared import cryptocost, hostinfo, procs, triage
 from workbench.shared.errors import UnavailableError, WorkbenchError, from_os_error
 from workbench.shared.paths import FILES_DIR
 
@@ -344,8 +344,14 @@ def run_meta(plan: Plan, control: FarHost, server: dict[str, Any]) -> Mapping[st
     url = control.given_url()
     if url is not None:
         target["url"] = url  # a stock run's far host is its URL (two shares may share host and port)
+    crypto: dict[str, Any] = {}
+    if any(entry.label.startswith("smb/") for entry in plan.entries):
+        # What signing and encryption cost each host per byte, for the crypto ceiling: each host measures its own.
+        why = "the far host runs no workbench serve to measure them" if url is not None else None
+        crypto["crypto"] = cryptocost.run_record(cryptocost.measure(), control.crypto_costs(), why)
     return MappingProxyType(
         {
+            **crypto,
             "started_utc": _utc_now(),
             "client": hostinfo.describe(plan.target.host),
             "server": server,

@@ -355,6 +355,9 @@ class StockFarHost:
     def cpu_seconds(self) -> float | None:
         return None
 
+    def crypto_costs(self) -> dict[str, Any] | None:
+        return None  # nothing of workbench runs there to measure them
+
     def tcp_watch_start(self, role: str) -> str | None:
         """Nothing of workbench runs there to sample its sockets: the runner watches this side instead."""
         return None

@@ -12,6 +12,8 @@ followed on any component, only regular files are opened, nothing outside the ro
   GET  /ctl/info               host metadata (kernel, TCP settings, versions)
   GET  /ctl/cpu                CPU seconds of this process, the supervised servers' groups and all their descendants
   GET  /ctl/iperf3-key         the public RSA key of serve's authenticated iperf3 server
+  GET  /ctl/crypto-cost        CPU seconds per byte of SMB's signing and encryption algorithms on this host
+                               (workbench.core.cryptocost; measured on each call, tens of milliseconds of CPU)
   POST /ctl/tcp-watch?role=R   start sampling this host's TCP sockets to the caller ("sender"/"receiver"): {"id"}
                                (bounded per client: workbench.server.remote_watches)
   POST /ctl/tcp-watch/stop?id= stop the caller's own watch: {"tcp": the triage (workbench.shared.triage) or null}
@@ -319,6 +321,14 @@ async def ctl_cpu(request: web.Request) -> web.Response:
     return web.json_response({"cpu_s": seconds, "pgids": sorted(pgids)})
 
 
+async def ctl_crypto_cost(request: web.Request) -> web.Response:
+    from workbench.shared import cryptocost
+
+    # In a worker thread: the measurement counts its own thread's CPU, and the event loop keeps serving.
+    costs = await asyncio.get_running_loop().run_in_executor(None, cryptocost.measure)
+    return web.json_response(costs.to_json())
+
+
 async def ctl_tcp_watch(request: web.Request) -> web.Response:
     peer = request.remote
     sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
@@ -372,6 +382,7 @@ def make_app(
     app.router.add_get("/ctl/info", ctl_info)
     app.router.add_get("/ctl/cpu", ctl_cpu)
     app.router.add_get("/ctl/iperf3-key", ctl_iperf3_key)
+    app.router.add_get("/ctl/crypto-cost", ctl_crypto_cost)
     app.router.add_post("/ctl/tcp-watch", ctl_tcp_watch)
     app.router.add_post("/ctl/tcp-watch/stop", ctl_tcp_watch_stop)
     return app
