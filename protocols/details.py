@@ -11,6 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
+# The spellings of SMB's signing algorithms and encryption ciphers in ClientDetails (and so in the JSON).
+SIGNING_ALGORITHMS = ("HMAC-SHA256", "AES-128-CMAC", "AES-128-GMAC")
+ENCRYPTION_CIPHERS = ("AES-128-CCM", "AES-128-GCM", "AES-256-CCM", "AES-256-GCM")
+
 
 @dataclass(frozen=True)
 class ClientDetails:
@@ -36,6 +40,16 @@ class ClientDetails:
     zero_copy: bool | None = None  # smbprotocol: the fast path that reads into the file's buffer is in use
     signing: bool | None = None  # SMB: every message is signed
     encryption: bool | None = None  # SMB: the session is encrypted
+    # SMB, what the session negotiated (None: the client cannot say). Names of algorithms and ciphers are
+    # spelt as in SIGNING_ALGORITHMS / ENCRYPTION_CIPHERS so that readers can compare them.
+    signing_required: bool | None = None  # signing is required (by either side), not merely enabled
+    signing_algorithm: str | None = None  # "HMAC-SHA256", "AES-128-CMAC" or "AES-128-GMAC"
+    encryption_required: bool | None = None  # encryption is required (by either side)
+    encryption_cipher: str | None = None  # "AES-128-CCM", "AES-128-GCM", "AES-256-CCM" or "AES-256-GCM"
+    credits: int | None = None  # SMB requests the client actually kept in flight
+    multichannel: bool | None = None  # the session uses more than one connection
+    # Where the negotiated figures came from: "session", "smbclient output", "/proc/fs/cifs/DebugData", "smbutil"
+    negotiated_from: str | None = None
     block_bytes: int | None = None  # application read/write size (HTTP, FTP)
     read_bufsize: int | None = None  # aiohttp's read buffer in bytes
     server_sendfile: bool | None = None  # the server sends files with sendfile(2)

@@ -36,13 +36,13 @@ from workbench.protocols.smb import (
     share_path,
 )
 from workbench.protocols.smb_fastpath import FastPath, read_all, read_payload, size_of
+from workbench.protocols.smb_negotiated import dialect_name, from_smbprotocol, merge
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 DEPTH = 4  # requests kept in flight per file
 FILES_IN_FLIGHT = 8  # small files of a set copied at once, each as one CREATE+READ/WRITE+CLOSE compound
 MAX_REQUEST = 8 * 1024 * 1024  # bytes per read/write, capped further by what the server negotiates
 CREDIT_UNIT = 64 * 1024  # one SMB2 credit pays for this many bytes of a read or write
-_DIALECTS = {0x0202: "2.0.2", 0x0210: "2.1", 0x0300: "3.0", 0x0302: "3.0.2", 0x0311: "3.1.1"}
 
 
 class SmbprotocolClient(Client):
@@ -117,18 +117,14 @@ class SmbprotocolClient(Client):
         if conn is not None and conn.dialect is not None:
             info = dataclasses.replace(
                 info,
-                dialect=_DIALECTS.get(conn.dialect, f"0x{conn.dialect:04x}"),
+                dialect=dialect_name(conn.dialect),
                 request_bytes=self._request_size(min(conn.max_read_size, conn.max_write_size)),
                 read_bytes=self._request_size(conn.max_read_size),
                 write_bytes=self._request_size(conn.max_write_size),
                 multi_credit=bool(conn.supports_multi_credit),
                 zero_copy=self._fast is not None,
             )
-        if self._session is not None:
-            info = dataclasses.replace(
-                info, signing=bool(self._session.signing_required), encryption=bool(self._session.encrypt_data)
-            )
-        return info
+        return merge(info, from_smbprotocol(conn, self._session, credits=self.depth))
 
     def _request_size(self, negotiated: int) -> int:
         size = min(MAX_REQUEST, negotiated)
