@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from workbench.core.ceiling import UNEXPLAINED
 from workbench.core.results import Baseline, Result, RowExplanation, Run
+from workbench.protocols.smb_negotiated import negotiated_note
 from workbench.shared.triage import TcpTriage
 
 SHORT_DIRECTION = {"upload": "up", "download": "down"}
@@ -157,8 +158,9 @@ def notes(row: Result, why: RowExplanation, rtt_ms: float | None = None) -> tupl
         said.append(details.cipher)
     if details.mount and details.page_cache:
         said.append("local page cache bypassed")  # how: details.page_cache in the JSON
-    if details.dialect:
-        said.append(f"SMB {details.dialect}")
+    negotiated = negotiated_note(details)
+    if negotiated:
+        said.append(negotiated)
     if details.verified_by == "read back":
         said.append("verified by reading back, untimed")
     elif details.verified_by:
