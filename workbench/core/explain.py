@@ -34,6 +34,7 @@ from workbench.core.verdict import verdict, verdict_notes
 from workbench.protocols import exchanges
 from workbench.protocols.exchanges import COUNTED_FILE_BYTES
 from workbench.shared.triage import TcpTriage
+from workbench.shared.wire import RowWire, overhead_notes
 
 # Which ceilings a triage limit agrees with: the model and the kernel tell one story when they match.
 AGREES = {
@@ -214,9 +215,24 @@ def explain(run: Run, host: str) -> Explanation:
     stalled = [f"{r.label} {r.direction} {r.file_set}" for r in run.results if r.stall_count]
     if stalled:
         notes.append(f"stalls (100 ms intervals with almost no progress mid-copy) in: {', '.join(stalled)}")
+    notes.extend(overhead_notes([_row_wire(r) for r in run.results]))
     said = verdict(run, rows, loopback=loopback)
     notes.extend(verdict_notes(run, rows, said))
     return Explanation(rows=tuple(rows), notes=tuple(notes), verdict=tuple(said))
+
+
+def _row_wire(row: Result) -> RowWire:
+    tcp = row.tcp
+    return RowWire(
+        protocol=row.protocol,
+        label=f"{row.label} {row.direction} {row.file_set}",
+        per_file_byte=row.wire_bytes_per_file_byte,
+        iface_to_wire=tcp.iface_to_wire if tcp is not None else None,
+        wire_bytes=tcp.wire_bytes if tcp is not None else None,
+        iface_kind=tcp.iface_kind if tcp is not None else None,
+        iface_name=tcp.iface_name if tcp is not None else None,
+        retransmitted_share=row.retransmitted_share,
+    )
 
 
 def _explain_row(

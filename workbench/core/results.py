@@ -216,6 +216,18 @@ class Result:
         return merge([s.tcp for s in self.good_samples if s.tcp is not None])
 
     @property
+    def wire_bytes_per_file_byte(self) -> float | None:
+        """Bytes the sender put on the wire (payload, retransmissions, IP/TCP headers, Ethernet's where the path
+        is Ethernet) per byte of file, over the row's good copies (workbench.shared.wire); None unwatched."""
+        return tcp.wire_bytes_per_file_byte if (tcp := self.tcp) is not None else None
+
+    @property
+    def retransmitted_share(self) -> float | None:
+        """The sender's retransmitted bytes as a share of the bytes it sent; None where only the receiver was seen."""
+        tcp = self.tcp
+        return tcp.retrans_fraction if tcp is not None and tcp.side == "sender" else None
+
+    @property
     def stall_count(self) -> int:
         return sum(len(s.stalls) for s in self.good_samples)
 
@@ -251,6 +263,8 @@ class Result:
             "stall_s": round(self.stall_seconds, 3),
             "verified": self.verified,
             "tcp": tcp.to_json() if (tcp := self.tcp) is not None else None,
+            "wire_bytes_per_file_byte": self.wire_bytes_per_file_byte,
+            "retransmitted_share": self.retransmitted_share,
             "error": self.error,
             "details": {**self.details.to_json(), **why.details_json()},
             "interval_s": INTERVAL_S,

@@ -15,12 +15,14 @@ from typing import Any
 
 _TCP_INFO = getattr(socket, "TCP_INFO", None)
 _BUFLEN = 512
+TCPI_OPT_TIMESTAMPS = 1  # tcpi_options' bit for the timestamps option (include/uapi/linux/tcp.h)
 
 # (name, offset, struct format) in the Linux layout; offsets are fixed by the kernel ABI.
 _FIELDS: tuple[tuple[str, int, str], ...] = (
     ("state", 0, "B"),
     ("ca_state", 1, "B"),
     ("retransmits", 2, "B"),
+    ("options", 5, "B"),
     ("rto_us", 8, "I"),
     ("snd_mss", 16, "I"),
     ("rcv_mss", 20, "I"),
@@ -39,8 +41,10 @@ _FIELDS: tuple[tuple[str, int, str], ...] = (
     ("pacing_rate", 104, "Q"),
     ("bytes_acked", 120, "Q"),
     ("bytes_received", 128, "Q"),
+    ("segs_out", 136, "I"),
     ("notsent_bytes", 144, "I"),
     ("min_rtt_us", 148, "I"),
+    ("data_segs_out", 156, "I"),
     ("delivery_rate", 160, "Q"),
     ("busy_time_us", 168, "Q"),
     ("rwnd_limited_us", 176, "Q"),
@@ -59,6 +63,7 @@ class TcpInfo:
     state: int | None = None
     ca_state: int | None = None
     retransmits: int | None = None
+    options: int | None = None  # TCPI_OPT_* bits the connection negotiated (timestamps, SACK, window scaling)
     snd_wscale: int | None = None
     rcv_wscale: int | None = None
     # The kernel's flag on its latest delivery-rate sample: the sender had less than a congestion window in
@@ -82,8 +87,13 @@ class TcpInfo:
     pacing_rate: int | None = None
     bytes_acked: int | None = None
     bytes_received: int | None = None
+    # Segments this socket sent (every one: data, pure ACKs, SYN/FIN, retransmissions), and those of them that
+    # carried data; counted per MSS-sized segment even when the stack hands the device one TSO/GSO
+    # super-packet, so they are what went on the wire (Linux 4.2+ and 4.6+; 32-bit, they wrap).
+    segs_out: int | None = None
     notsent_bytes: int | None = None
     min_rtt_us: int | None = None
+    data_segs_out: int | None = None
     delivery_rate: int | None = None
     busy_time_us: int | None = None
     rwnd_limited_us: int | None = None
@@ -92,6 +102,11 @@ class TcpInfo:
     bytes_retrans: int | None = None
     snd_wnd: int | None = None  # peer's advertised receive window after scaling (sender side)
     rcv_wnd: int | None = None  # window this socket advertises (receiver side)
+
+    @property
+    def timestamps(self) -> bool:
+        """Whether the connection carries the TCP timestamps option (12 bytes of every segment's header)."""
+        return bool((self.options or 0) & TCPI_OPT_TIMESTAMPS)
 
     @property
     def rwnd_limited_fraction(self) -> float | None:

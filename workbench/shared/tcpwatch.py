@@ -5,17 +5,22 @@ namespace (in the lab, the namespace of the host whose sockets matter); the samp
 One sample costs a socket dump of this namespace; the header of a socket to another peer is all that is
 parsed of it. Sockets destroyed since the last sample are added with their final counters (where this
 process may listen for them), so a connection shorter than the interval still counts.
+
+A sender's watch also reads the counters of the interface that carries the path to the peer (workbench.shared.
+wire), once when it starts and once when it stops, beside the connections' own count of the wire.
 """
 
 from __future__ import annotations
 
 import contextlib
+import struct
 import threading
 import time
 from collections.abc import Iterable
 
 from workbench.shared.inetdiag import DestroyListener, DiagReader
-from workbench.shared.triage import Tally, TcpTriage
+from workbench.shared.triage import Tally, TcpTriage, with_iface
+from workbench.shared.wire import IfaceCounters, IfaceWatch, path_peer
 
 INTERVAL_S = 0.1
 # The kernel announces a destroyed socket from a work queue, a moment after the close: the last sample
@@ -29,7 +34,8 @@ class TcpWatch:
     `max_s` bounds a watch nobody stops (a client that went away): the thread ends by itself after it.
     `local`, when given, keeps only the sockets on that local address (serve: the address the client reached).
     A watch that lost part of the copy (a failed sample, destroy events dropped, the time limit) says so
-    in its triage's `incomplete`, and then names no limit.
+    in its triage's `incomplete`, and then names no limit. `interface_counters` False leaves the interface's
+    counters unread (bench/bench_wire_overhead.py measures what reading them costs).
     """
 
     def __init__(
@@ -40,6 +46,7 @@ class TcpWatch:
         interval_s: float = INTERVAL_S,
         max_s: float = 4 * 3600,
         local: str | None = None,
+        interface_counters: bool = True,
     ) -> None:
         self.peers = frozenset(p.split("%", 1)[0] for p in peers)  # a link-local address's scope is not reported
         self.local = local.split("%", 1)[0] if local else None  # only sockets on this local address, when given
@@ -48,6 +55,8 @@ class TcpWatch:
         self.max_s = max_s
         self._reader: DiagReader | None = None
         self._destroyed: DestroyListener | None = None
+        self._iface: IfaceWatch | None = None
+        self._interface_counters = interface_counters and role == "sender"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -61,6 +70,11 @@ class TcpWatch:
         try:
             with contextlib.suppress(OSError):  # without CAP_NET_ADMIN: only what the samples catch
                 self._destroyed = DestroyListener()
+            peer = path_peer(self.peers)
+            if self._interface_counters and peer is not None:
+                # no route or no counters: the connections' own wire figures stand alone
+                with contextlib.suppress(OSError, ValueError, struct.error):
+                    self._iface = IfaceWatch(peer)
             self._sample()
             self._thread = threading.Thread(target=self._run, name="tcp-watch", daemon=True)
             self._thread.start()
@@ -106,9 +120,12 @@ class TcpWatch:
             self._thread.join()
         if self._reader is None:
             return None
+        counted: IfaceCounters | None = None
         try:
+            end = time.monotonic()
+            if self._iface is not None:
+                counted = self._iface.stop()  # at the end of the interval, as the last sample is taken at
             if self.error is None:
-                end = time.monotonic()
                 if self._destroyed is not None:
                     time.sleep(DESTROY_GRACE_S)
                 self._sample(at=end)
@@ -120,7 +137,8 @@ class TcpWatch:
             self._close()
         with self._lock:
             self.tally.incomplete = self.error
-            return self.tally.result()
+            found = self.tally.result()
+        return with_iface(found, counted) if found is not None else None
 
     def _close(self) -> None:
         if self._reader is not None:
@@ -129,3 +147,6 @@ class TcpWatch:
         if self._destroyed is not None:
             self._destroyed.close()
             self._destroyed = None
+        if self._iface is not None:
+            self._iface.close()
+            self._iface = None

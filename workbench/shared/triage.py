@@ -27,10 +27,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from workbench.shared.inetdiag import DiagSocket
 from workbench.shared.tcpinfo import TcpInfo
+from workbench.shared.wire import IfaceCounters, header_bytes, iface_wire_bytes, link_header_bytes, ratio, wire_bytes
 
 LIMITS = ("application", "receive-window", "send-buffer", "network", "mixed")
 DOMINANT = 0.8  # a cause named alone must hold at least 80 % of the elapsed time; below that, "mixed"
@@ -42,6 +43,7 @@ WINDOW_EXPLAINS = 1.25
 # 100 ms samples, where destroy events cannot be read) names no limit: the time of what it missed would
 # count as idle.
 MIN_SEEN = 0.9
+T = TypeVar("T")
 SHORT = {"application": "app", "receive-window": "rwnd", "send-buffer": "sndbuf", "network": "net"}
 
 
@@ -74,6 +76,22 @@ class TcpTriage:
     max_sndbuf_bytes: int | None = None
     max_rcvbuf_bytes: int | None = None
     limit: str | None = None  # one of LIMITS; None when the counters cannot say
+    # The wire (workbench.shared.wire), sender only: segments sent (every one, per MSS-sized segment), those
+    # carrying data, their IP + TCP header bytes in all, the link header each one adds (14 on Ethernet), and
+    # wire_bytes = bytes_sent + header_bytes + segs_out * link_header_bytes. None where the kernel keeps no
+    # segment counts or only the receiver was seen.
+    segs_out: int | None = None
+    data_segs_out: int | None = None
+    header_bytes: int | None = None
+    link_header_bytes: int | None = None
+    wire_bytes: int | None = None
+    # The sender's interface toward the peer over the watch: its name and kind (wire.IfaceCounters), the bytes
+    # and packets it sent, the bytes it received (all traffic it carried, not only the copy's).
+    iface_name: str | None = None
+    iface_kind: str | None = None
+    iface_bytes: int | None = None
+    iface_packets: int | None = None
+    iface_rx_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,6 +101,26 @@ class TcpTriage:
         if not data or "side" not in data:
             return None
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    @property
+    def wire_bytes_per_file_byte(self) -> float | None:
+        """What the sender put on the wire per byte the copy moved; None from a receiver, a watch that saw too
+        little of the copy, or a kernel without the counts."""
+        if self.side != "sender" or not self.seen_enough:
+            return None
+        return ratio(self.wire_bytes, self.copy_bytes)
+
+    @property
+    def iface_to_wire(self) -> float | None:
+        """The interface's sent bytes (super-packets' headers added back) over the connections' wire bytes."""
+        if self.side != "sender" or self.iface_bytes is None or self.wire_bytes is None:
+            return None
+        if self.segs_out is None or self.header_bytes is None:
+            return None
+        counted = iface_wire_bytes(
+            self.iface_bytes, self.iface_packets, self.segs_out, self.header_bytes, self.link_header_bytes or 0
+        )
+        return ratio(counted, self.wire_bytes)
 
     @property
     def seen_enough(self) -> bool:
@@ -156,6 +194,7 @@ def classified(totals: TcpTriage, elapsed_s: float, copy_bytes: int | None) -> T
             bytes_sent=None,
             bytes_retrans=None,
             max_sndbuf_bytes=None,
+            **_NO_WIRE,
         )
         window, rtt_ms = totals.max_window_bytes, totals.rtt_ms
         explains = bool(
@@ -191,6 +230,37 @@ def classified(totals: TcpTriage, elapsed_s: float, copy_bytes: int | None) -> T
     )
 
 
+# A receiver's triage knows nothing of what the sender put on the wire.
+_NO_WIRE: dict[str, Any] = {
+    name: None
+    for name in (
+        "segs_out", "data_segs_out", "header_bytes", "link_header_bytes", "wire_bytes",
+        "iface_name", "iface_kind", "iface_bytes", "iface_packets", "iface_rx_bytes",
+    )
+}  # fmt: skip
+
+
+def with_iface(triage: TcpTriage, counted: IfaceCounters | None) -> TcpTriage:
+    """A sender's `triage` with what the interface carrying its path counted over the same interval, and the
+    link headers of its segments (Ethernet's where the interface is Ethernet) added to its wire bytes."""
+    if counted is None or triage.side != "sender":
+        return triage
+    link = link_header_bytes(counted.kind)
+    wire = None
+    if triage.bytes_sent is not None and triage.header_bytes is not None and triage.segs_out is not None:
+        wire = wire_bytes(triage.bytes_sent, triage.header_bytes, triage.segs_out, link)
+    return replace(
+        triage,
+        link_header_bytes=link,
+        wire_bytes=wire,
+        iface_name=counted.name,
+        iface_kind=counted.kind,
+        iface_bytes=counted.tx_bytes,
+        iface_packets=counted.tx_packets,
+        iface_rx_bytes=counted.rx_bytes,
+    )
+
+
 def window_full(info: TcpInfo) -> bool:
     """Whether a sender's bytes in flight filled at least WINDOW_FULL of the window its peer advertised."""
     if not (info.unacked and info.snd_mss and info.snd_wnd):
@@ -213,6 +283,11 @@ def seen(triage: TcpTriage | None, copy_bytes: int, copy_seconds: float | None =
         # Busy time outside the copy (the watch's own control calls) is clamped to the copy's time.
         elapsed = copy_seconds
     return classified(triage, elapsed, copy_bytes)
+
+
+def _delta32(now: int, was: int | None) -> int:
+    """Growth of a 32-bit kernel counter since `was` (from zero for a socket first seen now), across a wrap."""
+    return (now - (was or 0)) % (1 << 32)
 
 
 def _max(values: Iterable[int | None]) -> int | None:
@@ -250,6 +325,8 @@ class Tally:
         self.bytes_seen = 0
         self.busy_s = self.rwnd_s = self.sndbuf_s = self.app_busy_s = 0.0
         self.bytes_sent = self.bytes_retrans = 0
+        self.segs_out = self.data_segs_out = self.header_bytes = 0
+        self.no_segs = False  # a sender socket without segment or sent-byte counts (Linux before 4.19)
         self.rtts_ms: list[float] = []  # the median RTT of each sample's active sockets
         self.min_rtt_us: int | None = None
         self.max_window: int | None = None
@@ -330,6 +407,14 @@ class Tally:
             self.bytes_seen += acked
             self.bytes_sent += delta("bytes_sent")
             self.bytes_retrans += delta("bytes_retrans")
+            if info.segs_out is None or info.data_segs_out is None or info.bytes_sent is None:
+                self.no_segs = True
+            else:
+                segs = _delta32(info.segs_out, before.segs_out if before is not None else None)
+                self.segs_out += segs
+                self.data_segs_out += _delta32(info.data_segs_out, before.data_segs_out if before is not None else None)
+                # a v4-mapped address is reported as IPv4 text (inetdiag), and is IPv4 on the wire
+                self.header_bytes += segs * header_bytes(":" in sock.local, info.timestamps)
             window, rtt_us, moved = info.snd_wnd, info.rtt_us, acked
         else:
             if received <= acked:
@@ -372,7 +457,28 @@ class Tally:
             max_sndbuf_bytes=self.max_sndbuf,
             max_rcvbuf_bytes=self.max_rcvbuf,
         )
+        if sender and not self.no_segs:
+            totals = replace(
+                totals,
+                segs_out=self.segs_out,
+                data_segs_out=self.data_segs_out,
+                header_bytes=self.header_bytes,
+                link_header_bytes=None,  # not known until the interface is (with_iface): none counted
+                wire_bytes=wire_bytes(self.bytes_sent, self.header_bytes, self.segs_out, 0),
+            )
         return classified(totals, elapsed, None)
+
+
+def _sum(values: Iterable[int | None]) -> int | None:
+    """The total, or None when any part lacks the figure (a sum over part of the copies would read low)."""
+    listed = list(values)
+    return None if not listed or None in listed else sum(v for v in listed if v is not None)
+
+
+def _same(values: Iterable[T]) -> T | None:
+    """The value every part agrees on, else None (copies that went out by different interfaces)."""
+    found = set(values)
+    return found.pop() if len(found) == 1 else None
 
 
 def merge(parts: Sequence[TcpTriage]) -> TcpTriage | None:
@@ -404,5 +510,15 @@ def merge(parts: Sequence[TcpTriage]) -> TcpTriage | None:
         max_window_bytes=_max(p.max_window_bytes for p in same),
         max_sndbuf_bytes=_max(p.max_sndbuf_bytes for p in same),
         max_rcvbuf_bytes=_max(p.max_rcvbuf_bytes for p in same),
+        segs_out=_sum(p.segs_out for p in same),
+        data_segs_out=_sum(p.data_segs_out for p in same),
+        header_bytes=_sum(p.header_bytes for p in same),
+        link_header_bytes=_same(p.link_header_bytes for p in same),
+        wire_bytes=_sum(p.wire_bytes for p in same),
+        iface_name=_same(p.iface_name for p in same),
+        iface_kind=_same(p.iface_kind for p in same),
+        iface_bytes=_sum(p.iface_bytes for p in same),
+        iface_packets=_sum(p.iface_packets for p in same),
+        iface_rx_bytes=_sum(p.iface_rx_bytes for p in same),
     )
     return classified(totals, elapsed, None if None in copied else sum(c or 0 for c in copied))
