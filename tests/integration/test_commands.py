@@ -79,9 +79,6 @@ INVOCATIONS += [SERVERS_STATUS, SERVERS_DOWN, VIA_SSH, FLEET]
 FAR_SIDE = {"fleet-member": ["fleet"], "servers over-ssh": ["run", "--via-ssh"]}
 
 OPTION_EXEMPT: dict[tuple[str, str], str] = {
-    ("fleet", "--host"): "listed by fleet's --help, refused: a fleet's server is given by URL",
-    ("fleet", "--target"): "listed by fleet's --help, refused: a fleet's server is given by URL",
-    ("fleet", "--credentials"): "listed by fleet's --help, refused: a URL's login comes from netrc/env/keyring",
     ("lab", "--quick"): "a --scenario's reduced form, several labs: tests/lab/test_lab_scenarios.py",
     ("lab", "--clients"): "N client namespaces and a fleet: tests/lab/test_lab_fleet.py",
     ("lab", "--config"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",

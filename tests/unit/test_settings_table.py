@@ -107,9 +107,6 @@ HONOURED: dict[str, Callable[[str, Settings], Any]] = {
 }
 # (setting, command) pairs the command takes and does not use, with the reason.
 UNUSED = {
-    ("host", "fleet"): "a fleet's server is given by URL (fleet refuses --host)",
-    ("target", "fleet"): "a fleet's server is given by URL (fleet refuses --target)",
-    ("credentials", "fleet"): "a URL's login comes from netrc, the environment, the keyring or the prompt",
     ("files", "fleet"): "each member makes its test files in its own files directory",
 }
 

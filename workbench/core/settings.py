@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 _SAME: Any = object()  # lab_default: the same default as run's
 COMMANDS = ("run", "fleet", "lab")  # the commands whose settings come from this table
 RUNS = ("run", "fleet")  # a far host named by the user: not the lab's own
+# a far host named by a host, a target file or a credentials file: run only (fleet names its server by URL)
+RUN = ("run",)
 LAB = ("lab",)
 
 
@@ -96,7 +98,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Far host running 'workbench serve' (and 'servers up').",
         "a host name or IP address string",
         'host = "nas.local"',
-        commands=RUNS,
+        commands=RUN,
         member=False,
     ),
     Setting(
@@ -107,7 +109,7 @@ SETTINGS: tuple[Setting, ...] = (
         "a path string to a target.json",
         'target = "/path/to/target.json"',
         toml=str,
-        commands=RUNS,
+        commands=RUN,
         member=False,
     ),
     Setting(
@@ -118,7 +120,7 @@ SETTINGS: tuple[Setting, ...] = (
         "a path string to a credentials.json",
         'credentials = "/path/to/credentials.json"',
         toml=str,
-        commands=RUNS,
+        commands=RUN,
         member=False,
     ),
     # ---- the plan: what is copied, how often
