@@ -158,7 +158,8 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
                 assert abs(row["ceiling_bytes_per_s"] - row["median_bytes_per_s"]) <= 0.25 * row[
                     "median_bytes_per_s"
                 ] * (1 + 1e-9)
-                if row["bound"] != "cpu":  # an unsaturated CPU never binds: the lowest of the others does
+                # an unsaturated CPU never binds: the lowest of the others does (a saturated one, or crypto on it, may)
+                if row["bound"] not in ("cpu", "crypto"):
                     assert row["ceiling_bytes_per_s"] == pytest.approx(lowest)
     assert 3 <= len(doc["verdict"]) <= 6 and doc["verdict"][0].startswith("Raw TCP reached")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from workbench.protocols.details import ClientDetails
 
-LABELS = ("link", "raw-tcp", "window", "requests", "ssh-window", "per-file", "cpu")
+LABELS = ("link", "raw-tcp", "window", "requests", "ssh-window", "per-file", "cpu", "crypto")
 TIE = 0.05  # ceilings this close are one limit (see binding_bound)
 CPU_SATURATED = 0.9  # a process at >= 90 % of one core is CPU-bound, whatever the other bounds say
 EXPLAINS = 0.25  # a ceiling within 25 % of the measured rate explains it; further off, the row is unexplained
@@ -52,11 +52,13 @@ def bounds(
     raw_tcp_bytes_per_s: float | None = None,
     window_rtt_s: float | None = None,
     server_turnaround_s: float | None = None,
+    server_cores: float | None = None,
 ) -> list[Bound]:
     """Every ceiling the inputs allow, in LABELS order; absent inputs drop their bound.
 
     client_cpu/server_cpu are process CPU seconds / wall seconds (1.0 = one full core); the cpu bound
-    scales the measured rate to one full core of the busier process, so it needs `measured_bytes_per_s`.
+    scales the measured rate to one full core of the busier process (to `server_cores` on the server, its CPU
+    cap where one is set), so it needs `measured_bytes_per_s`.
     `raw_tcp_bytes_per_s` is the raw TCP rate measured the same way; the lower of it and the link is the rate B a
     request serialises at. `window_rtt_s` is the RTT the window was seen under (under load), `rtt_s` the
     idle one; `server_turnaround_s` the server's time per request, where it was measured.
@@ -82,7 +84,7 @@ def bounds(
                 f"SSH window {format_bytes(ssh_window_bytes)} / {format_ms(rtt)}",
             )
         )
-    cpu = _cpu_bound(client_cpu, server_cpu, measured_bytes_per_s)
+    cpu = _cpu_bound(client_cpu, server_cpu, measured_bytes_per_s, server_cores)
     if cpu is not None:
         found.append(cpu)
     return found
@@ -203,9 +205,11 @@ def bounds_from_details(
     raw_tcp_bytes_per_s: float | None = None,
     window_rtt_s: float | None = None,
     server_turnaround_s: float | None = None,
+    server_cores: float | None = None,
 ) -> list[Bound]:
     """`bounds` fed with what a client reports: its request size and depth, its SSH window."""
     return bounds(
+        server_cores=server_cores,
         raw_tcp_bytes_per_s=raw_tcp_bytes_per_s,
         window_rtt_s=window_rtt_s,
         server_turnaround_s=server_turnaround_s,
@@ -221,19 +225,128 @@ def bounds_from_details(
     )
 
 
-def _cpu_bound(client_cpu: float | None, server_cpu: float | None, measured_bytes_per_s: float | None) -> Bound | None:
-    sides = [(name, f) for name, f in (("client", client_cpu), ("server", server_cpu)) if f is not None and f > 0]
+def _cpu_bound(
+    client_cpu: float | None,
+    server_cpu: float | None,
+    measured_bytes_per_s: float | None,
+    server_cores: float | None = None,
+) -> Bound | None:
+    # Each side's share of the cores it may use: one core, or the server's CPU cap where one is set.
+    cap = server_cores if server_cores and server_cores > 0 else None
+    sides = [
+        (name, f, cores)
+        for name, f, cores in (("client", client_cpu, 1.0), ("server", server_cpu, cap or 1.0))
+        if f is not None and f > 0
+    ]
     if not sides or not measured_bytes_per_s or measured_bytes_per_s <= 0:
         return None
-    name, fraction = max(sides, key=lambda side: side[1])
-    # A process already at (or past, if multi-threaded) a full core cannot go faster: the bound is the rate seen.
-    scale = min(fraction, 1.0)
+    name, fraction, cores = max(sides, key=lambda side: side[1] / side[2])
+    # A process already at (or past, if multi-threaded) all it may use cannot go faster: the bound is the rate seen.
+    scale = min(fraction / cores, 1.0)
+    capped = f" (its cap {cores:g} core)" if name == "server" and cap is not None else ""
     return Bound(
         "cpu",
         measured_bytes_per_s / scale,
-        f"{name} CPU {fraction * 100:.0f} % of a core",
-        saturated=fraction >= CPU_SATURATED,
+        f"{name} CPU {fraction * 100:.0f} % of a core{capped}",
+        saturated=fraction / cores >= CPU_SATURATED,
     )
+
+
+# --- The crypto ceiling: what SMB's signing or encryption lets a host's CPU carry ---
+CRYPTO_SHARE = 0.25  # crypto at least this share of a host's CPU per byte names that CPU's limit after it
+# The algorithm a session uses when the client cannot say: SMB 2.x signs with HMAC-SHA256, 3.0 and 3.0.2 with
+# AES-128-CMAC and encrypt with AES-128-CCM; 3.1.1 negotiates both, and CMAC and GCM are what Samba and the
+# usual clients pick when both offer them.
+_SIGNING_BY_DIALECT = {"2.0.2": "HMAC-SHA256", "2.1": "HMAC-SHA256", "3.0": "AES-128-CMAC", "3.0.2": "AES-128-CMAC"}
+_CIPHER_BY_DIALECT = {"3.0": "AES-128-CCM", "3.0.2": "AES-128-CCM", "3.1.1": "AES-128-GCM"}
+_SIGNING_BY_DIALECT["3.1.1"] = "AES-128-CMAC"
+
+
+@dataclass(frozen=True)
+class CryptoUse:
+    """What an SMB row's messages pay for: "signing" or "encryption" with `algorithm`."""
+
+    what: str
+    algorithm: str
+    assumed: bool = False  # the client did not say: the dialect's usual algorithm
+
+
+@dataclass(frozen=True)
+class CryptoSide:
+    """One host's part of the crypto ceiling."""
+
+    name: str  # "client" or "server"
+    cores: float  # the cores its crypto can use
+    crypto_cpu_s_per_byte: float  # the algorithm's cost there, measured at the run's start
+    cpu_s_per_byte: float | None = None  # all that host's CPU per byte copied, where measured
+    cpu_fraction: float | None = None  # its CPU seconds per wall second during the copies
+
+
+def crypto_in_use(details: ClientDetails) -> CryptoUse | None:
+    """The signing or encryption an SMB row's messages pay for; None when neither, or when it cannot be told.
+
+    An encrypted message is not signed as well: SMB 3's transform header authenticates it with the cipher
+    (CCM and GCM are authenticated encryption), so encryption costs only its cipher."""
+    dialect = _dialect(details.dialect)
+    if details.encryption:
+        if details.encryption_cipher:
+            return CryptoUse("encryption", details.encryption_cipher)
+        assumed = _CIPHER_BY_DIALECT.get(dialect or "")
+        return CryptoUse("encryption", assumed, True) if assumed else None
+    if details.signing:
+        if details.signing_algorithm:
+            return CryptoUse("signing", details.signing_algorithm)
+        assumed = _SIGNING_BY_DIALECT.get(dialect or "")
+        return CryptoUse("signing", assumed, True) if assumed else None
+    return None
+
+
+def _dialect(text: str | None) -> str | None:
+    """'3.1.1' from '3.1.1', 'SMB 3.1.1' or 'SMB3_11'."""
+    if not text:
+        return None
+    digits = "".join(ch for ch in text if ch.isdigit())
+    known = {"202": "2.0.2", "210": "2.1", "21": "2.1", "300": "3.0", "30": "3.0", "302": "3.0.2", "311": "3.1.1"}
+    return known.get(digits)
+
+
+def crypto_bound(use: CryptoUse, sides: Sequence[CryptoSide]) -> Bound | None:
+    """The rate `use`'s algorithm lets the host that limits carry: its cores over its CPU per byte.
+
+    On a host whose CPU per byte was measured for the copies and is at least CRYPTO_SHARE crypto, that is the whole
+    of it (the algorithm plus the rest that host does per byte: the cpu ceiling made exact, and named for what
+    weighs in it); saturated when the host used at least CPU_SATURATED of its cores. Elsewhere it is the algorithm
+    alone, a looser ceiling (the host does more than crypto per byte). A copy that beats it means the algorithm
+    costs less there than it did here with OpenSSL, or more cores do it than the model gives (see cryptocost)."""
+    from workbench.shared.cryptocost import ns_per_byte
+
+    name = f"{use.what} ({use.algorithm}{', assumed from the dialect' if use.assumed else ''})"
+    found: list[Bound] = []
+    for side in sides:
+        crypto, whole = side.crypto_cpu_s_per_byte, side.cpu_s_per_byte
+        if crypto <= 0 or side.cores <= 0:
+            continue
+        cores = f"{side.cores:g} core"
+        if whole is not None and whole >= crypto >= CRYPTO_SHARE * whole:
+            busy = side.cpu_fraction is not None and side.cpu_fraction >= CPU_SATURATED * side.cores
+            found.append(
+                Bound(
+                    "crypto",
+                    side.cores / whole,
+                    f"{side.name} {cores} / {ns_per_byte(whole)}, {ns_per_byte(crypto)} of it {name}"
+                    f" ({crypto / whole:.0%})",
+                    saturated=busy,
+                )
+            )
+        else:
+            found.append(Bound("crypto", side.cores / crypto, f"{side.name} {cores} / {name} {ns_per_byte(crypto)}"))
+    return min(found, key=lambda b: b.bytes_per_s) if found else None
+
+
+def crypto_side(explanation: str) -> str | None:
+    """The host ("client" or "server") a crypto ceiling's explanation (as crypto_bound writes it) names first."""
+    first = explanation.split(" ", 1)[0]
+    return first if first in ("client", "server") else None
 
 
 def binding_bound(found: Sequence[Bound]) -> Bound | None:
@@ -244,7 +357,12 @@ def binding_bound(found: Sequence[Bound]) -> Bound | None:
     """
     saturated = [b for b in found if b.saturated]
     if saturated:
-        return min(saturated, key=lambda b: b.bytes_per_s)
+        lowest_busy = min(saturated, key=lambda b: b.bytes_per_s)
+        # A full CPU that is mostly crypto is named for the crypto (the same limit, seen with its cause).
+        crypto = next((b for b in saturated if b.label == "crypto"), None)
+        if crypto is not None and crypto.bytes_per_s <= lowest_busy.bytes_per_s * (1 + TIE):
+            return crypto
+        return lowest_busy
     others = [b for b in found if b.label != "cpu"]
     if not others:
         return None

@@ -18,7 +18,10 @@ from workbench.core.ceiling import (
     EXPLAINS,
     UNEXPLAINED,
     Bound,
+    CryptoSide,
     bounds_from_details,
+    crypto_bound,
+    crypto_in_use,
     explaining_bound,
     format_bound,
     format_ms,
@@ -33,6 +36,8 @@ from workbench.core.results import Baseline, Explanation, Result, RowExplanation
 from workbench.core.verdict import verdict, verdict_notes
 from workbench.protocols import exchanges
 from workbench.protocols.exchanges import COUNTED_FILE_BYTES
+from workbench.shared import cryptocost
+from workbench.shared.cryptocost import CryptoCosts
 from workbench.shared.triage import TcpTriage
 from workbench.shared.wire import RowWire, overhead_notes
 
@@ -120,6 +125,40 @@ def _per_file_ceiling(
     return with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound
 
 
+@dataclasses.dataclass(frozen=True)
+class _CryptoCosts:
+    """What the crypto ceiling needs of the run: each host's measured costs and the server's cap."""
+
+    client: CryptoCosts | None
+    server: CryptoCosts | None
+    server_cap_cores: float | None
+
+
+def _crypto_ceiling(row: Result, costs: _CryptoCosts) -> Bound | None:
+    """The crypto ceiling of a signed or encrypted SMB row, from both hosts' measured costs per byte.
+
+    The client does its crypto in one process on one core (smbprotocol and pysmb in Python's one thread, smbclient
+    in its one process). So does the server: smbd forks one process per client, hands a client's further
+    multichannel connections to that same process, and signs and encrypts in its main thread (its thread pool only
+    reads and writes files), so it uses one core at most, or its cap when that is less."""
+    use = crypto_in_use(row.details)
+    if use is None or row.bytes <= 0:
+        return None
+    server_cores = min(costs.server_cap_cores, 1.0) if costs.server_cap_cores else 1.0
+    sides = []
+    for name, measured, cores, attr in (
+        ("client", costs.client, 1.0, "client_cpu_s"),
+        ("server", costs.server, server_cores, "server_cpu_s"),
+    ):
+        per_byte = measured.of(use.algorithm) if measured is not None else None
+        if per_byte is None:
+            continue  # not known there (a stock server, an algorithm not measured): no ceiling from that host
+        cpu_s = _median_cpu_s(row, attr)
+        whole = cpu_s / row.bytes if cpu_s else None
+        sides.append(CryptoSide(name, cores, per_byte, whole, _cpu_fraction(row, attr)))
+    return crypto_bound(use, sides)
+
+
 # What a beaten ceiling's model leaves out, by label.
 _MISSING = {
     "per-file": "exchanges the client overlaps (its counted pattern is stale: bench/count_exchanges.py)",
@@ -129,6 +168,7 @@ _MISSING = {
     "link": "a link faster than its measured goodput",
     "raw-tcp": "a path faster than the raw-TCP probe reached (the probe fell short of it)",
     "cpu": "nothing: a CPU ceiling is scaled from the measured rate",
+    "crypto": "crypto cheaper there than OpenSSL's was here (another library, or the kernel's), or more cores doing it",
 }
 
 
@@ -193,10 +233,12 @@ def explain(run: Run, host: str) -> Explanation:
     rtt_s = run.baseline.rtt_ms / 1e3 if run.baseline.rtt_ms else None
     # The link bound is the TCP goodput the link can carry this way (rate less framing and headers), not its rate.
     costs, notes_on_costs = _fixed_costs(run.results)
+    cap = cryptocost.server_cpu_cap_cores(run.link, run.meta)
+    crypto = _CryptoCosts(cryptocost.from_run(run.meta, "client"), cryptocost.from_run(run.meta, "server"), cap)
     rows: list[RowExplanation] = []
     for index, row in enumerate(run.results):
         link_bytes_per_s = link_goodput_bytes_per_s(run.link, row.direction)
-        rows.append(_explain_row(row, run.baseline, link_bytes_per_s, rtt_s, costs.get(index)))
+        rows.append(_explain_row(row, run.baseline, link_bytes_per_s, rtt_s, costs.get(index), crypto))
     notes: list[str] = []
     cpu_rows = sum(why.bound == "cpu" for why in rows)
     loopback = _is_loopback(host)
@@ -236,7 +278,12 @@ def _row_wire(row: Result) -> RowWire:
 
 
 def _explain_row(
-    row: Result, base: Baseline, link_bytes_per_s: float | None, rtt_s: float | None, cost: fixedcost.FixedCost | None
+    row: Result,
+    base: Baseline,
+    link_bytes_per_s: float | None,
+    rtt_s: float | None,
+    cost: fixedcost.FixedCost | None,
+    crypto: _CryptoCosts | None = None,
 ) -> RowExplanation:
     median = row.median_bytes_per_s
     if not median:
@@ -258,7 +305,11 @@ def _explain_row(
         client_cpu=_cpu_fraction(row, "client_cpu_s"),
         server_cpu=_cpu_fraction(row, "server_cpu_s"),
         measured_bytes_per_s=median,
+        server_cores=crypto.server_cap_cores if crypto is not None else None,
     )
+    crypto_ceiling = _crypto_ceiling(row, crypto) if crypto is not None else None
+    if crypto_ceiling is not None:
+        found.append(crypto_ceiling)
     path_bytes_per_s = path_rate(link_bytes_per_s, tcp)
     if cost is not None:
         found = [with_fixed_cost(b, cost.fixed_s, row.bytes) for b in found]

@@ -14,8 +14,16 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workbench.core.ceiling import UNEXPLAINED, format_bytes, format_ms, link_goodput_bytes_per_s
+from workbench.core.ceiling import (
+    UNEXPLAINED,
+    crypto_in_use,
+    crypto_side,
+    format_bytes,
+    format_ms,
+    link_goodput_bytes_per_s,
+)
 from workbench.core.results import Result, RowExplanation, Run
+from workbench.shared import cryptocost
 from workbench.shared.triage import TcpTriage
 
 REACHES = 0.9  # a copy at >= 90 % of raw TCP the same way reaches it
@@ -37,6 +45,7 @@ _BOUND_CAUSE = {
     "raw-tcp": "the network path",
     "window": "the TCP window",
     "ssh-window": "the SSH channel window, a client limit",
+    "crypto": "SMB signing or encryption on a host's CPU",
 }
 
 
@@ -284,6 +293,28 @@ def _worst(measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
     )
 
 
+def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
+    """When SMB signing or encryption is a row's limit: what it costs the host that limits, per 100 MB/s (the
+    row furthest below raw TCP among such rows)."""
+    held = [(r, w) for r, w in measured if w.bound == "crypto"]
+    if not held:
+        return None
+    row, why = min(held, key=lambda item: item[1].pct_of_tcp if item[1].pct_of_tcp is not None else 100.0)
+    use = crypto_in_use(row.details)
+    side = crypto_side(_binding(why) or "")
+    costs = cryptocost.from_run(run.meta, side) if side else None
+    per_byte = costs.of(use.algorithm) if costs is not None and use is not None else None
+    if use is None or side is None or per_byte is None:
+        return None
+    cap = cryptocost.server_cpu_cap_cores(run.link, run.meta) if side == "server" else None
+    whose = f"the server's CPU (capped at {cap:g} core)" if cap else f"the {side}'s CPU"
+    return (
+        f"SMB {use.what} ({use.algorithm}) costs the {side} {per_byte * 1e8:.2g} core per 100 MB/s: "
+        f"{row.label} {row.direction} {row.file_set} is held at {(row.median_bytes_per_s or 0) / 1e6:,.1f} MB/s by "
+        f"{whose}, not the network."
+    )
+
+
 # The causes a user or a client's author can change, by binding ceiling: what changing them means.
 _FIXABLE = {
     "requests": "requests in flight: a deeper queue of read/write requests",
@@ -333,6 +364,9 @@ def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False)
     worst = _worst(measured)
     if worst:
         said.append(worst)
+    crypto = _crypto(run, measured)
+    if crypto:
+        said.append(crypto)
     advice = _advice(run, measured, short=True)
     fixable = advice[0] if advice else _fixable(measured, _heavy_fixed(measured))
     if fixable:
