@@ -113,11 +113,42 @@ def _side_note(row: Result | None, run_id: int | None) -> str | None:
     return f"failed in {name}: {reason[0]}" if reason else f"no good copy in {name}"
 
 
+def _flag(value: bool | None) -> str:
+    return "not known" if value is None else ("on" if value else "off")
+
+
+def _session_note(before: Result | None, after: Result | None, change: Change) -> str | None:
+    """What an SMB row's two sessions negotiated differently (dialect, signing, encryption and their algorithms):
+    the likely cause of a change beyond noise, and worth saying beside one within it too."""
+    if before is None or after is None:
+        return None
+    a, b = before.details, after.details
+    found = []
+    if a.dialect and b.dialect and a.dialect != b.dialect:
+        found.append(f"dialect {a.dialect} → {b.dialect}")
+    for what, on_a, on_b, alg_a, alg_b in (
+        ("signing", a.signing, b.signing, a.signing_algorithm, b.signing_algorithm),
+        ("encryption", a.encryption, b.encryption, a.encryption_cipher, b.encryption_cipher),
+    ):
+        if on_a is None and on_b is None:
+            continue
+        if on_a != on_b:
+            used = alg_b if on_b else alg_a
+            found.append(f"{what} {_flag(on_a)} → {_flag(on_b)}" + (f" ({used})" if used else ""))
+        elif on_a and alg_a and alg_b and alg_a != alg_b:
+            found.append(f"{what} {alg_a} → {alg_b}")
+    if not found:
+        return None
+    moved = change.verdict in (FASTER, SLOWER)
+    return f"{'; '.join(found)}: {'the likely cause' if moved else 'no change beyond noise with it'}"
+
+
 def _row_change(before: Result | None, after: Result | None, before_id: int | None, after_id: int | None) -> RowChange:
     shown = after if after is not None else before
     assert shown is not None  # a row is in at least one run
     change = compare_rates(_rates(before), _rates(after), confidence=CONFIDENCE, min_change=MIN_CHANGE)
-    notes = tuple(n for n in (_side_note(before, before_id), _side_note(after, after_id)) if n)
+    session = _session_note(before, after, change)
+    notes = tuple(n for n in (_side_note(before, before_id), _side_note(after, after_id), session) if n)
     return RowChange(
         client=shown.label,
         direction=shown.direction,
@@ -295,6 +326,32 @@ _PLAN_KEYS: tuple[tuple[str, Callable[[Any], str]], ...] = (
 )
 
 
+# What the SMB client options and the lab's SMB server ask of a session, and the server host's CPU cap: they move
+# SMB rows (and the cap every row the server's CPU bounds) without the network changing.
+_SMB_PLAN_KEYS = (
+    ("smb_signing", "client signing"),
+    ("smb_encryption", "client encryption"),
+    ("smb_max_dialect", "client highest dialect"),
+)
+
+
+def _smb_warnings(before: Run, after: Run) -> list[str]:
+    plan_a, plan_b = _mapping(before.meta.get("plan")), _mapping(after.meta.get("plan"))
+    found = [
+        f"{what} {_show(plan_a[key])} → {_show(plan_b[key])}"
+        for key, what in _SMB_PLAN_KEYS
+        if key in plan_a and key in plan_b and _show(plan_a[key]) != _show(plan_b[key])
+    ]
+    # compared only where both lab links have the key (an older run may not know the setting); None is a value
+    link_a, link_b = _mapping(before.link), _mapping(after.link)
+    for key, what in (("smb_server", "lab SMB server"), ("server_cpu_cap_cores", "server CPU cap (cores)")):
+        if key in link_a and key in link_b and _show(link_a[key]) != _show(link_b[key]):
+            found.append(f"{what} {_show(link_a[key])} → {_show(link_b[key])}")
+    if not found:
+        return []
+    return [f"the SMB settings differ ({'; '.join(found)}): rows that moved with them moved for that, not the network."]
+
+
 def _plan_warnings(before: Run, after: Run) -> list[str]:
     a, b = _mapping(before.meta.get("plan")), _mapping(after.meta.get("plan"))
     found = [
@@ -318,6 +375,7 @@ def run_warnings(before: Run, after: Run) -> list[str]:
         *_far_host_warnings(before, after),
         *_host_warnings(before, after),
         *_plan_warnings(before, after),
+        *_smb_warnings(before, after),
     ]
 
 
