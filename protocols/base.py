@@ -63,6 +63,10 @@ class ClientOptions:
     # most 8 bytes, in clear on the wire; only when the user asks for it) or "guest" (No User Authent).
     afp_login: str = "secure"
     requests_in_flight: int = 4  # read/write requests a pipelining client (AFP) keeps outstanding
+    # SMB's client side (protocols/smb_options.py); None everywhere: the client's own default.
+    smb_signing: str | None = None  # "off", "on" or "required"
+    smb_encryption: str | None = None  # "off" or "required"
+    smb_max_dialect: str | None = None  # the highest dialect offered, e.g. "3.0.2"
 
 
 @dataclass(frozen=True)

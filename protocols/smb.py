@@ -23,6 +23,8 @@ from workbench.protocols.base import (
     listed_name,
 )
 from workbench.protocols.details import ClientDetails
+from workbench.protocols.smb_negotiated import from_pysmb, merge
+from workbench.protocols.smb_options import cannot
 from workbench.shared.errors import (
     AuthError,
     NetworkError,
@@ -42,7 +44,9 @@ STATUS_OBJECT_PATH_SYNTAX_BAD = 0xC000003B
 STATUS_BAD_NETWORK_NAME = 0xC00000CC
 STATUS_DIRECTORY_NOT_EMPTY = 0xC0000101
 _NOT_FOUND = {STATUS_OBJECT_NAME_NOT_FOUND, STATUS_OBJECT_PATH_NOT_FOUND}
-_DIALECTS = {0x0202: "2.0.2", 0x0210: "2.1", 0x0300: "3.0", 0x0302: "3.0.2", 0x0311: "3.1.1"}
+# smb_signing -> pysmb's sign_options (smb.base.SMB): never; whenever the server allows; only when it requires.
+# pysmb cannot insist on signing, so "required" signs whenever allowed and connect() refuses an unsigned session.
+_PYSMB_SIGNING = {"off": 0, "on": 1, "required": 1, None: 2}
 FILE_ATTRIBUTE_DIRECTORY = 0x10
 FILE_ATTRIBUTE_REPARSE_POINT = 0x400  # a symlink, junction or mount point, as Windows and macOS servers show one
 # CREATE options and access for deleting one entry (MS-SMB2 2.2.13)
@@ -411,8 +415,16 @@ class PysmbClient(Client):
         return f"{self.target.host}:{self.target.port('smb')}"
 
     def connect(self) -> None:
+        self._refuse_what_pysmb_cannot()
         creds = self.target.credentials
-        conn = _connection_class()(creds.user, creds.password, "workbench", self.target.host, is_direct_tcp=True)
+        conn = _connection_class()(
+            creds.user,
+            creds.password,
+            "workbench",
+            self.target.host,
+            sign_options=_PYSMB_SIGNING[self.options.smb_signing],
+            is_direct_tcp=True,
+        )
         try:
             # pysmb's timeout bounds the TCP connect and each reply of the login alike (replies take ms)
             ok = self._call(
@@ -427,7 +439,15 @@ class PysmbClient(Client):
                 f"SMB login as {creds.user!r} refused by {self._where}",
                 "check the user and password (the server's credentials file)",
             )
+        if self.options.smb_signing == "required" and not conn.is_signing_active:
+            conn.close()
+            raise cannot("pysmb", "require signing here: the server does not offer it", "use smb_signing on or off")
         self._conn = conn
+
+    def _refuse_what_pysmb_cannot(self) -> None:
+        """pysmb speaks SMB 2.0.2 at most (so any highest dialect suits it) and has no encryption."""
+        if self.options.smb_encryption == "required":
+            raise cannot("pysmb", "encrypt: it speaks SMB 2.0.2, which has none", "use smbprotocol or smbclient")
 
     def _call(self, fn: Any, *args: Any, what: str = "connecting", **kwargs: Any) -> Any:
         """Run one pysmb call, translating its exceptions at this boundary."""
@@ -546,18 +566,13 @@ class PysmbClient(Client):
         if conn is None:
             # SMB 2.0.2 has no multi-credit requests
             return ClientDetails(requests_in_flight=1, timed_includes_setup=False, request_bytes=64 * 1024)
-        revision = getattr(conn, "dialect_revision", None)
         # pysmb reads with max_read_size and writes with max_write_size, one request at a time.
-        return ClientDetails(
+        info = ClientDetails(
             requests_in_flight=1,
             timed_includes_setup=False,
-            dialect=_DIALECTS.get(revision, f"0x{revision:04x}") if revision else "1.0",
             request_bytes=min(conn.max_read_size, conn.max_write_size),
-            read_bytes=conn.max_read_size,
-            write_bytes=conn.max_write_size,
-            signing=bool(conn.is_signing_active),
-            encryption=False,
         )
+        return merge(info, from_pysmb(conn, client_requires_signing=self.options.smb_signing == "required"))
 
 
 class _PysmbTree:

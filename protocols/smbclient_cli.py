@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from workbench.protocols.base import Client, FileCopy, Progress
+from workbench.protocols.base import Client, ClientOptions, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.process import Completed, run_native
 from workbench.protocols.smb import share_path
+from workbench.protocols.smb_negotiated import SAMBA_PROTOCOLS, from_smbclient_output, merge
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError
 
 BINARY = "smbclient"
@@ -60,6 +61,7 @@ class SmbclientClient(Client):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._dir: Path | None = None
+        self._negotiated = ClientDetails()
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -85,6 +87,7 @@ class SmbclientClient(Client):
             with os.fdopen(fd, "w") as fh:
                 fh.write(f"username = {creds.user}\npassword = {creds.password}\n")
             self._run([], what="logging in", total=0)
+            self._negotiated = self._negotiation()
         except BaseException:
             self.close()
             raise
@@ -101,11 +104,27 @@ class SmbclientClient(Client):
             self._dir = None
 
     def details(self) -> ClientDetails:
-        # smbclient negotiates SMB3_11 and pipelines large reads/writes itself, so no request-bound ceiling;
-        # with client defaults it signs only the session setup (smbstatus: "partial(AES-128-GMAC)").
-        return ClientDetails(timed_includes_setup=True, dialect="3.1.1", signing=False, encryption=False)
+        # smbclient pipelines large reads/writes itself, so no request-bound ceiling; what it negotiated comes
+        # from its own debug output at login (with client defaults it signs only the session setup).
+        return merge(ClientDetails(timed_includes_setup=True), self._negotiated)
 
-    def _argv(self) -> list[str]:
+    def _negotiation(self) -> ClientDetails:
+        """One more login, untimed, at debug level 10 with one command on the tree (`volume`): the dialect and
+        whether the session's own messages are signed or encrypted. Only the lines the reader matches are
+        used; the rest (authentication exchanges among them) is dropped here, never kept or shown."""
+        argv = self._argv(debug_level=10)
+        done = run_native(
+            argv,
+            progress=lambda n: None,
+            total_bytes=0,
+            timeout=self._time_bound(0),
+            stdin_text="volume\n",
+        )
+        if done.returncode != 0:
+            return ClientDetails()  # the login that counts already passed: the figures are just not known
+        return from_smbclient_output(done.stderr, self.options.smb_signing, self.options.smb_encryption)
+
+    def _argv(self, debug_level: int = 0) -> list[str]:
         return [
             BINARY,
             f"//{self.target.host}/{self.target.share}",
@@ -116,10 +135,11 @@ class SmbclientClient(Client):
             "-s",
             "/dev/null",  # no system smb.conf: the same client defaults on every host
             "-d",
-            "0",  # only errors: a line per file would fill the output pipe on large sets
+            str(debug_level),  # 0, only errors, for copies: a line per file would fill the output pipe on large sets
             "-q",
             "-t",
             str(max(1, round(self.options.stall_timeout_s))),  # per-operation timeout: a stalled server fails the batch
+            *_protection_options(self.options),
         ]
 
     def _run(
@@ -217,6 +237,25 @@ class SmbclientClient(Client):
             self._run(
                 commands, what=f"creating {remote_dir}", total=0, ignore=frozenset({"NT_STATUS_OBJECT_NAME_COLLISION"})
             )
+
+
+# smb_signing -> Samba's `client signing`: never, whenever the server allows (desired), or insist.
+_SIGNING = {"off": "off", "on": "desired", "required": "required"}
+# smb_max_dialect -> Samba's protocol names for `client max protocol`.
+_PROTOCOLS = {dialect: name for name, dialect in SAMBA_PROTOCOLS.items()}
+
+
+def _protection_options(options: ClientOptions) -> list[str]:
+    """smbclient's --option arguments for the user's signing, encryption and highest dialect (none: its
+    defaults, which sign and encrypt only what the server requires and offer up to SMB 3.1.1)."""
+    said = []
+    if options.smb_signing is not None:
+        said.append(f"--option=client signing={_SIGNING[options.smb_signing]}")
+    if options.smb_encryption is not None:
+        said.append(f"--option=client smb encrypt={options.smb_encryption}")
+    if options.smb_max_dialect is not None:
+        said.append(f"--option=client max protocol={_PROTOCOLS[options.smb_max_dialect]}")
+    return said
 
 
 class _LocalFileProgress:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from workbench.protocols.base import Client, FileCopy, Progress, call_translating
+from workbench.protocols.base import Client, ClientOptions, FileCopy, Progress, call_translating
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.smb import (
     SHARE_ALL,
@@ -36,7 +36,7 @@ from workbench.protocols.smb import (
     share_path,
 )
 from workbench.protocols.smb_fastpath import FastPath, read_all, read_payload, size_of
-from workbench.protocols.smb_negotiated import dialect_name, from_smbprotocol, merge
+from workbench.protocols.smb_negotiated import DIALECTS, dialect_name, from_smbprotocol, merge
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 DEPTH = 4  # requests kept in flight per file
@@ -78,18 +78,24 @@ class SmbprotocolClient(Client):
         from smbprotocol.tree import TreeConnect
 
         creds = self.target.credentials
-        conn = Connection(uuid.uuid4(), self.target.host, self.target.port("smb"), require_signing=True)
+        signing, encryption, dialect = _chosen(self.options)
+        # The library signs only what it requires: "on" (sign when the server allows) is "required" here,
+        # and the row's negotiated figures say so. Its default (None) is required too: Samba insists.
+        conn = Connection(uuid.uuid4(), self.target.host, self.target.port("smb"), require_signing=signing != "off")
         # The reader thread pings after this much silence and gives up after twice it: bounds every wait.
         conn._receive_timeout = max(1, int(self.options.stall_timeout_s))
         self._conn = conn
         try:
-            self._guard(conn.connect, timeout=self.options.connect_timeout_s, what="connecting")
+            self._guard(conn.connect, dialect, timeout=self.options.connect_timeout_s, what="connecting")
             # smbprotocol's socket blocks with no timeout: a server that stops reading would hold a send
             # forever. A send timeout (the receive side has the reader thread's) makes it fail instead.
             seconds = max(1, int(self.options.stall_timeout_s))
             conn.transport._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, 0))
-            # Encryption off: the rows measure the transport; signing stays on because Samba insists.
-            session = Session(conn, creds.user, creds.password, require_encryption=False, auth_protocol="ntlm")
+            # Encryption off unless asked for: the rows measure the transport (a server that requires it still
+            # gets it, and the row's negotiated figures say so).
+            session = Session(
+                conn, creds.user, creds.password, require_encryption=encryption == "required", auth_protocol="ntlm"
+            )
             self._guard(session.connect, what=f"logging in as {creds.user!r}")
             self._session = session
             tree = TreeConnect(session, rf"\\{self.target.host}\{self.target.share}")
@@ -124,7 +130,7 @@ class SmbprotocolClient(Client):
                 multi_credit=bool(conn.supports_multi_credit),
                 zero_copy=self._fast is not None,
             )
-        return merge(info, from_smbprotocol(conn, self._session, credits=self.depth))
+        return merge(info, from_smbprotocol(conn, self._session, self._tree, credits=self.depth))
 
     def _request_size(self, negotiated: int) -> int:
         size = min(MAX_REQUEST, negotiated)
@@ -506,6 +512,16 @@ class SmbprotocolClient(Client):
             return self._fast.send_write(handle.file_id, offset, data, charge, self._ask(charge))
         message, _ = handle.write(bytes(data), offset, send=False)
         return self._send(message, charge)
+
+
+def _chosen(options: ClientOptions) -> tuple[str | None, str | None, int | None]:
+    """The user's signing and encryption words, and the dialect revision to offer (None: the library's newest).
+
+    smbprotocol offers either every dialect or exactly one: a highest dialect is offered alone, so a server
+    without it refuses the session rather than settling lower."""
+    dialect = options.smb_max_dialect
+    revision = next((number for number, name in DIALECTS.items() if name == dialect), None)
+    return options.smb_signing, options.smb_encryption, revision
 
 
 def _create_args(write: bool) -> tuple[Any, ...]:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from workbench.core.plan import DIRECTIONS, Plan
 from workbench.core.settings import BY_NAME, SETTINGS, Setting, Settings, default, typed_value
-from workbench.protocols import registry
+from workbench.protocols import registry, smb_options
 from workbench.protocols.afp_wire import AFP_LOGINS
 from workbench.protocols.base import ClientOptions
 from workbench.shared import credentials as creds_mod
@@ -170,6 +170,14 @@ def check_afp_login(name: str) -> str:
     return name
 
 
+def _optional(
+    values: Mapping[str, Any], key: str, where: Callable[[str], str], check: Callable[[str], str]
+) -> str | None:
+    """A word setting whose absence means "the client's own default" (None), checked when given."""
+    given = values.get(key)
+    return None if given is None else named(where(key), check, str(given))
+
+
 def _plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) -> dict[str, Any]:
     """Every part of a Plan but the target, parsed and range-checked; `where(key)` names a value's source.
 
@@ -195,6 +203,9 @@ def _plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) 
         stall_timeout_s=float(_given(values, "stall_timeout")),
         afp_login=named(where("afp_login"), check_afp_login, str(_given(values, "afp_login"))),
         requests_in_flight=int(_given(values, "requests_in_flight")),
+        smb_signing=_optional(values, "smb_signing", where, smb_options.check_signing),
+        smb_encryption=_optional(values, "smb_encryption", where, smb_options.check_encryption),
+        smb_max_dialect=_optional(values, "smb_max_dialect", where, smb_options.check_dialect),
     )
     return {
         "entries": tuple(named(where("protocols"), _protocols, _text(_given(values, "protocols")))),

@@ -1,0 +1,343 @@
+"""The readers of what an SMB session negotiated: the kernel's /proc/fs/cifs/DebugData and Stats, macOS's
+`smbutil statshares -f json`, smbclient's debug output, and the one-line note a row shows.
+
+The DebugData samples follow the seq_printf formats of the kernel's fs/smb/client/cifs_debug.c: a 6.x kernel
+(three credit counts, the negotiated cipher line) and a 5.x one (one credit count, no cipher line). The smbutil
+samples carry the keys and values smbutil's statshares.c writes with -f json (null for "off").
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.protocols.details import ENCRYPTION_CIPHERS, SIGNING_ALGORITHMS, ClientDetails
+from workbench.protocols.smb_negotiated import (
+    from_cifs_debugdata,
+    from_smbclient_output,
+    from_smbutil_json,
+    max_in_flight_from_cifs_stats,
+    merge,
+    negotiated_note,
+    sizes_from_cifs_mount_options,
+)
+
+DEBUGDATA_6X = """Display Internal CIFS Data Structures for Debugging
+---------------------------------------------------
+CIFS Version 2.47
+Features: DFS,FSCACHE,STATS2,DEBUG,ALLOW_INSECURE_LEGACY,CIFS_POSIX,UPCALL(SPNEGO),XATTR,ACL,WITNESS
+CIFSMaxBufSize: 16384
+Active VFS Requests: 1
+
+Servers:
+1) ConnectionId: 0x1 Hostname: 10.99.0.2
+ClientGUID: 5F3C2A10-8E11-4A5B-9C77-1D2E3F405162
+Number of credits: 8059,1,1 Dialect 0x311 signed
+Server capabilities: 0x300067
+TCP status: 1 Instance: 1
+Local Users To Server: 1 SecMode: 0x3 Req On Wire: 7 Net namespace: 4026532281
+In Send: 1 In MaxReq Wait: 0
+Compression: no built-in support
+Encryption: Negotiated cipher (AES128-GCM)
+
+	Sessions:
+	1) Address: 10.99.0.2 Uses: 1 Capability: 0x300067	Session Status: 1
+	Security type: RawNTLMSSP  SessionId: 0x2d8a5f40 signed
+	User: 0 Cred User: 0
+
+	Shares:
+	0) IPC: \\\\10.99.0.2\\IPC$ Mounts: 1 DevInfo: 0x0 Attributes: 0x0
+	PathComponentMax: 0 Status: 1 type: 0 Serial Number: 0x0
+	Share Capabilities: None	Share Flags: 0x0
+	tid: 0x1	Maximal Access: 0x1f00a9
+
+	1) \\\\10.99.0.2\\workbench Mounts: 1 Type: NTFS DevInfo: 0x20 Attributes: 0x1006f
+	PathComponentMax: 255 Status: 1 type: DISK Serial Number: 0x9e1c3a55
+	Share Capabilities: None Aligned, Partition Aligned,	Share Flags: 0x800
+	tid: 0x5	Optimal sector size: 0x200	Maximal Access: 0x1f01ff
+
+	MIDs:
+--
+"""
+
+DEBUGDATA_5X_ENCRYPTED = """Display Internal CIFS Data Structures for Debugging
+---------------------------------------------------
+CIFS Version 2.28
+Features: DFS,FSCACHE,STATS,DEBUG,ALLOW_INSECURE_LEGACY,WEAK_PW_HASH,CIFS_POSIX,UPCALL(SPNEGO),XATTR,ACL
+CIFSMaxBufSize: 16384
+Active VFS Requests: 0
+
+Servers:
+1) ConnectionId: 0x3 Hostname: nas.local
+Number of credits: 512 Dialect 0x300
+TCP status: 1 Instance: 1
+Local Users To Server: 1 SecMode: 0x1 Req On Wire: 0
+In Send: 0 In MaxReq Wait: 0
+
+	Sessions:
+	1) Name: 192.168.1.20 Uses: 1 Capability: 0x300047	Session Status: 1
+	Security type: RawNTLMSSP  SessionId: 0x7a0c1d2e encrypted
+	User: 0 Cred User: 0
+
+	Shares:
+	0) IPC: \\\\nas.local\\IPC$ Mounts: 1 DevInfo: 0x0 Attributes: 0x0
+	PathComponentMax: 0 Status: 1 type: 0 Serial Number: 0x0 Encrypted
+
+	1) \\\\nas.local\\media Mounts: 1 Type: NTFS DevInfo: 0x20 Attributes: 0x1006f
+	PathComponentMax: 255 Status: 1 type: DISK Serial Number: 0x51e2a7b0 Encrypted
+
+	MIDs:
+--
+2) ConnectionId: 0x4 Hostname: 10.99.0.2
+Number of credits: 8190 Dialect 0x202
+TCP status: 1 Instance: 1
+Local Users To Server: 1 SecMode: 0x1 Req On Wire: 0
+In Send: 0 In MaxReq Wait: 0
+
+	Sessions:
+	1) Name: 10.99.0.2 Uses: 1 Capability: 0x300047	Session Status: 1
+	Security type: RawNTLMSSP  SessionId: 0x11
+	User: 0 Cred User: 0
+
+	Extra Channels: 1
+		Channel: 2 ConnectionId: 0x5
+		Number of credits: 8190 Dialect 0x202
+		TCP status: 1 Instance: 1
+		Local Users To Server: 1 SecMode: 0x1 Req On Wire: 0
+		In Send: 0 In MaxReq Wait: 0
+
+	Shares:
+	0) IPC: \\\\10.99.0.2\\IPC$ Mounts: 1 DevInfo: 0x0 Attributes: 0x0
+	PathComponentMax: 0 Status: 1 type: 0 Serial Number: 0x0
+
+	MIDs:
+--
+"""
+
+STATS = """Resources in use
+CIFS Session: 1
+Share (unique mount targets): 2
+SMB Request/Response Buffer: 1 Pool size: 5
+SMB Small Req/Resp Buffer: 1 Pool size: 30
+Operations (MIDs): 0
+
+0 session 0 share reconnects
+Total vfs operations: 97 maximum at one time: 2
+
+Max requests in flight: 3
+1) \\\\nas.local\\media
+SMBs: 20
+
+Max requests in flight: 16
+1) \\\\10.99.0.2\\workbench
+SMBs: 412
+"""
+
+
+def _smbutil(**overrides: object) -> str:
+    share: dict[str, object] = {
+        "share_name": "workbench",
+        "SERVER_NAME": "10.99.0.2",
+        "USER_ID": 501,
+        "SMB_NEGOTIATE": ["SMBV_NEG_SMB2_ENABLED", "SMBV_NEG_SMB3_ENABLED"],
+        "SMB_VERSION": "SMB_3.1.1",
+        "SMB_ENCRYPT_ALGORITHMS": [f"{c.replace('-', '_')}_ENABLED" for c in ENCRYPTION_CIPHERS],
+        "SMB_CURR_ENCRYPT_ALGORITHM": None,
+        "SMB_SIGNING_ALGORITHMS": ["AES_128_CMAC_ENABLED", "AES_128_GMAC_ENABLED"],
+        "SMB_CURR_SIGN_ALGORITHM": "AES-128-GMAC",
+        "SMB_SHARE_TYPE": "DISK",
+        "SIGNING_SUPPORTED": True,
+        "SIGNING_REQUIRED": False,
+        "CLIENT_REQUIRES_SIGNING": True,
+        "MULTI_CREDIT_SUPPORTED": True,
+        "MULTI_CHANNEL_SUPPORTED": True,
+        "ENCRYPTION_SUPPORTED": True,
+        "ENCRYPTION_REQUIRED": False,
+        "SIGNING_ON": True,
+        "SESSION_RECONNECT_TIME": "0:0",
+        "SESSION_RECONNECT_COUNT": 0,
+    }
+    share.update(overrides)
+    return json.dumps([share])
+
+
+def test_debugdata_of_a_6x_kernel_signed_session() -> None:
+    got = from_cifs_debugdata(DEBUGDATA_6X, host="10.99.0.2")
+    assert got.dialect == "3.1.1"
+    assert (got.signing, got.signing_required) == (True, True)
+    assert got.signing_algorithm is None  # the kernel does not print 3.1.1's signing algorithm
+    assert (got.encryption, got.encryption_required, got.encryption_cipher) == (False, False, None)
+    assert got.credits == 7  # the requests on the wire as the file was read
+    assert got.multichannel is False
+    assert got.negotiated_from == "/proc/fs/cifs/DebugData"
+
+
+def test_debugdata_as_the_kernel_prints_it_with_trailing_blanks() -> None:
+    # seq_printf leaves a blank at the end of several lines ("Hostname: %s ", "Servers: ")
+    text = DEBUGDATA_6X.replace("Hostname: 10.99.0.2\n", "Hostname: 10.99.0.2 \n").replace("Servers:", "Servers: ")
+    assert from_cifs_debugdata(text, host="10.99.0.2") == from_cifs_debugdata(DEBUGDATA_6X, host="10.99.0.2")
+    assert from_cifs_debugdata(text, host="10.99.0.2").dialect == "3.1.1"
+
+
+def test_debugdata_picks_the_server_by_host_and_reads_encryption() -> None:
+    nas = from_cifs_debugdata(DEBUGDATA_5X_ENCRYPTED, host="nas.local")
+    assert nas.dialect == "3.0"
+    assert (nas.encryption, nas.encryption_required, nas.encryption_cipher) == (True, True, "AES-128-CCM")
+    assert (nas.signing, nas.signing_required) == (False, False)
+    assert nas.credits is None  # nothing on the wire then: not a count of what the copy used
+    lab = from_cifs_debugdata(DEBUGDATA_5X_ENCRYPTED, host="10.99.0.2")
+    assert lab.dialect == "2.0.2"
+    assert lab.encryption is False
+    assert lab.multichannel is True  # one extra channel
+
+
+def test_debugdata_of_an_unknown_host_is_the_first_server_and_no_server_is_nothing() -> None:
+    assert from_cifs_debugdata(DEBUGDATA_5X_ENCRYPTED, host="elsewhere").dialect == "3.0"
+    assert from_cifs_debugdata("Display Internal CIFS Data Structures\n\nServers: \n\t[NONE]\n") == ClientDetails()
+
+
+def test_cifs_stats_give_the_most_requests_in_flight() -> None:
+    assert max_in_flight_from_cifs_stats(STATS) == 16
+    assert max_in_flight_from_cifs_stats("Resources in use\n") is None
+
+
+def test_cifs_mount_options_give_the_request_sizes() -> None:
+    options = "rw,relatime,vers=3.1.1,cache=none,username=u,uid=0,soft,rsize=4194304,wsize=1048576,actimeo=1"
+    got = sizes_from_cifs_mount_options(options)
+    assert (got.read_bytes, got.write_bytes) == (4 << 20, 1 << 20)
+    assert sizes_from_cifs_mount_options("rw,vers=3.0") == ClientDetails()
+
+
+def test_smbutil_signed_by_the_clients_requirement() -> None:
+    got = from_smbutil_json(_smbutil(), share="workbench")
+    assert got.dialect == "3.1.1"
+    assert (got.signing, got.signing_required, got.signing_algorithm) == (True, True, "AES-128-GMAC")
+    assert (got.encryption, got.encryption_required, got.encryption_cipher) == (False, False, None)
+    assert got.multichannel is None  # the server's capability is not the session's use
+    assert got.negotiated_from == "smbutil"
+
+
+def test_smbutil_encrypted_and_unsigned() -> None:
+    text = _smbutil(
+        SMB_CURR_ENCRYPT_ALGORITHM="AES-256-GCM",
+        SMB_CURR_SIGN_ALGORITHM=None,
+        SIGNING_ON=False,
+        CLIENT_REQUIRES_SIGNING=False,
+        ENCRYPTION_REQUIRED=True,
+    )
+    got = from_smbutil_json(text)
+    assert (got.encryption, got.encryption_required, got.encryption_cipher) == (True, True, "AES-256-GCM")
+    assert (got.signing, got.signing_required, got.signing_algorithm) == (False, False, None)
+
+
+def test_smbutil_smb2_signs_with_its_one_algorithm() -> None:
+    # SMB 2.x's HMAC-SHA256 has no SMB_CURR_SIGN_ALGORITHM value: null, with SIGNING_ON true
+    got = from_smbutil_json(_smbutil(SMB_VERSION="SMB_2.002", SMB_CURR_SIGN_ALGORITHM=None, SIGNING_REQUIRED=True))
+    assert (got.dialect, got.signing, got.signing_algorithm) == ("2.0.2", True, "HMAC-SHA256")
+
+
+def test_smbutil_picks_the_share_and_refuses_what_is_not_its_output() -> None:
+    two = json.loads(_smbutil()) + json.loads(_smbutil(share_name="media", SMB_VERSION="SMB_3.0"))
+    assert from_smbutil_json(json.dumps(two), share="media").dialect == "3.0"
+    for text in ("", "not json", "{}", "[1, 2]", "[]"):
+        assert from_smbutil_json(text).negotiated_from is None
+
+
+SMBCLIENT_PARTIAL = """Connecting to 10.99.0.2 at port 445
+ session request ok
+ negotiated dialect[SMB3_11] against server[10.99.0.2]
+ session setup ok
+signed SMB2 message (sign_algo_id=2)
+signed SMB2 message (sign_algo_id=2)
+ tconx ok
+"""
+SMBCLIENT_SIGNED = SMBCLIENT_PARTIAL + "signed SMB2 message (sign_algo_id=2)\n" * 4
+SMBCLIENT_ENCRYPTED = """ negotiated dialect[SMB3_00] against server[10.99.0.2]
+ session setup ok
+smb2_signing_encrypt_pdu: Encrypted SMB2 message
+smb2_signing_decrypt_pdu: Decrypted SMB2 message
+ tconx ok
+smb2_signing_encrypt_pdu: Encrypted SMB2 message
+smb2_signing_decrypt_pdu: Decrypted SMB2 message
+"""
+
+
+def test_smbclient_signing_is_read_after_the_tree_connect() -> None:
+    # SMB 3.1.1 signs the session setup's last reply even when the session is not signed
+    partial = from_smbclient_output(SMBCLIENT_PARTIAL, signing=None, encryption=None)
+    assert (partial.dialect, partial.signing, partial.signing_required) == ("3.1.1", False, False)
+    signed = from_smbclient_output(SMBCLIENT_SIGNED, signing="required", encryption=None)
+    assert (signed.signing, signed.signing_required, signed.signing_algorithm) == (True, True, "AES-128-GMAC")
+    asked_on = from_smbclient_output(SMBCLIENT_SIGNED, signing="on", encryption=None)
+    assert asked_on.signing_required is None  # signed because asked: whether the server insisted is not known
+    by_server = from_smbclient_output(SMBCLIENT_SIGNED, signing=None, encryption=None)
+    assert by_server.signing_required is True  # the default signs only when the server requires it
+
+
+def test_smbclient_encryption_and_no_output() -> None:
+    got = from_smbclient_output(SMBCLIENT_ENCRYPTED, signing=None, encryption="required")
+    assert (got.dialect, got.encryption, got.encryption_required) == ("3.0", True, True)
+    assert got.encryption_cipher is None  # smbclient does not print its cipher
+    assert got.signing is False
+    assert from_smbclient_output("Connection to 10.99.0.2 failed", signing=None, encryption=None) == ClientDetails()
+
+
+def test_merge_lays_only_what_is_known_over_the_details() -> None:
+    base = ClientDetails(dialect="3.1.1", read_bytes=1 << 20, requests_in_flight=4)
+    merged = merge(base, ClientDetails(signing=True, negotiated_from="session"))
+    assert (merged.dialect, merged.read_bytes, merged.signing, merged.requests_in_flight) == ("3.1.1", 1 << 20, True, 4)
+
+
+@pytest.mark.parametrize(
+    ("details", "note"),
+    [
+        (
+            ClientDetails(
+                dialect="3.1.1",
+                signing=True,
+                signing_required=True,
+                signing_algorithm="AES-128-CMAC",
+                encryption=False,
+                read_bytes=1 << 20,
+                write_bytes=1 << 20,
+                credits=8,
+                negotiated_from="session",
+            ),
+            "negotiated: SMB 3.1.1, signed AES-128-CMAC (required), not encrypted, 1 MiB × 8 credits",
+        ),
+        (
+            ClientDetails(dialect="3.0", encryption=True, encryption_cipher="AES-128-CCM", negotiated_from="smbutil"),
+            "negotiated: SMB 3.0, signing not known, encrypted AES-128-CCM",
+        ),
+        (
+            ClientDetails(
+                dialect="2.0.2",
+                signing=False,
+                encryption=False,
+                read_bytes=65536,
+                write_bytes=8 << 20,
+                multichannel=True,
+                negotiated_from="/proc/fs/cifs/DebugData",
+            ),
+            "negotiated: SMB 2.0.2, not signed, not encrypted, read 64 KiB / write 8 MiB, multichannel",
+        ),
+        (ClientDetails(dialect="2.0.2"), "SMB 2.0.2"),  # a document from before these fields: its old note
+        (ClientDetails(), None),
+    ],
+)
+def test_negotiated_note(details: ClientDetails, note: str | None) -> None:
+    assert negotiated_note(details) == note
+
+
+def test_every_reader_spells_algorithms_and_ciphers_as_the_details_do() -> None:
+    readers = [
+        from_cifs_debugdata(DEBUGDATA_6X),
+        from_cifs_debugdata(DEBUGDATA_5X_ENCRYPTED),
+        from_smbutil_json(_smbutil()),
+        from_smbutil_json(_smbutil(SMB_CURR_ENCRYPT_ALGORITHM="AES-128-GCM")),
+        from_smbclient_output(SMBCLIENT_SIGNED, signing="required", encryption=None),
+    ]
+    for got in readers:
+        assert got.signing_algorithm in (None, *SIGNING_ALGORITHMS)
+        assert got.encryption_cipher in (None, *ENCRYPTION_CIPHERS)
