@@ -8,6 +8,7 @@ must not write), so it runs on a pseudo-terminal and the password is typed at it
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import shutil
@@ -17,9 +18,18 @@ from pathlib import Path
 from urllib.parse import quote
 
 from workbench.protocols.base import ClientOptions
+from workbench.protocols.details import ClientDetails
 from workbench.protocols.mounts.base import MountClient, classify, which
 from workbench.protocols.mounts.commands import CommandRunner, Outcome
 from workbench.protocols.mounts.stale import owned_prefix
+from workbench.protocols.smb_negotiated import (
+    from_cifs_debugdata,
+    from_smbutil_json,
+    max_in_flight_from_cifs_stats,
+    merge,
+    sizes_from_cifs_mount_options,
+)
+from workbench.protocols.smb_options import cannot
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UnavailableError, WorkbenchError
 from workbench.shared.target import Target, url_host
 
@@ -40,6 +50,42 @@ _SMBFS_FAILURES: tuple[tuple[str, type[WorkbenchError]], ...] = (
     ("share does not exist", NotFoundError),
     ("server connection failed", NetworkError),
 )
+
+
+CIFS_PROC = Path("/proc/fs/cifs")  # the kernel SMB client's own account of its sessions
+# smb_max_dialect -> mount.cifs's vers=, which offers exactly that dialect
+_CIFS_VERS = {"2.0.2": "2.0", "2.1": "2.1", "3.0": "3.0", "3.0.2": "3.02", "3.1.1": "3.1.1"}
+
+
+def _cifs_protection(options: ClientOptions) -> list[str]:
+    """Mount options for the user's signing, encryption and dialect. The kernel signs only what it requires, so
+    "on" is `sign` like "required" (the row's negotiated figures say required); "off" adds nothing, the
+    kernel's default (it signs when the server requires it)."""
+    said = []
+    if options.smb_signing in ("on", "required"):
+        said.append("sign")
+    if options.smb_encryption == "required":
+        said.append("seal")
+    if options.smb_max_dialect is not None:
+        said.append(f"vers={_CIFS_VERS[options.smb_max_dialect]}")
+    return said
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def _mount_options(mountpoint: Path) -> str | None:
+    """The options /proc/mounts lists for the cifs mount at `mountpoint` (octal escapes as the kernel writes)."""
+    where = str(mountpoint).replace(" ", "\\040")
+    for line in (_read_text(Path("/proc/mounts")) or "").splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1] == where and fields[2] in ("cifs", "smb3"):
+            return fields[3]
+    return None
 
 
 def _kernel_has_cifs() -> bool:
@@ -90,6 +136,7 @@ class CifsClient(MountClient):
             f"echo_interval={max(1, timeout // 3)}",  # declare a silent server dead after about `timeout`
             f"uid={os.getuid()}",
             f"gid={os.getgid()}",
+            *_cifs_protection(self.options),
         ]
         unc = f"//{url_host(self.target.host)}/{self.target.share}"
         return ["mount", "-t", "cifs", unc, str(mountpoint), "-o", ",".join(opts)]
@@ -107,6 +154,20 @@ class CifsClient(MountClient):
 
     def _failure(self, outcome: Outcome) -> WorkbenchError:
         return classify(self.label, outcome, self.mount_timeout, _CIFS_FAILURES)
+
+    def details(self) -> ClientDetails:
+        """The kernel's own account of the mounted session: DebugData for the dialect, signing and encryption,
+        the mount's options for rsize/wsize, Stats for the most requests it kept in flight."""
+        info = super().details()
+        debugdata = _read_text(CIFS_PROC / "DebugData")
+        if self.mountpoint is None or debugdata is None:
+            return info
+        negotiated = from_cifs_debugdata(debugdata, self.target.host)
+        sizes = sizes_from_cifs_mount_options(_mount_options(self.mountpoint) or "")
+        in_flight = max_in_flight_from_cifs_stats(_read_text(CIFS_PROC / "Stats") or "")
+        if in_flight is not None:
+            negotiated = dataclasses.replace(negotiated, credits=in_flight)
+        return merge(merge(info, sizes), negotiated)
 
     def _unmount_commands(self, mountpoint: Path) -> list[list[str]]:
         return [["umount", str(mountpoint)], ["umount", "-f", "-l", str(mountpoint)]]
@@ -141,7 +202,23 @@ class SmbfsClient(MountClient):
     def mount_argv(self, mountpoint: Path) -> list[str]:
         return ["mount_smbfs", "-o", "nobrowse,soft,nodatacache", self.smb_url(), str(mountpoint)]
 
+    def details(self) -> ClientDetails:
+        """What macOS negotiated for this mount, as `smbutil statshares` reports it."""
+        info = super().details()
+        if self.mountpoint is None:
+            return info
+        shown = self.runner.run(["smbutil", "statshares", "-m", str(self.mountpoint), "-f", "json"], timeout=15.0)
+        return merge(info, from_smbutil_json(shown.output, self.target.share)) if shown.ok else info
+
     def _mount(self, mountpoint: Path) -> Outcome:
+        # signing, encryption and the dialects of a macOS mount come from nsmb.conf, shared user state that
+        # workbench does not write: asked for any of them, the row says it cannot rather than ignore it
+        if any((self.options.smb_signing, self.options.smb_encryption, self.options.smb_max_dialect)):
+            raise cannot(
+                "mount_smbfs",
+                "set SMB signing, encryption or the dialect per mount (they come from nsmb.conf)",
+                "set them in /etc/nsmb.conf, or use smb/smbclient, smb/smbprotocol",
+            )
         return self.runner.run_with_prompt(
             self.mount_argv(mountpoint), timeout=self.mount_timeout, answer=self.target.credentials.password
         )

@@ -9,10 +9,14 @@ samples carry the keys and values smbutil's statshares.c writes with -f json (nu
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
+from workbench.protocols.base import ClientOptions
 from workbench.protocols.details import ENCRYPTION_CIPHERS, SIGNING_ALGORITHMS, ClientDetails
+from workbench.protocols.mount import CifsClient, CommandRunner, Outcome, SmbfsClient
 from workbench.protocols.smb_negotiated import (
     from_cifs_debugdata,
     from_smbclient_output,
@@ -22,6 +26,9 @@ from workbench.protocols.smb_negotiated import (
     negotiated_note,
     sizes_from_cifs_mount_options,
 )
+from workbench.shared.credentials import Credentials
+from workbench.shared.errors import UnavailableError
+from workbench.shared.target import Target
 
 DEBUGDATA_6X = """Display Internal CIFS Data Structures for Debugging
 ---------------------------------------------------
@@ -341,3 +348,82 @@ def test_every_reader_spells_algorithms_and_ciphers_as_the_details_do() -> None:
     for got in readers:
         assert got.signing_algorithm in (None, *SIGNING_ALGORITHMS)
         assert got.encryption_cipher in (None, *ENCRYPTION_CIPHERS)
+
+
+# ---- the mounts: their options on the mount command line, macOS's statshares read back
+
+
+class _Runner(CommandRunner):
+    """Stands for a host that can mount: records each command; `smbutil statshares` answers `shares`."""
+
+    def __init__(self, shares: str = "") -> None:
+        self.calls: list[list[str]] = []
+        self.shares = shares
+        self.mounted: set[Path] = set()
+
+    def unavailable(self, client_cls: type) -> str | None:
+        return None
+
+    def is_mounted(self, path: Path) -> bool:
+        return path in self.mounted
+
+    def run(self, argv: Sequence[str], *, timeout: float, stdin_text: str | None = None) -> Outcome:
+        self.calls.append(list(argv))
+        if argv[0] == "mount":
+            self.mounted.add(Path(argv[4]))
+        elif argv[0] == "smbutil":
+            return Outcome(0, self.shares)
+        else:
+            self.mounted.discard(Path(argv[-1]))
+        return Outcome(0)
+
+    def run_with_prompt(self, argv: Sequence[str], *, timeout: float, answer: str) -> Outcome:
+        self.calls.append(list(argv))
+        self.mounted.add(Path(argv[-1]))
+        return Outcome(0)
+
+
+def _target() -> Target:
+    return Target("127.0.0.1", Credentials("jo", "pw-not-real"), ports={"smb": 4445}, share="workbench")
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, set()),
+        ({"smb_signing": "off"}, set()),
+        ({"smb_signing": "on"}, {"sign"}),
+        ({"smb_signing": "required", "smb_encryption": "required"}, {"sign", "seal"}),
+        ({"smb_max_dialect": "3.0.2"}, {"vers=3.02"}),
+        ({"smb_max_dialect": "2.0.2"}, {"vers=2.0"}),
+    ],
+)
+def test_cifs_mount_options_say_what_was_chosen(options: dict[str, str], expected: set[str]) -> None:
+    runner = _Runner()
+    with CifsClient(_target(), ClientOptions(**options), runner=runner):
+        pass
+    said = set(runner.calls[0][-1].split(","))
+    assert said & {"sign", "seal"} | {o for o in said if o.startswith("vers=")} == expected
+
+
+def test_smbfs_reads_back_what_statshares_says() -> None:
+    runner = _Runner(shares=_smbutil())
+    with SmbfsClient(_target(), runner=runner) as client:
+        got = client.details()
+        assert runner.calls[-1] == ["smbutil", "statshares", "-m", str(client.mountpoint), "-f", "json"]
+    assert (got.dialect, got.signing_algorithm, got.negotiated_from, got.mount) == (
+        "3.1.1",
+        "AES-128-GMAC",
+        "smbutil",
+        "mount_smbfs",
+    )
+
+
+@pytest.mark.parametrize("option", ["smb_signing", "smb_encryption", "smb_max_dialect"])
+def test_smbfs_cannot_take_smb_options_per_mount(option: str) -> None:
+    value = {"smb_signing": "off", "smb_encryption": "required", "smb_max_dialect": "3.0"}[option]
+    runner = _Runner()
+    client = SmbfsClient(_target(), ClientOptions(**{option: value}), runner=runner)
+    with pytest.raises(UnavailableError, match="mount_smbfs cannot"):
+        client.connect()
+    assert not [c for c in runner.calls if c[0] == "mount_smbfs"]  # refused before mounting
