@@ -104,6 +104,7 @@ HONOURED: dict[str, Callable[[str, Settings], Any]] = {
     "scenario": as_read("scenario"),
     "quick": as_read("quick"),
     "clients": as_read("clients"),
+    "offload": lab_field("offload"),
 }
 # (setting, command) pairs the command takes and does not use, with the reason.
 UNUSED = {

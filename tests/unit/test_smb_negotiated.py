@@ -8,12 +8,18 @@ samples carry the keys and values smbutil's statshares.c writes with -f json (nu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from tests.schema_check import assert_valid_run_document, schema_errors
+from tests.synthetic_runs import MIB, lab_run
+from workbench.cli.export_html import render_html
+from workbench.cli.summary import summary_rows
+from workbench.core.results import Run
 from workbench.protocols.base import ClientOptions
 from workbench.protocols.details import ENCRYPTION_CIPHERS, SIGNING_ALGORITHMS, ClientDetails
 from workbench.protocols.mount import CifsClient, CommandRunner, Outcome, SmbfsClient
@@ -427,3 +433,59 @@ def test_smbfs_cannot_take_smb_options_per_mount(option: str) -> None:
     with pytest.raises(UnavailableError, match="mount_smbfs cannot"):
         client.connect()
     assert not [c for c in runner.calls if c[0] == "mount_smbfs"]  # refused before mounting
+
+
+# ---- where a row's negotiated figures go: the JSON (schema-valid, read back whole), the notes, the HTML
+
+NEGOTIATED = ClientDetails(
+    request_bytes=8 * MIB,
+    requests_in_flight=4,
+    dialect="3.1.1",
+    read_bytes=8 * MIB,
+    write_bytes=8 * MIB,
+    signing=True,
+    signing_required=True,
+    signing_algorithm="AES-128-GMAC",
+    encryption=False,
+    encryption_required=False,
+    credits=4,
+    multichannel=False,
+    negotiated_from="session",
+)
+LINE = "negotiated: SMB 3.1.1, signed AES-128-GMAC (required), not encrypted, 8 MiB × 4 credits"
+
+
+def _run_with_negotiated_row() -> Run:
+    run = lab_run()
+    rows = tuple(
+        dataclasses.replace(row, client="smbprotocol", details=NEGOTIATED) if row.protocol == "smb" else row
+        for row in run.results
+    )
+    return dataclasses.replace(run, results=rows)
+
+
+def test_the_json_keeps_every_negotiated_field_and_validates() -> None:
+    doc = json.loads(json.dumps(_run_with_negotiated_row().to_json()))
+    assert_valid_run_document(doc)
+    smb = next(row for row in doc["results"] if row["protocol"] == "smb")
+    assert {k: smb["details"][k] for k in ("signing_algorithm", "credits", "negotiated_from")} == {
+        "signing_algorithm": "AES-128-GMAC",
+        "credits": 4,
+        "negotiated_from": "session",
+    }
+    again = Run.from_json(doc)
+    assert next(r for r in again.results if r.protocol == "smb").details == NEGOTIATED
+
+
+def test_the_schema_refuses_a_cipher_spelt_otherwise() -> None:
+    doc = json.loads(json.dumps(_run_with_negotiated_row().to_json()))
+    smb = next(row for row in doc["results"] if row["protocol"] == "smb")
+    smb["details"]["encryption_cipher"] = "AES128-GCM"  # the kernel's spelling, not the document's
+    assert schema_errors(doc)
+
+
+def test_the_notes_and_the_html_say_the_negotiated_line() -> None:
+    run = _run_with_negotiated_row()
+    smb = next(line for line in summary_rows(run) if line.group == "smb")
+    assert LINE in smb.notes
+    assert LINE in render_html(run)

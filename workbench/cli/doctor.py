@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from workbench.protocols import registry
-from workbench.shared import hostinfo
+from workbench.shared import hostinfo, offloads
 
 if TYPE_CHECKING:
     from workbench.core.url_check import Check
@@ -82,6 +82,7 @@ def report() -> dict[str, Any]:
         "lab": lab_availability(),
         "tcp_triage": triage_availability(),
         "tcp": hostinfo.tcp_settings(),
+        "offloads": [state.to_json() for state in offloads.every_interface()],
     }
 
 
@@ -131,6 +132,31 @@ def render_doctor(console: Console) -> None:
                 "tcp_wmem max / RTT",
             )
     console.print(tcp)
+    console.print(offload_table(offloads.every_interface()))
+
+
+def offload_table(states: list[offloads.Offloads]) -> Table:
+    """Each interface's send path as its kernel reports it: a sender with TSO/GSO on hands the device
+    super-packets of up to gso_max_size bytes, and a path that mishandles them collapses."""
+    from workbench.shared.safetext import for_markup as escape  # interface names come from the kernel
+
+    table = Table(
+        title="send path per interface (offloads from the kernel; a path that breaks super-packets needs tso/gso off)",
+        title_justify="left",
+    )
+    columns = ("tso", "gso", "gro", "lro", "tx_checksum", "rx_checksum")
+    for name in ("interface", *columns, "gso_max_size", "mtu", "qdisc", "qlen"):
+        table.add_column(name.replace("_checksum", " csum"))
+    for state in states:
+        sizes = (state.gso_max_size_bytes, state.mtu_bytes)
+        table.add_row(
+            escape(state.interface),
+            *(escape(state.group_state(group)) for group in columns),  # "[fixed]" is no markup
+            *("n/a" if value is None else str(value) for value in sizes),
+            escape(state.qdisc or "n/a"),
+            "n/a" if state.tx_queue_len is None else str(state.tx_queue_len),
+        )
+    return table
 
 
 def render_url_check(console: Console, found: Check) -> None:
@@ -158,6 +184,10 @@ def render_url_check(console: Console, found: Check) -> None:
         status = "[green]yes[/]" if reason is None else f"[yellow]no:[/] {escape(reason)}"
         table.add_row(label, kind, status)
     console.print(table)
+    if found.connect_ms is not None:
+        host = found.address.rsplit(":", 1)[0].strip("[]")
+        state = offloads.path_state(host)
+        console.print(f"send path to {escape(host)}: {escape(state.note or state.summary())}")
 
 
 def _is_reference(label: str) -> bool:

@@ -455,6 +455,19 @@ SETTINGS: tuple[Setting, ...] = (
         commands=LAB,
     ),
     Setting(
+        "offload",
+        list[str] | None,
+        None,
+        "Switch offloads on a lab host's link device, read back after: HOST:NAME=on|off[,NAME=on|off], HOST "
+        "client or server, NAME tso, gso, gro, lro, sg, tx_checksum or rx_checksum; e.g. server:tso=off,gso=off "
+        "(repeat the flag for the other host).",
+        "a HOST:NAME=on|off[,NAME=on|off] string or a list of them",
+        'offload = ["server:tso=off,gso=off"]',
+        toml=WORDS,
+        commands=LAB,
+        metavar="HOST:SET",
+    ),
+    Setting(
         "servers",
         str,
         "workbench",
@@ -501,7 +514,7 @@ SETTINGS: tuple[Setting, ...] = (
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 # the link options a lab scenario sets itself (a scenario refuses them typed beside it)
 LINK_SETTINGS = ("link", "rate", "rtt", "loss", "mtu", "cc", "window_sweep", "rate_up", "rate_down",
-                 "client_window", "stall", "servers")  # fmt: skip
+                 "client_window", "stall", "servers", "offload")  # fmt: skip
 
 
 def for_command(command: str, *, flags_only: bool = True) -> tuple[Setting, ...]:

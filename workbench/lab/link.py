@@ -25,7 +25,9 @@ from workbench.lab.emulator import Emulator
 from workbench.lab.kernellink import KernelLink
 from workbench.lab.lifecycle import Hosts, Lifecycle, check_available, cleanup_stale
 from workbench.lab.linkemu import ETHERNET_OVERHEAD, EmuConfig, expected_goodput_bits_per_s
-from workbench.shared.errors import UsageError
+from workbench.shared import offloads
+from workbench.shared.errors import UsageError, WorkbenchError
+from workbench.shared.offloads import Switches
 
 MIN_QUEUE = 256 * 1024  # four 64 KiB GSO super-packets: below that one burst overflows a short link's queue
 # A super-packet is handed to the receiver in pieces that each serialise in at most this share of the RTT,
@@ -101,6 +103,7 @@ class LinkSpec:
     cc: str | None = None  # None keeps the host's default (BBR here)
     queue_bytes: int | None = None  # None: one bandwidth-delay product, at least MIN_QUEUE
     burst: int | None = None  # segments delivered at once; None: chosen from rate and RTT (burst_segments)
+    offloads: Switches = ()  # offloads switched on a host's link device: (("server", (("tso", False),)),)
     rate_up_bits_per_s: int | None = None  # client to server; None: rate_bits_per_s
     rate_down_bits_per_s: int | None = None  # server to client; None: rate_bits_per_s
     client_window_bytes: int | None = None  # receive window cap on every connection of the client host
@@ -149,6 +152,9 @@ class LinkSpec:
             )
         if self.stall is not None:
             self.stall.validate()
+        for host, wanted in self.offloads:
+            if host not in ("client", "server") or any(name not in offloads.GROUPS for name, _ in wanted):
+                raise UsageError(f"offloads {host}:{dict(wanted)} are not a lab host's", "e.g. server:tso=off")
         if self.host_buffers not in HOST_BUFFERS:
             raise UsageError(f"host buffers {self.host_buffers!r} are unknown", f"use {' or '.join(HOST_BUFFERS)}")
         if not 0 <= self.rtt_ms <= 10_000:
@@ -199,6 +205,8 @@ class Lab:
         self.emulator: Emulator | KernelLink = KernelLink() if spec.kernel_link() else Emulator()
         self._life = Lifecycle(self.hosts, spec.mtu, spec.cc, self.notes, spec.host_buffers == "raised")
         self.cc = self._life.cc  # namespace -> congestion control in use
+        self.offloads_switched: dict[str, offloads.Offloads] = {}  # host -> its link device as read back
+        self._offloads_undo: dict[str, dict[str, bool]] = {}  # host -> kernel features to put back at teardown
 
     # -- life cycle -------------------------------------------------------------------------------
 
@@ -220,6 +228,7 @@ class Lab:
         self._life.open_namespaces()
         self.notes.extend(self.emulator.start(self._emu_config()))  # it creates the TUN devices
         self._life.address_link()
+        self._switch_offloads()  # before any measurement: the link is measured as it will carry the copies
         if isinstance(self.emulator, KernelLink):
             self.idle_rtt_ms = measure.idle_rtt_ms(self.hosts, self.emulator)  # no line to trim: as built
             if self.idle_rtt_ms < self.spec.rtt_ms - 0.01:
@@ -264,8 +273,45 @@ class Lab:
     def _teardown(self) -> None:
         # hold Ctrl-C and SIGTERM until everything is gone; they are delivered (and raise) right after
         with self._life.signals_held():
+            self._restore_offloads()
             self.emulator.stop()
             self._life.remove()
+
+    def _host(self, host: str) -> tuple[contextlib.AbstractContextManager[None], str]:
+        """A lab host's namespace (to enter) and its link device."""
+        if host == "client":
+            return self.hosts.in_client(), self.hosts.client_dev
+        return self.hosts.in_server(), self.hosts.server_dev
+
+    def _switch_offloads(self) -> None:
+        """Switch the offloads asked for on each host's link device, inside its namespace (never a device of
+        this host's own), read back; a wish the kernel did not grant is told in the notes, never claimed."""
+        for host, wanted in self.spec.offloads:
+            entered, dev = self._host(host)
+            with entered:
+                state, self._offloads_undo[host] = offloads.switch(dev, dict(wanted))
+            self.offloads_switched[host] = state
+            if state.unmet:
+                said = ", ".join(f"{name} {state.group_state(name)}" for name in state.unmet)
+                self.notes.append(f"{host} offloads not as asked on {dev}, read back: {said}")
+
+    def _restore_offloads(self) -> None:
+        # the devices die with their namespaces, but one moved out or kept by a failed removal must not keep a
+        # changed offload; a namespace already gone has nothing left to restore
+        for host, undo in self._offloads_undo.items():
+            entered, dev = self._host(host)
+            with contextlib.suppress(WorkbenchError, OSError), entered:
+                offloads.restore(dev, undo)
+        self._offloads_undo.clear()
+
+    def offload_states(self) -> dict[str, dict[str, Any]]:
+        """Each host's link device as the kernel reports it now (offloads, size limits, qdisc, queue)."""
+        states = {}
+        for host in ("client", "server"):
+            entered, dev = self._host(host)
+            with entered:
+                states[host] = offloads.read_offloads(dev).to_json()
+        return states
 
     # -- use --------------------------------------------------------------------------------------
 
@@ -320,6 +366,8 @@ class Lab:
             "cores_awake": self._life.cores_awake,
             "host_buffers": self.spec.host_buffers,
             "kernel_link": isinstance(self.emulator, KernelLink),
+            "offloads": self.offload_states(),
+            "offloads_asked": {host: dict(wanted) for host, wanted in self.spec.offloads},
             "notes": list(self.notes),
         }
 

@@ -29,7 +29,7 @@ from workbench.core.results import Run
 from workbench.core.session import DriveFleet, Start
 from workbench.core.settings import Settings
 from workbench.core.settings import check as check_setting
-from workbench.shared import paths
+from workbench.shared import offloads, paths
 from workbench.shared.errors import UsageError, WorkbenchError
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class LabRequest:
     rate_down: str | None = None
     client_window: str | None = None  # e.g. "64K": the client host's receive window, on every connection
     stall: str | None = None  # EVERY:DURATION[:DIRECTION]
+    offload: str | None = None  # HOST:NAME=on|off[,…], e.g. "server:tso=off,gso=off" (offloads.parse_switches)
     client_window_services: tuple[str, ...] | None = None  # only connections to these services (scenarios)
     host_buffers: str = "raised"  # or "default": the kernel's own TCP buffer limits on both hosts
 
@@ -82,6 +83,7 @@ def lab_request(settings: Settings) -> LabRequest:
         rate_down=settings["rate_down"],
         client_window=settings["client_window"],
         stall=settings["stall"],
+        offload=settings["offload"],
     )
 
 
@@ -108,6 +110,8 @@ def link_spec(req: LabRequest) -> Any:
         changes["client_window_bytes"] = named(where("client_window"), parse_size, req.client_window)
     if req.stall is not None:
         changes["stall"] = Stall.parse(req.stall)
+    if req.offload is not None:
+        changes["offloads"] = offloads.parse_switches(req.offload, ("client", "server"), where("offload"))
     changes["host_buffers"] = req.host_buffers
     spec = dataclasses.replace(spec, **changes)
     spec.validate()
@@ -199,6 +203,9 @@ def link_document(described: dict[str, Any], preset: str) -> dict[str, Any]:
         "client_window_bytes": described.get("client_window_bytes"),
         "client_window_ports": described.get("client_window_ports"),
         "stall": described.get("stall"),
+        # each host's link device as read back from its kernel, and what --offload asked of it
+        "offloads": described.get("offloads"),
+        "offloads_asked": described.get("offloads_asked") or None,
         "goodput_bytes_per_s": bytes_per_s("goodput_bits_per_s"),
         "requested": described.get("requested"),
         "cores_awake": described.get("cores_awake"),

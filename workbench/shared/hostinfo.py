@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from workbench.shared import procs
+from workbench.shared import offloads, procs
 
 _SYSCTLS = {
     "tcp_rmem": "net/ipv4/tcp_rmem",
@@ -77,6 +77,8 @@ def describe(peer: str | None = None) -> dict[str, Any]:
         dev, mtu = route_interface(peer)
         info["interface"] = dev
         info["mtu"] = mtu
+        # the send path's state on the interface toward the peer: offloads, size limits, qdisc, queue length
+        info["offloads"] = offloads.path_record(peer)
     return info
 
 

@@ -51,6 +51,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "tx_checksum": ("tx-checksum-ipv4", "tx-checksum-ip-generic", "tx-checksum-ipv6", "tx-checksum-sctp"),
     "rx_checksum": ("rx-checksum",),
 }
+# What a lab is asked to switch, per host: ((host, ((short name, on), …)), …); tuples, so a frozen spec holds it
+Switches = tuple[tuple[str, tuple[tuple[str, bool], ...]], ...]
 _ALIASES = {"tx": "tx_checksum", "rx": "rx_checksum", "tx-checksum": "tx_checksum", "rx-checksum": "rx_checksum"}
 
 # ---- ethtool ioctl (linux/ethtool.h, linux/sockios.h) ----
@@ -553,13 +555,99 @@ def path_interface(peer_address: str) -> str | None:
         return None
 
 
+
+def every_interface(limit: int = 32) -> list[Offloads]:
+    """Each interface of this thread's namespace (at most `limit`), read as read_offloads does; one that went
+    away between the listing and the read is left out."""
+    found = []
+    for _, name in socket.if_nameindex()[:limit]:
+        try:
+            found.append(read_offloads(name))
+        except WorkbenchError:
+            continue
+    return found
+
+
+def path_state(peer_host: str) -> Offloads:
+    """The state of the interface toward `peer_host` (a name or address) from this thread's namespace; never
+    raises: what cannot be known is "not known", with the reason in `note`."""
+    try:
+        address = str(socket.getaddrinfo(peer_host, None)[0][4][0])  # an IP family: the address is a str
+    except (OSError, UnicodeError) as exc:
+        return Offloads(interface="", source=NOT_KNOWN, note=f"{peer_host} did not resolve: {exc}")
+    ifname = path_interface(address)
+    if ifname is None:
+        return Offloads(interface="", source=NOT_KNOWN, note=f"no route to {address} was found")
+    try:
+        return read_offloads(ifname)
+    except (OSError, WorkbenchError) as exc:
+        return Offloads(interface=ifname, source=NOT_KNOWN, note=str(exc))
+
+
+def path_record(peer_host: str) -> dict[str, Any]:
+    """The run metadata's `offloads` object for the path to `peer_host` (path_state as JSON)."""
+    return path_state(peer_host).to_json()
+
+
+def parse_switches(text: str, hosts: tuple[str, ...], where: str) -> Switches:
+    """`HOST:NAME=on|off[,NAME=on|off…][,HOST:…]` (e.g. "server:tso=off,gso=off,client:gro=off") as
+    ((host, ((name, on), …)), …) in the order given; a NAME without a HOST: prefix belongs to the host before it.
+    Refuses (one line, naming `where`) an unknown host or name, a value other than on/off, a name given twice."""
+    hint = f"use HOST:NAME=on|off[,NAME=on|off], HOST one of {', '.join(hosts)}, NAME one of {', '.join(GROUPS)}"
+    found: dict[str, dict[str, bool]] = {}
+    host: str | None = None
+    for token in (t.strip() for t in text.split(",")):
+        if not token:
+            raise UsageError(f"{where} {text!r} has an empty item", hint)
+        if ":" in token:
+            host, token = (part.strip() for part in token.split(":", 1))
+            host = host.lower()
+            if host not in hosts:
+                raise UsageError(f"{where} {text!r}: unknown host {host!r}", hint)
+        if host is None:
+            raise UsageError(f"{where} {text!r} does not start with a host", hint)
+        name, equals, value = token.partition("=")
+        group = canonical_name(name)
+        if not equals or group not in GROUPS:
+            raise UsageError(f"{where} {text!r}: {token!r} is not a known NAME=on|off", hint)
+        if value.strip().lower() not in ("on", "off"):
+            raise UsageError(f"{where} {text!r}: {group} must be on or off, not {value.strip()!r}", hint)
+        settings = found.setdefault(host, {})
+        if group in settings:
+            raise UsageError(f"{where} {text!r} sets {host}'s {group} twice", hint)
+        settings[group] = value.strip().lower() == "on"
+    return tuple((h, tuple(wanted.items())) for h, wanted in found.items())
+
+
+def switch(ifname: str, wanted: Mapping[str, bool]) -> tuple[Offloads, dict[str, bool]]:
+    """set_offloads, plus what undoes it: each changed kernel feature's state before, by kernel name, for
+    restore() (a device must not keep an offload it was not built with)."""
+    before = read_offloads(ifname)
+    after = set_offloads(ifname, wanted)
+    was = {f.name: f.requested for f in before.features if not f.fixed}
+    now = {f.name: f.requested for f in after.features}
+    return after, {name: on for name, on in was.items() if now.get(name) != on}
+
+
+def restore(ifname: str, undo: Mapping[str, bool]) -> None:
+    """Put back what switch() changed (kernel feature names as its second result)."""
+    if undo:
+        set_offloads(ifname, undo)
+
+
 __all__ = [
     "GROUPS",
     "NOT_KNOWN",
     "Feature",
     "Offloads",
     "canonical_name",
+    "every_interface",
+    "parse_switches",
     "path_interface",
+    "path_record",
+    "path_state",
     "read_offloads",
+    "restore",
     "set_offloads",
+    "switch",
 ]
