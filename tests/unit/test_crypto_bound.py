@@ -100,8 +100,8 @@ def test_a_signed_row_on_a_capped_server_is_bound_by_crypto_and_the_verdict_name
     assert abs(row.ceiling_bytes_per_s - 64 * MIB / 0.48 * 0.25) / row.ceiling_bytes_per_s < 1e-6
     sentence = [s for s in why.verdict if s.startswith("SMB signing")]
     assert sentence == [
-        "SMB signing (AES-128-CMAC) costs the server 0.3 core per 100 MB/s: smb/smbprotocol download 64M is held at "
-        "33.6 MB/s by the server's CPU (capped at 0.25 core), not the network."
+        "SMB signing (AES-128-CMAC) costs the server 0.3 core per 100 MB/s, 42% of its CPU per byte: "
+        "smb/smbprotocol download 64M is held at 33.6 MB/s by the server's CPU (capped at 0.25 core), not the network."
     ]
     assert 3 <= len(why.verdict) <= 6
 
@@ -123,3 +123,14 @@ def test_an_unsigned_row_or_a_run_without_costs_has_no_crypto_ceiling() -> None:
     base = Baseline(up_bytes_per_s=117e6, down_bytes_per_s=117e6, rtt_ms=0.3)
     bare = Run(1, {}, base, results=(_row(2.0, 0.48, 0.2, SIGNED),))
     assert all(b.label != "crypto" for b in explain(bare, "10.0.0.2").rows[0].bounds or ())
+
+
+def test_a_signed_row_held_by_the_servers_other_work_says_so() -> None:
+    # CMAC at 0.5 ns/B of the server's 7.2 ns/B: the capped CPU binds, and the crypto is 7 % of it
+    costs = CryptoCosts({"AES-128-CMAC": 5e-10}, "OpenSSL test")
+    why = explain(_run((_row(2.0, 0.48, 0.2, SIGNED),), costs, costs, cap=0.25), "10.0.0.2")
+    assert why.rows[0].bound == "cpu"
+    crypto = next(b for b in why.rows[0].bounds or () if b.label == "crypto")
+    assert abs(crypto.bytes_per_s - 0.25 / 5e-10) < 1  # the algorithm alone: 500 MB/s on a quarter core
+    said = [s for s in why.verdict if s.startswith("SMB signing")]
+    assert len(said) == 1 and "7% of its CPU per byte" in said[0] and said[0].endswith("but by its other work.")

@@ -294,9 +294,10 @@ def _worst(measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
 
 
 def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
-    """When SMB signing or encryption is a row's limit: what it costs the host that limits, per 100 MB/s (the
-    row furthest below raw TCP among such rows)."""
-    held = [(r, w) for r, w in measured if w.bound == "crypto"]
+    """When a signed or encrypted SMB row is held by a host's CPU (its crypto or its cpu ceiling): what the signing
+    or encryption costs that host per 100 MB/s and its share of that host's CPU per byte, so the reader sees whether
+    the crypto or the host's other work is the limit (the row furthest below raw TCP among such rows)."""
+    held = [(r, w) for r, w in measured if w.bound in ("crypto", "cpu") and crypto_in_use(r.details) is not None]
     if not held:
         return None
     row, why = min(held, key=lambda item: item[1].pct_of_tcp if item[1].pct_of_tcp is not None else 100.0)
@@ -308,11 +309,13 @@ def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str 
         return None
     cap = cryptocost.server_cpu_cap_cores(run.link, run.meta) if side == "server" else None
     whose = f"the server's CPU (capped at {cap:g} core)" if cap else f"the {side}'s CPU"
-    return (
-        f"SMB {use.what} ({use.algorithm}) costs the {side} {per_byte * 1e8:.2g} core per 100 MB/s: "
-        f"{row.label} {row.direction} {row.file_set} is held at {(row.median_bytes_per_s or 0) / 1e6:,.1f} MB/s by "
-        f"{whose}, not the network."
-    )
+    spent = [c for s in row.good_samples if (c := s.server_cpu_s if side == "server" else s.client_cpu_s) is not None]
+    whole = statistics.median(spent) / row.bytes if spent and row.bytes > 0 else None
+    share = f", {per_byte / whole:.0%} of its CPU per byte" if whole else ""
+    held_at = f"{row.label} {row.direction} {row.file_set} is held at {(row.median_bytes_per_s or 0) / 1e6:,.1f} MB/s"
+    cause = f"by {whose}, not the network." if why.bound == "crypto" else f"by {whose}, but by its other work."
+    costs_words = f"SMB {use.what} ({use.algorithm}) costs the {side} {per_byte * 1e8:.2g} core per 100 MB/s{share}"
+    return f"{costs_words}: {held_at} {cause}"
 
 
 # The causes a user or a client's author can change, by binding ceiling: what changing them means.
