@@ -10,7 +10,7 @@ from workbench.shared.errors import UnavailableError, UsageError
 
 SIGNING_CHOICES = ("off", "on", "required")  # off: never sign; on: sign when the server allows; required: insist
 ENCRYPTION_CHOICES = ("off", "required")
-DIALECT_CHOICES = ("2.0.2", "2.1", "3.0", "3.0.2", "3.1.1")  # oldest first
+DIALECT_CHOICES = ("2.0.2", "2.1", "3.0", "3.0.2", "3.1.1")
 
 
 def check_signing(value: str) -> str:
@@ -29,11 +29,6 @@ def _check(value: str, choices: tuple[str, ...], what: str) -> str:
     if value not in choices:
         raise UsageError(f"unknown {what} {value!r}", f"choose from {', '.join(choices)}")
     return value
-
-
-def dialect_rank(dialect: str) -> int:
-    """Order of a dialect among DIALECT_CHOICES (2.0.2 is 0)."""
-    return DIALECT_CHOICES.index(dialect)
 
 
 def cannot(client: str, what: str, hint: str) -> UnavailableError:
