@@ -289,7 +289,7 @@ def overhead_notes(rows: Sequence[RowWire]) -> list[str]:
         figures = "; ".join(_protocol_figure(protocol, found) for protocol, found in sorted(by_protocol.items()))
         notes.append(
             f"wire bytes per file byte (what the sender put on the wire: payload, retransmissions, IP/TCP headers "
-            f"per segment; the median of each protocol's rows): {figures}"
+            f"per segment, Ethernet's where the path is Ethernet; the median of each protocol's rows): {figures}"
         )
     for row in rows:
         if iface_disagrees(row.iface_to_wire, row.wire_bytes, row.iface_kind) and row.iface_to_wire is not None:
