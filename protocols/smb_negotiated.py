@@ -134,7 +134,7 @@ def from_smbclient_output(text: str, signing: str | None, encryption: str | None
     setup (SMB 3.1.1 signs the setup's last reply even when the session goes unsigned). `signing` and
     `encryption` are what the client was asked for (None: its default, which only follows the server):
     protection that happened without the client asking for it was the server's requirement. smbclient
-    prints neither its cipher nor its request sizes, so those stay not known.
+    prints neither its cipher (SMB 3.0's is the one it has) nor its request sizes: not known.
     """
     found = _SMBCLIENT_DIALECT.search(text)
     if found is None:
@@ -151,6 +151,7 @@ def from_smbclient_output(text: str, signing: str | None, encryption: str | None
         signing_algorithm=SIGNING_IDS.get(int(algorithms[-1])) if signed else None,
         encryption=encrypted,
         encryption_required=_required(encryption, encrypted),
+        encryption_cipher=default_cipher(dialect) if encrypted else None,  # 3.1.1's is not printed
         multichannel=False,  # smbclient opens one connection
         negotiated_from="smbclient output",
     )
@@ -319,9 +320,9 @@ def negotiated_note(details: ClientDetails) -> str | None:
     )
     sizes = _sizes(details.read_bytes, details.write_bytes)
     if sizes is not None:
-        parts.append(f"{sizes} × {details.credits} credits" if details.credits else sizes)
+        parts.append(f"{sizes} × {_credits(details.credits)}" if details.credits else sizes)
     elif details.credits:
-        parts.append(f"{details.credits} credits")
+        parts.append(_credits(details.credits))
     if details.multichannel:
         parts.append("multichannel")
     return "negotiated: " + ", ".join(parts)
@@ -334,6 +335,10 @@ def _protection(done: str, noun: str, on: bool | None, required: bool | None, al
         return f"not {done}"
     said = done + (f" {algorithm}" if algorithm else "")
     return said + (" (required)" if required else "")
+
+
+def _credits(count: int) -> str:
+    return f"{count} credit" if count == 1 else f"{count} credits"
 
 
 def _sizes(read_bytes: int | None, write_bytes: int | None) -> str | None:

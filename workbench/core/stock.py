@@ -215,7 +215,10 @@ class StockFarHost:
     def _open(self) -> Client:
         if self._utility_class is None:
             raise UnavailableError(f"{self.utility_label}: {self.unavailable}")
-        client = self._utility_class(self._utility_target(), self.plan.options)
+        # The utility copies outside the timed copies: SMB's chosen signing, encryption and dialect are for the
+        # measured clients (pysmb, the utility, could not encrypt), so it keeps its own defaults.
+        options = dataclasses.replace(self.plan.options, smb_signing=None, smb_encryption=None, smb_max_dialect=None)
+        client = self._utility_class(self._utility_target(), options)
         try:
             client.connect()
         except BaseException:
