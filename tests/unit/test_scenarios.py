@@ -23,6 +23,17 @@ def test_every_scenario_has_a_valid_link_and_plan_in_both_forms() -> None:
                     assert request.settings["repeat"] <= 2 and request.settings["warmup"] == 0
 
 
+def test_the_small_nas_story_caps_the_server_host_and_asks_its_smbd_for_each_variant() -> None:
+    planned = scenarios.requests(scenarios.find("nas-signing"), {}, set(), False)
+    assert {r.preset for _, r in planned} == {"gige"} and {r.server_cpu for _, r in planned} == {0.25}
+    smb = [(v.name, r.smb_server) for v, r in planned]
+    assert smb[0] == ("signing offered", None) and ("signing required", "signing=required") in smb
+    assert any(s and "max-dialect=2.0.2" in s for _, s in smb) and any(s and "encryption=required" in s for _, s in smb)
+    for _, request in planned:
+        validate_request(request)  # every variant's --smb-server parses
+        assert "http/" in request.settings["protocols"] and "pysmb" not in request.settings["protocols"]
+
+
 def test_the_stories_links_are_what_they_say() -> None:
     ((_, wifi),) = scenarios.requests(scenarios.find("wifi-ac-64k"), {}, set(), False)
     spec = link_spec(wifi)
@@ -55,7 +66,7 @@ def test_typed_settings_win_over_the_story_but_link_options_are_refused() -> Non
         scenarios.requests(story, {}, {"rate", "rtt", "sizes"}, False)
     with pytest.raises(UsageError, match="no story called 'thunder'") as refused:
         scenarios.find("thunder")
-    assert "thunderbolt, or 'list'" in refused.value.hint
+    assert all(name in refused.value.hint for name in scenarios.SCENARIOS) and "'list'" in refused.value.hint
 
 
 def _row(protocol: str, client: str, direction: str, size: int, rate_bytes_per_s: float, stalls: int = 0) -> Result:

@@ -101,6 +101,7 @@ HONOURED: dict[str, Callable[[str, Settings], Any]] = {
     "link": lab_field("preset"),
     **{name: lab_field(name) for name in ("rate", "rtt", "loss", "mtu", "cc", "window_sweep", "rate_up")},
     **{name: lab_field(name) for name in ("rate_down", "client_window", "stall", "servers")},
+    **{name: lab_field(name) for name in ("smb_server", "server_cpu")},
     "scenario": as_read("scenario"),
     "quick": as_read("quick"),
     "clients": as_read("clients"),

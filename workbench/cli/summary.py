@@ -410,6 +410,16 @@ def link_line(link: Mapping[str, Any]) -> str:
         text += f" (server ports {', '.join(map(str, ports))})" if ports else ""
     if link.get("stall"):
         text += f"; {link['stall']}"
+    smb = link.get("smb_server") or {}
+    if smb:
+        text += f"; smbd: signing {smb.get('signing')}, encryption {smb.get('encryption')}, "
+        text += f"SMB {smb.get('max_dialect')} at most"
+    if link.get("server_cpu_cap_cores") is not None:
+        text += f"; server host's CPU capped at {link['server_cpu_cap_cores']:g} core"
+    host_cpu = link.get("host_cpu") or {}
+    if host_cpu.get("server_cpu_s_per_s") is not None:
+        text += f"; CPU during the copies: server host {host_cpu['server_cpu_s_per_s']:.2f} core"
+        text += f", client host {host_cpu.get('client_cpu_s_per_s') or 0:.2f}"
     if link.get("goodput_bytes_per_s"):
         text += f"; TCP goodput measured {link['goodput_bytes_per_s'] * 8 / 1e6:,.0f} Mbit/s"
         expected = link.get("expected_goodput_up_bytes_per_s") or link.get("expected_goodput_bytes_per_s")

@@ -16,6 +16,7 @@ class EmulatorReport:
     drops: int  # packets the emulator dropped
     seconds: float  # wall time the figures cover
     notes: tuple[str, ...] = ()
+    host_cpu: Mapping[str, Any] | None = None  # the lab hosts' CPU over the copies (lab.cpucap.HostCpuWatch)
 
     def to_json(self) -> dict[str, Any]:
         return {"cpu_fraction": self.cpu_fraction, "drops": self.drops, "seconds": self.seconds}
@@ -36,5 +37,8 @@ class LabContext:
     after_baseline: Callable[[], None] | None = None
 
     def link_after(self, report: EmulatorReport | None) -> dict[str, Any]:
-        """The link document, with the emulator's figures once the copies are done."""
-        return {**self.link, "emulator": report.to_json()} if report is not None else dict(self.link)
+        """The link document, with the emulator's and the hosts' CPU figures once the copies are done."""
+        if report is None:
+            return dict(self.link)
+        host_cpu = {"host_cpu": dict(report.host_cpu)} if report.host_cpu is not None else {}
+        return {**self.link, "emulator": report.to_json(), **host_cpu}

@@ -479,11 +479,36 @@ SETTINGS: tuple[Setting, ...] = (
         commands=LAB,
     ),
     Setting(
+        "smb_server",
+        str | None,
+        None,
+        "How the lab's Samba treats SMB sessions, as a NAS set up that way: signing=offered|required, "
+        "encryption=offered|desired|required|off, max-dialect=2.0.2|2.1|3.0|3.0.2|3.1.1, e.g. "
+        "signing=required,max-dialect=2.0.2 (default: signing and encryption offered, SMB 3.1.1).",
+        "a string of KEY=VALUE pairs such as signing=required,encryption=required,max-dialect=3.0",
+        'smb_server = "signing=required"',
+        commands=LAB,
+    ),
+    Setting(
+        "server_cpu",
+        float | None,
+        None,
+        "Cap the server host's CPU to this many cores (a cgroup CPU quota on all its processes), e.g. 0.25 for a "
+        "small NAS.",
+        "",
+        "server_cpu = 0.25",
+        commands=LAB,
+        unit="cores",
+        range=Range(0.01, 1024, "0.25"),  # the kernel's least quota is 1 ms per 100 ms (lab.cpucap.check_cores)
+        metavar="CORES",
+    ),
+    Setting(
         "scenario",
         str | None,
         None,
         "Replay a published story (its link, options and figures beside the lab's): wifi-ac-64k, gige-jumbo, "
-        "wireless-g, thunderbolt; 'list' lists them. --json/--markdown/--csv PATH write PATH-VARIANT.json/.md/"
+        "wireless-g, thunderbolt, nas-signing; 'list' lists them. --json/--markdown/--csv PATH write "
+        "PATH-VARIANT.json/.md/"
         ".csv per run.",
         "a scenario name string",
         'scenario = "gige-jumbo"',
@@ -514,7 +539,8 @@ SETTINGS: tuple[Setting, ...] = (
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 # the link options a lab scenario sets itself (a scenario refuses them typed beside it)
 LINK_SETTINGS = ("link", "rate", "rtt", "loss", "mtu", "cc", "window_sweep", "rate_up", "rate_down",
-                 "client_window", "stall", "servers", "offload")  # fmt: skip
+                 "client_window", "stall", "servers", "offload", "smb_server",
+                 "server_cpu")  # fmt: skip
 
 
 def for_command(command: str, *, flags_only: bool = True) -> tuple[Setting, ...]:

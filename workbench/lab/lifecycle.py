@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.lab import netns
+from workbench.lab import cpucap, netns
 from workbench.shared.errors import UnavailableError, UsageError, WorkbenchError
 from workbench.shared.procs import pid_alive
 from workbench.shared.signals import TERMINATING, held, on_signal
@@ -88,6 +88,7 @@ def cleanup_stale() -> list[str]:
     from workbench.lab.leftovers import cleanup_leftovers
 
     removed += cleanup_leftovers()
+    removed += cpucap.cleanup_stale()  # after the namespaces: their processes are gone from the group by then
     return removed
 
 
@@ -139,8 +140,18 @@ class Lifecycle:
     `notes` is the lab's own list: what could not be set up as asked is told there.
     """
 
-    def __init__(self, hosts: Hosts, mtu: int, cc: str | None, notes: list[str], raised_buffers: bool = True) -> None:
+    def __init__(
+        self,
+        hosts: Hosts,
+        mtu: int,
+        cc: str | None,
+        notes: list[str],
+        raised_buffers: bool = True,
+        server_cpu_cores: float | None = None,
+    ) -> None:
         self.hosts = hosts
+        self.server_cpu_cores = server_cpu_cores  # the server host's CPU cap in cores (None: not capped)
+        self.cpu: cpucap.CpuCap | None = None  # its cgroup, once the namespaces are made
         self.raised_buffers = raised_buffers
         self.mtu = mtu
         self.wanted_cc = cc
@@ -173,6 +184,8 @@ class Lifecycle:
         for ns in (self.hosts.client_ns, self.hosts.server_ns):
             netns.create(ns)
             self._tune_namespace(ns)
+        # named as the server namespace: a killed lab's group is recognised by its owner pid (cleanup_stale)
+        self.cpu = cpucap.CpuCap.make(self.hosts.server_ns, self.server_cpu_cores)
 
     def address_link(self) -> None:
         """Bring both TUN devices up with the lab's MTU and addresses, once the emulator has made them."""
@@ -236,12 +249,14 @@ class Lifecycle:
             self._old_handlers = {}
 
     def remove(self) -> None:
-        """Delete both namespaces (with whatever runs inside) and drop the PM QoS request."""
+        """Delete both namespaces (with whatever runs inside), the server host's cgroup, and the PM QoS request."""
         if self._up:
             for ns in (self.hosts.client_ns, self.hosts.server_ns):
                 with contextlib.suppress(WorkbenchError):
                     netns.delete(ns)
             self._up = False
+        if self.cpu is not None:  # emptied by the namespaces' removal, which killed every process inside
+            self.cpu.remove()
         if self._pm_qos is not None:
             os.close(self._pm_qos)  # releases the PM QoS request: cores may sleep again
             self._pm_qos = None

@@ -20,7 +20,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from workbench.lab import measure, netns
+from workbench.lab import cpucap, measure, netns
 from workbench.lab.emulator import Emulator
 from workbench.lab.kernellink import KernelLink
 from workbench.lab.lifecycle import Hosts, Lifecycle, check_available, cleanup_stale
@@ -186,9 +186,11 @@ class Lab:
 
     _serial = 0
 
-    def __init__(self, spec: LinkSpec, defer_stalls: bool = False) -> None:
-        """`defer_stalls`: the link's stalls start only at start_stalls(), not once the link is measured."""
+    def __init__(self, spec: LinkSpec, defer_stalls: bool = False, server_cpu_cores: float | None = None) -> None:
+        """`defer_stalls`: the link's stalls start only at start_stalls(), not once the link is measured.
+        `server_cpu_cores`: the server host's CPU cap (cap_server_host() puts its processes under it)."""
         spec.validate()
+        cpucap.check_cores(server_cpu_cores)
         self.spec = spec
         self._defer_stalls = defer_stalls
         self._stalling = False
@@ -203,7 +205,8 @@ class Lab:
         self.goodput_bits_per_s: float | None = None
         self.notes: list[str] = []
         self.emulator: Emulator | KernelLink = KernelLink() if spec.kernel_link() else Emulator()
-        self._life = Lifecycle(self.hosts, spec.mtu, spec.cc, self.notes, spec.host_buffers == "raised")
+        raised = spec.host_buffers == "raised"
+        self._life = Lifecycle(self.hosts, spec.mtu, spec.cc, self.notes, raised, server_cpu_cores)
         self.cc = self._life.cc  # namespace -> congestion control in use
         self.offloads_switched: dict[str, offloads.Offloads] = {}  # host -> its link device as read back
         self._offloads_undo: dict[str, dict[str, bool]] = {}  # host -> kernel features to put back at teardown
@@ -337,6 +340,16 @@ class Lab:
         )
         return self.goodput_bits_per_s
 
+    def cap_server_host(self) -> int:
+        """Put every process of the server host (its servers, started by now) in its cgroup, under the CPU cap if
+        one was asked; what they fork later is in it too. How many processes moved (0 with no cgroup here)."""
+        group = self._life.cpu
+        return group.add(cpucap.server_host_pids(self.server_ns)) if group is not None else 0
+
+    def cpu_watch(self) -> cpucap.HostCpuWatch:
+        """A watch on the CPU both hosts use from its start() on (the server host's only once capped in)."""
+        return cpucap.HostCpuWatch(self._life.cpu)
+
     def forwarder_stats(self) -> dict:
         """The emulator's counters: packets, bytes (on the wire), drops, max queue, CPU and wall seconds."""
         return self.emulator.stats()
@@ -366,6 +379,8 @@ class Lab:
             "cores_awake": self._life.cores_awake,
             "host_buffers": self.spec.host_buffers,
             "kernel_link": isinstance(self.emulator, KernelLink),
+            "server_cpu_cap_cores": self._life.server_cpu_cores,
+            "server_cpu_cgroup": self._life.cpu.describe() if self._life.cpu is not None else None,
             "offloads": self.offload_states(),
             "offloads_asked": {host: dict(wanted) for host, wanted in self.spec.offloads},
             "notes": list(self.notes),

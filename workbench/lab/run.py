@@ -34,8 +34,10 @@ from workbench.shared.errors import UsageError, WorkbenchError
 
 if TYPE_CHECKING:
     from workbench.core.plan import Plan
+    from workbench.lab.cpucap import HostCpuWatch
     from workbench.lab.link import Lab
     from workbench.lab.stock_daemons import StockDaemons
+    from workbench.server.daemons.smbd import SmbServerOptions
 
 SERVER_KINDS = ("workbench", "stock")  # --servers: workbench's own (`servers up`), or plainly configured daemons
 
@@ -65,6 +67,8 @@ class LabRequest:
     offload: str | None = None  # HOST:NAME=on|off[,…], e.g. "server:tso=off,gso=off" (offloads.parse_switches)
     client_window_services: tuple[str, ...] | None = None  # only connections to these services (scenarios)
     host_buffers: str = "raised"  # or "default": the kernel's own TCP buffer limits on both hosts
+    smb_server: str | None = None  # e.g. "signing=required,max-dialect=2.0.2" (smbd.SmbServerOptions.parse)
+    server_cpu: float | None = None  # the server host's CPU cap, in cores (lab.cpucap)
 
 
 def lab_request(settings: Settings) -> LabRequest:
@@ -83,6 +87,8 @@ def lab_request(settings: Settings) -> LabRequest:
         rate_down=settings["rate_down"],
         client_window=settings["client_window"],
         stall=settings["stall"],
+        smb_server=settings["smb_server"],
+        server_cpu=settings["server_cpu"],
         offload=settings["offload"],
     )
 
@@ -127,6 +133,9 @@ def validate_request(req: LabRequest) -> Any:
         where = req.settings.where("servers")
         raise UsageError(f"{where}: unknown kind {req.servers!r}", f"choose from {', '.join(SERVER_KINDS)}")
     check_loss(req.loss, req.settings.where("loss"))
+    _smb_server(req)
+    if req.server_cpu is not None:
+        check_setting("server_cpu", req.server_cpu, req.settings.where("server_cpu"))
     check_setting("mtu", req.mtu, req.settings.where("mtu"))
     if req.cc is not None:
         available = _available_cc()
@@ -172,6 +181,22 @@ def _check_stock(req: LabRequest, entries: tuple[Any, ...]) -> None:
         )
 
 
+def _smb_server(req: LabRequest) -> SmbServerOptions | None:
+    """What the request asks of the server host's smbd (None: its defaults); refused with stock servers, which
+    keep Samba's own defaults as a stranger's server has them."""
+    from workbench.server.daemons.smbd import SmbServerOptions
+
+    if req.smb_server is None:
+        return None
+    where = req.settings.where("smb_server")
+    if req.servers == "stock":
+        raise UsageError(
+            f"{where} configures workbench's own smbd, and a stock lab runs Samba as shipped",
+            "drop it, or use --servers workbench",
+        )
+    return SmbServerOptions.parse(req.smb_server, where)
+
+
 def _available_cc() -> list[str]:
     try:
         return Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
@@ -209,6 +234,9 @@ def link_document(described: dict[str, Any], preset: str) -> dict[str, Any]:
         "goodput_bytes_per_s": bytes_per_s("goodput_bits_per_s"),
         "requested": described.get("requested"),
         "cores_awake": described.get("cores_awake"),
+        # the server host's CPU cap in cores (null: none) and how it is set (null: no cgroup here)
+        "server_cpu_cap_cores": described.get("server_cpu_cap_cores"),
+        "server_cpu_cgroup": described.get("server_cpu_cgroup"),
         "notes": "; ".join(described.get("notes") or []),
     }
 
@@ -239,13 +267,20 @@ def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Lab, Pa
     try:
         rate_text = f"{spec.rate_bits_per_s / 1e6:,.0f} Mbit/s"
         observer.status(f"lab: {req.preset} link, {rate_text}, RTT {spec.rtt_ms} ms, MTU {spec.mtu}: building…")
+        smb = _smb_server(req)
+        if req.server_cpu is not None:
+            observer.status(f"lab: the server host's CPU capped at {req.server_cpu:g} core(s)")
+        if smb is not None:
+            observer.status(f"lab: the server host's smbd: {smb.describe()}")
         # a run's stalls start after its raw-TCP baseline: the baseline is the path's capacity, the copies
         # are what stalls (a stall inside the 1 s probe would make every copy's share of raw TCP meaningless)
-        with Lab(spec, defer_stalls=True) as lab:
+        with Lab(spec, defer_stalls=True, server_cpu_cores=req.server_cpu) as lab:
             observer.status(f"lab: idle RTT measured {lab.idle_rtt_ms:.2f} ms; measuring goodput (3 s)…")
             with contextlib.suppress(WorkbenchError):
                 lab.measure_goodput_bits_per_s(seconds=3.0)
-            yield lab, work, link_document(lab.describe(), req.preset)
+            link = link_document(lab.describe(), req.preset)
+            link["smb_server"] = smb.to_json() if smb is not None else None
+            yield lab, work, link
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -273,11 +308,12 @@ def _run_inside(
                 )
             )
             sweep = _sweep(plan, req.window_sweep, link, observer) if req.window_sweep else None
+            cpu = lab.cpu_watch()  # both hosts' CPU over the copies: from the end of the baseline on
             context = LabContext(
                 link=link,
                 window_sweep=sweep,
-                emulator=_EmulatorWatch(lab, _left_out(req, observer)),
-                after_baseline=lab.start_stalls,
+                emulator=_EmulatorWatch(lab, _left_out(req, observer), cpu),
+                after_baseline=_then(cpu.start, lab.start_stalls),
             )
             return runner.execute(plan, recorder, observer, lab=context, label=label)
     finally:
@@ -335,9 +371,13 @@ def _servers_up(
     from workbench.server.daemons import supervisor
 
     observer.status(f"lab: starting servers on the server host {lab.server_addr}…")
-    servers = supervisor.up(root, lab.server_addr, state, netns=lab.server_ns)
+    smb = _smb_server(req)
+    servers = supervisor.up(
+        root, lab.server_addr, state, netns=lab.server_ns, smb_server=smb.to_json() if smb is not None else None
+    )
     for line in servers.lines():
         observer.status(f"  {line}")
+    _cap_server_host(lab, req, observer)
     if req.client_window and req.client_window_services:
         try:
             link["client_window_ports"] = _clamp_services(lab, state, req.client_window_services)
@@ -370,6 +410,7 @@ def _stock_runs(
     try:
         for server in host.up():
             observer.status(f"  {server.line()}")
+        _cap_server_host(lab, req, observer)
         # --protocols as typed (the lab's default is every client); each URL keeps the clients of its protocol
         plan = url_plan(req.settings)
         runs: list[Run] = []
@@ -425,6 +466,23 @@ def _stock_run(
     return runner.execute(url_run_plan, recorder, observer, far=far, lab=context, label=label)
 
 
+def _cap_server_host(lab: Lab, req: LabRequest, observer: RunObserver) -> None:
+    """The server host's processes, its servers started, into its cgroup (under the CPU cap, if asked)."""
+    moved = lab.cap_server_host()
+    if req.server_cpu is not None:
+        observer.status(f"lab: {moved} processes of the server host under its CPU cap of {req.server_cpu:g} core(s)")
+
+
+def _then(*steps: Callable[[], None]) -> Callable[[], None]:
+    """One call running each step in turn."""
+
+    def run() -> None:
+        for step in steps:
+            step()
+
+    return run
+
+
 EMULATOR_BUSY = 0.8  # of one core: above this the link emulator may have shaped results, not just the link
 
 
@@ -432,9 +490,10 @@ class _EmulatorWatch:
     """The link emulator's CPU and drops from now until report(), with a note when it was near a full core, and
     the lab's own notes (`lab_notes`: what a default lab left out) to show under the table."""
 
-    def __init__(self, lab: Lab, lab_notes: tuple[str, ...] = ()) -> None:
+    def __init__(self, lab: Lab, lab_notes: tuple[str, ...] = (), cpu: HostCpuWatch | None = None) -> None:
         self._lab = lab
         self._lab_notes = lab_notes
+        self._cpu = cpu  # both hosts' CPU, reported beside the emulator's
         self._before = lab.forwarder_stats()
 
     def report(self) -> EmulatorReport:
@@ -448,7 +507,8 @@ class _EmulatorWatch:
                 f"the link emulator used {busy:.0%} of a core on average: rows near the link rate may be bound by "
                 "this machine's CPU rather than by the emulated link"
             )
-        return EmulatorReport(round(busy, 3), drops, round(wall, 1), (*notes, *self._lab_notes))
+        host_cpu = self._cpu.report() if self._cpu is not None else None
+        return EmulatorReport(round(busy, 3), drops, round(wall, 1), (*notes, *self._lab_notes), host_cpu)
 
 
 def _clamp_services(lab: Lab, state: Path, services: tuple[str, ...]) -> list[int]:

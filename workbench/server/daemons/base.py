@@ -35,6 +35,7 @@ class ServerContext:
     ports: Mapping[str, int] = field(default_factory=dict)
     share: str = "workbench"  # SMB share and rsync module name
     netns: str | None = None  # run inside this network namespace (the lab's server host)
+    smb_server: Mapping[str, str] = field(default_factory=dict)  # smbd.SmbServerOptions.to_json(); {}: defaults
 
     def dir_for(self, name: str) -> Path:
         path = self.state_dir / name

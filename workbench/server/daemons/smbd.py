@@ -6,8 +6,10 @@ unix extensions SMB2/3 cannot create symlinks (Samba 4.17 refuses FSCTL_SET_REPA
 nodes, FIFOs or sockets, nor set mode bits, and the create/directory masks strip setuid/setgid.
 
 Dialects: SMB2_02 (pysmb speaks nothing newer) up to SMB3_11 (smbprotocol, smbclient). Signing stays
-at Samba's default ("auto", required only when the client asks); encryption is off so the numbers
-show the transport, not AES.
+at Samba's default ("auto", required only when the client asks) and encryption is offered, never
+imposed, so the numbers show the transport, not AES, unless the server host is asked otherwise
+(`SmbServerOptions`, the lab's --smb-server: signing or encryption required, a lower highest dialect,
+as a NAS configured that way would answer).
 """
 
 from __future__ import annotations
@@ -19,19 +21,101 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.server.daemons.base import ManagedServer
 from workbench.shared.errors import AuthError, NotFoundError, UsageError
 
 MIN_PROTOCOL = "SMB2_02"
-MAX_PROTOCOL = "SMB3_11"
 
 # A unix socket's path holds at most 107 bytes. smbd makes its messaging sockets as
 # '<lock directory>/msg.sock/<pid>' and its RPC ones under the ncalrpc dir: this much room is kept for
 # what it appends to either.
 SOCKET_SUFFIX_ROOM = 40
 SOCKET_PATH_MAX = 107
+
+
+# The dialects a server can be capped at, by the names SMB's documents use, and smb.conf's names for them.
+DIALECTS: dict[str, str] = {
+    "2.0.2": "SMB2_02",
+    "2.1": "SMB2_10",
+    "3.0": "SMB3_00",
+    "3.0.2": "SMB3_02",
+    "3.1.1": "SMB3_11",
+}
+FIRST_ENCRYPTING_DIALECT = "3.0"  # SMB 2.x has no encryption: a server requiring it refuses every 2.x session
+# signing: offered (Samba's "auto": on when the client asks) or required ("mandatory", every session signs)
+SIGNING = {"offered": "auto", "required": "mandatory"}
+# encryption ("server smb encrypt", Samba 4.14 and later): offered (Samba's default "if_required": on when the
+# client asks), desired (on for every client that can), required (a client that cannot is refused), off
+ENCRYPTION = {"offered": "if_required", "desired": "desired", "required": "required", "off": "off"}
+SMB_SERVER_HINT = "e.g. signing=required,encryption=required,max-dialect=2.0.2"
+
+
+@dataclass(frozen=True)
+class SmbServerOptions:
+    """How the server host's smbd is asked to treat signing, encryption and the highest dialect, as a NAS would
+    be configured: the lab's --smb-server. The defaults are what workbench's smbd does without it."""
+
+    signing: str = "offered"
+    encryption: str = "offered"
+    max_dialect: str = "3.1.1"
+
+    @classmethod
+    def parse(cls, text: str, where: str = "--smb-server") -> SmbServerOptions:
+        """'signing=required,encryption=required,max-dialect=2.0.2': each key at most once, nothing else."""
+        choices = {"signing": tuple(SIGNING), "encryption": tuple(ENCRYPTION), "max-dialect": tuple(DIALECTS)}
+        found: dict[str, str] = {}
+        for part in text.split(","):
+            key, sep, value = (p.strip() for p in part.partition("="))
+            if not sep or key not in choices:
+                raise UsageError(
+                    f"{where}: {part.strip()!r} is not KEY=VALUE with a key among {', '.join(choices)}", SMB_SERVER_HINT
+                )
+            if key in found:
+                raise UsageError(f"{where}: {key} is given twice", SMB_SERVER_HINT)
+            if value not in choices[key]:
+                raise UsageError(f"{where}: {key}={value!r} is unknown", f"{key} takes {', '.join(choices[key])}")
+            found[key] = value
+        options = cls(**{key.replace("-", "_"): value for key, value in found.items()})
+        options.check(where)
+        return options
+
+    def check(self, where: str = "--smb-server") -> None:
+        order = list(DIALECTS)
+        below = order.index(self.max_dialect) < order.index(FIRST_ENCRYPTING_DIALECT)
+        if self.encryption == "required" and below:
+            raise UsageError(
+                f"{where}: encryption=required with max-dialect={self.max_dialect} refuses every client "
+                f"(SMB {self.max_dialect} has no encryption)",
+                f"use max-dialect={FIRST_ENCRYPTING_DIALECT} or later, or drop encryption=required",
+            )
+
+    @classmethod
+    def from_json(cls, found: Mapping[str, str]) -> SmbServerOptions:
+        """From to_json()'s form (a ServerContext carries it); an empty one is the defaults."""
+        options = cls(**{k: v for k, v in found.items() if k in ("signing", "encryption", "max_dialect")})
+        known = (options.signing in SIGNING, options.encryption in ENCRYPTION, options.max_dialect in DIALECTS)
+        if not all(known):
+            raise UsageError(f"SMB server options {dict(found)!r} are unknown", SMB_SERVER_HINT)
+        options.check()
+        return options
+
+    def conf(self) -> dict[str, str]:
+        """The smb.conf [global] settings that make smbd answer so."""
+        return {
+            "server signing": SIGNING[self.signing],
+            "server smb encrypt": ENCRYPTION[self.encryption],
+            "server max protocol": DIALECTS[self.max_dialect],
+        }
+
+    def to_json(self) -> dict[str, str]:
+        return {"signing": self.signing, "encryption": self.encryption, "max_dialect": self.max_dialect}
+
+    def describe(self) -> str:
+        return f"signing {self.signing}, encryption {self.encryption}, SMB {self.max_dialect} at most"
 
 
 def _short_dir(server_dir: Path) -> Path:
@@ -133,7 +217,8 @@ class Smbd(ManagedServer):
             "disable spoolss": "yes",
             "server role": "standalone server",
             "server min protocol": MIN_PROTOCOL,
-            "server max protocol": MAX_PROTOCOL,
+            # what the server host is asked for (signing, encryption, highest dialect), else these defaults
+            **SmbServerOptions.from_json(self.ctx.smb_server).conf(),
             "map to guest": "Never",
             "restrict anonymous": "2",
             "usershare max shares": "0",

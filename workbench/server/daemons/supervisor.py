@@ -75,8 +75,10 @@ def up(
     only: list[str] | None = None,
     netns: str | None = None,
     ports: dict[str, int] | None = None,
+    smb_server: dict[str, str] | None = None,
 ) -> ServersState:
-    """Start every available server; on any failure or Ctrl-C, stop the ones already started."""
+    """Start every available server; on any failure or Ctrl-C, stop the ones already started. `smb_server`: how
+    smbd treats signing, encryption and dialects (smbd.SmbServerOptions.to_json(); None: its defaults)."""
     if not root.is_dir():
         raise NotFoundError(f"root directory {root} does not exist", "create it or pass another --root")
     check_layout(root, state_dir, state_dir / CREDENTIALS_FILE)
@@ -101,7 +103,13 @@ def up(
     creds = creds_mod.load_or_create(creds_path)
     all_ports = {**DEFAULT_PORTS, **(ports or {})}
     ctx = ServerContext(
-        root=root.resolve(), bind=bind, state_dir=state_dir, credentials=creds, ports=all_ports, netns=netns
+        root=root.resolve(),
+        bind=bind,
+        state_dir=state_dir,
+        credentials=creds,
+        ports=all_ports,
+        netns=netns,
+        smb_server=smb_server or {},
     )
     state = ServersState(bind=bind, root=str(root.resolve()), netns=netns)
     started: list[ManagedServer] = []
