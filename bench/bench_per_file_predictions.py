@@ -2,17 +2,20 @@
 
 Usage (root): python bench/bench_per_file_predictions.py [--counts counts.json] [--links wan,gige]
                                                          [--files wan=8,gige=30] [--repeat 2] [--protocols all]
+                                                         [--save DIR] [--runs DIR]
 
 The counts (round trips per file and per set, and the turnaround per file and per set on this machine) come
 from --counts (bench/count_exchanges.py --json) or are taken first on wifi-ac. Each other link then runs
 `workbench lab` with one set of 64 KiB files, and every client's set is predicted as round trips × that link's
 idle RTT + the bytes at its goodput + the turnaround (workbench.lab.exchangecount.predicted_s). A prediction
-within 25 % of the measured median holds.
+within 25 % of the measured median holds. --save DIR keeps the counts (counts.json) and each link's run
+(LINK.json); --runs DIR predicts from those again without a lab (after a change to the model).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -83,16 +86,29 @@ def main() -> int:
     parser.add_argument("--files", default="wan=8,gige=30", help="files per set on each link")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--protocols", default="all")
+    parser.add_argument("--save", type=Path, help="keep the counts and each link's run in this directory")
+    parser.add_argument("--runs", type=Path, help="predict from a --save directory's counts and runs, no lab")
     args = parser.parse_args()
-    if args.counts:
-        doc = json.loads(args.counts.read_text())
+    counts_file = args.runs / "counts.json" if args.runs else args.counts
+    if counts_file:
+        doc = json.loads(counts_file.read_text())
         counts = [ClientCount(**{**c, "files": tuple(c["files"])}) for c in doc["counts"]]
     else:
-        counts, _ = counted("wifi-ac", args.protocols, (4, 12), args.repeat)
+        counts, rtt_ms = counted("wifi-ac", args.protocols, (4, 12), args.repeat)
+        if args.save:
+            args.save.mkdir(parents=True, exist_ok=True)
+            doc = {"link": "wifi-ac", "rtt_ms": rtt_ms, "counts": [dataclasses.asdict(c) for c in counts]}
+            (args.save / "counts.json").write_text(json.dumps(doc, indent=1))
     files = dict((k, int(v)) for k, v in (item.split("=") for item in args.files.split(",")))
     missed = 0
     for link in args.links.split(","):
-        run = measure(link, files.get(link, 10), args.protocols, args.repeat)
+        if args.runs:
+            run = Run.from_json(json.loads((args.runs / f"{link}.json").read_text()))
+        else:
+            run = measure(link, files.get(link, 10), args.protocols, args.repeat)
+            if args.save:
+                args.save.mkdir(parents=True, exist_ok=True)
+                (args.save / f"{link}.json").write_text(json.dumps(run.to_json()))
         missed += show(link, run, predictions(run, counts))
     print(f"\nfile size counted on: {COUNTED_FILE_BYTES // 1024} KiB")
     return 1 if missed else 0

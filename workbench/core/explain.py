@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from workbench.core import fixedcost
 from workbench.core.ceiling import (
@@ -108,9 +109,11 @@ def _per_file_ceiling(
 
     The rule is fixed from the inputs before the row's rate is looked at, so a copy that beats it is unexplained
     rather than met by a looser charge. The server's turnaround is charged because a client waits for each answer
-    before its next exchange; the client's own CPU is not, because a client may spend it while an answer travels
-    (reading the next file). A row with a fixed cost fitted pays its set's login in that cost, so the set's own
-    exchanges are not charged twice.
+    before its next exchange. A client that copies one file at a time spends its own CPU between its waits, never
+    during one (it has nothing to do while the answer it waits for travels), but may spend it while its file's
+    bytes move: its CPU per file is charged beyond the bytes' time (fixedcost.client_cpu_per_file_s, less what
+    its start-up could have taken). A client with files in flight may overlap it with anything: not charged. A
+    row with a fixed cost pays its set's login in that cost, so the set's own exchanges are not charged twice.
     """
     trips = _per_file_trips(row)
     if trips is None or not rtt_s:
@@ -119,8 +122,11 @@ def _per_file_ceiling(
     server_cpu = _median_cpu_s(row, "server_cpu_s")
     server_s = server_cpu / row.files if server_cpu else None
     set_trips = 0.0 if cost is not None else per_set
+    client_cpu = fixedcost.client_cpu_per_file_s(row, cost) if (row.details.files_in_flight or 1) == 1 else None
+    bytes_s = row.bytes / row.files / path_bytes_per_s if path_bytes_per_s else 0.0
+    client_s = max(0.0, client_cpu - bytes_s) if client_cpu else None  # beyond what overlaps its bytes
     bound = per_file_bound(
-        row.bytes, row.files, per_file, rtt_s, path_bytes_per_s, in_flight, server_s, set_round_trips=set_trips
+        row.bytes, row.files, per_file, rtt_s, path_bytes_per_s, in_flight, server_s, client_s or None, set_trips
     )
     return with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound
 
@@ -161,7 +167,7 @@ def _crypto_ceiling(row: Result, costs: _CryptoCosts) -> Bound | None:
 
 # What a beaten ceiling's model leaves out, by label.
 _MISSING = {
-    "per-file": "exchanges the client overlaps (its counted pattern is stale: bench/count_exchanges.py)",
+    "per-file": "exchanges or CPU time the client overlaps (its counted pattern is stale: bench/count_exchanges.py)",
     "requests": "requests the client keeps in flight beyond the depth it declares",
     "window": "a window larger than the one the copy's sender was seen offered",
     "ssh-window": "an SSH window larger than the one the client declares",
@@ -184,7 +190,15 @@ def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, f
             if row.details.timed_includes_setup and fixed_s is None
             else ""
         )
-        return f"≈{format_ms(gap_s / row.files)} per file{trips}: time the client or server spends off the wire{setup}"
+        # a per-file ceiling of a client one file at a time charged both sides' CPU already (see _per_file_ceiling)
+        cpu = (
+            " and off its CPU: waiting for a core on a loaded host, or on the client's own threads (CPU wait is not "
+            "measured)"
+            if bound.label == "per-file" and (row.details.files_in_flight or 1) == 1
+            else ""
+        )
+        per_file = format_ms(gap_s / row.files)
+        return f"≈{per_file} per file{trips}: time the client or server spends off the wire{cpu}{setup}"
     triage = row.tcp
     said = f"; the {triage.side}'s TCP counters say {triage.limit}" if triage is not None and triage.limit else ""
     if row.details.timed_includes_setup and fixed_s is None:
@@ -232,7 +246,7 @@ def explain(run: Run, host: str) -> Explanation:
     """
     rtt_s = run.baseline.rtt_ms / 1e3 if run.baseline.rtt_ms else None
     # The link bound is the TCP goodput the link can carry this way (rate less framing and headers), not its rate.
-    costs, notes_on_costs = _fixed_costs(run.results)
+    costs, notes_on_costs = _fixed_costs(run.results, run.link, run.baseline)
     cap = cryptocost.server_cpu_cap_cores(run.link, run.meta)
     crypto = _CryptoCosts(cryptocost.from_run(run.meta, "client"), cryptocost.from_run(run.meta, "server"), cap)
     rows: list[RowExplanation] = []
@@ -374,20 +388,24 @@ def _disagreement(triage: TcpTriage | None, label: str | None) -> str | None:
     return f"the {triage.side}'s TCP counters say {triage.limit} ({triage.short()}); {what}"
 
 
-def _fixed_costs(rows: Sequence[Result]) -> tuple[dict[int, fixedcost.FixedCost], list[str]]:
-    """Per client and direction, the fixed cost every copy pays, fitted over its single-file rows.
+def _fixed_costs(
+    rows: Sequence[Result], link: Mapping[str, Any] | None, base: Baseline
+) -> tuple[dict[int, fixedcost.FixedCost], list[str]]:
+    """Per client and direction, the fixed cost every copy pays (fixedcost.of_rows): fitted over its single-file
+    rows and the sets it streams whole, else seen in a client started per copy before its data moved.
 
     Returns the fit of each row (by index) that has one, small-file sets of the same client and direction
     included, and a note per client and direction.
     """
     groups: dict[tuple[str, str], list[int]] = {}
     for index, row in enumerate(rows):
-        if row.files == 1 and row.good_samples:
+        if (row.files == 1 or row.details.streams_sets) and row.good_samples:
             groups.setdefault((row.label, row.direction), []).append(index)
     costs: dict[int, fixedcost.FixedCost] = {}
     notes = []
     for (label, direction), group in groups.items():
-        cost = fixedcost.fit([(s.bytes, s.seconds) for i in group for s in rows[i].good_samples])
+        path = path_rate(link_goodput_bytes_per_s(link, direction), base.for_direction(direction))
+        cost = fixedcost.of_rows([rows[i] for i in group], path)
         if cost is None:
             continue
         for index, row in enumerate(rows):
@@ -395,7 +413,8 @@ def _fixed_costs(rows: Sequence[Result]) -> tuple[dict[int, fixedcost.FixedCost]
                 costs[index] = cost
         smallest = min((rows[i] for i in group), key=lambda r: r.bytes)
         notes.append(
-            f"{label} {direction}: ≈{format_ms(cost.fixed_s)} fixed per copy, "
+            f"{label} {direction}: ≈{format_ms(cost.fixed_s)} fixed per copy"
+            f"{' (before its data moved)' if cost.method == 'start-up' else ''}, "
             f"{cost.streaming_bytes_per_s / 1e6:.1f} MB/s "
             f"once streaming ({cost.share_of(smallest.bytes):.0%} of a {smallest.file_set} copy is the fixed part)"
         )

@@ -1,0 +1,144 @@
+"""The fixed cost per copy seen before a copy's data move, and the client's CPU per file the per-file ceiling
+charges: pure arithmetic on made-up copies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from workbench.core import fixedcost
+from workbench.core.explain import explain
+from workbench.core.results import Baseline, Result, RowExplanation, Run, Sample
+from workbench.protocols import exchanges
+from workbench.protocols.details import ClientDetails
+
+MIB = 1 << 20
+PATH = 62.5e6  # bytes/s
+SLOT = 6_000_000  # bytes per 100 ms slot once streaming: 60 MB/s
+
+
+def _streaming(lead: int, slots: int = 11) -> tuple[int, ...]:
+    return (0,) * lead + (SLOT,) * slots
+
+
+def test_the_start_up_is_the_slots_before_the_data_moved_less_what_a_lumpy_meter_may_hide() -> None:
+    copy = fixedcost.Copy(bytes=16 * SLOT, seconds=1.6, intervals=_streaming(5))
+    # five slots under a tenth of the mean slot (6 MB each: 600 kB), less 6 MB at 62.5 MB/s
+    assert fixedcost.startup_s(copy, 0.1, PATH) == pytest.approx(0.5 - SLOT / PATH)
+    # a slot that moved a little (a login's bytes) is still start-up; one that moved a tenth of the mean is not
+    little = fixedcost.Copy(bytes=16 * SLOT, seconds=1.6, intervals=(10_000, 0, 0, 0, 590_000, *(SLOT,) * 11))
+    assert fixedcost.startup_s(little, 0.1, PATH) == pytest.approx(0.5 - SLOT / PATH)
+    moving = fixedcost.Copy(bytes=16 * SLOT, seconds=1.6, intervals=(700_000, *(SLOT,) * 15))
+    assert fixedcost.startup_s(moving, 0.1, PATH) == 0.0
+    # a meter that sees a local file grow 16 MiB at a time: three empty slots are mostly the lump's, not start-up
+    lumpy = fixedcost.Copy(bytes=64 * MIB, seconds=1.25, intervals=(0, 0, 0, 16 * MIB, *(8 * MIB,) * 6))
+    assert fixedcost.startup_s(lumpy, 0.1, PATH) == pytest.approx(0.3 - 16 * MIB / PATH)
+    assert fixedcost.startup_s(fixedcost.Copy(bytes=1, seconds=0.1, intervals=()), 0.1, PATH) == 0.0
+
+
+def test_a_start_up_cost_is_the_median_copys_and_too_small_a_one_is_none() -> None:
+    copies = [fixedcost.Copy(16 * SLOT, 1.6 + 0.1 * lead, _streaming(lead + 5), 0.4) for lead in (0, 1, 2)]
+    cost = fixedcost.startup(copies, 0.1, PATH)
+    assert cost is not None and cost.method == "start-up" and cost.sizes == (16 * SLOT,)
+    assert cost.fixed_s == pytest.approx(0.6 - SLOT / PATH)
+    assert cost.client_cpu_s == 0.4
+    assert cost.streaming_bytes_per_s == pytest.approx(16 * SLOT / (1.7 - cost.fixed_s))
+    assert fixedcost.startup([fixedcost.Copy(16 * SLOT, 1.6, _streaming(1))], 0.1, PATH) is None  # under 20 ms
+    assert fixedcost.startup([], 0.1, PATH) is None
+
+
+def _row(label: str, direction: str, name: str, size: int, files: int, samples: list[Sample], **details: Any) -> Result:
+    protocol, client = label.split("/")
+    return Result(
+        protocol, client, direction, name, size, files, samples=tuple(samples), details=ClientDetails(**details)
+    )
+
+
+def test_fixed_costs_come_from_a_streamed_set_and_else_from_a_per_copy_clients_start_up() -> None:
+    big = [Sample(bytes=64 * MIB, seconds=0.18 + 64 * MIB / 60e6, client_cpu_s=0.25) for _ in range(3)]
+    small = [Sample(bytes=100 * 65536, seconds=0.18 + 100 * 65536 / 60e6, files=100) for _ in range(3)]
+    # rsync streams its sets: the set is a second size of the same stream, and the fit finds 180 ms and 60 MB/s
+    rsync = [
+        _row("rsync/daemon", "upload", "64M", 64 * MIB, 1, big, timed_includes_setup=True),
+        _row(
+            "rsync/daemon", "upload", "100x64K", 100 * 65536, 100, small, timed_includes_setup=True, streams_sets=True
+        ),
+    ]
+    cost = fixedcost.of_rows(rsync, PATH)
+    assert cost is not None and cost.method == "fit"
+    assert cost.fixed_s == pytest.approx(0.18) and cost.streaming_bytes_per_s == pytest.approx(60e6)
+    assert cost.client_cpu_s == 0.25  # the single file's CPU, which paid the start-up
+    # a client whose sets are file by file gives one size: a per-copy client's start-up, else nothing
+    late = [Sample(bytes=64 * MIB, seconds=1.7, intervals=_streaming(6, 12), client_cpu_s=0.4) for _ in range(3)]
+    sftp = [_row("sftp/openssh", "download", "64M", 64 * MIB, 1, late, timed_includes_setup=True)]
+    started = fixedcost.of_rows(sftp, PATH)
+    assert started is not None and started.method == "start-up"
+    assert started.fixed_s == pytest.approx(0.6 - SLOT / PATH)
+    logged_in = [_row("sftp/paramiko", "download", "64M", 64 * MIB, 1, late, timed_includes_setup=False)]
+    assert fixedcost.of_rows(logged_in, PATH) is None  # its login is outside the timed copy
+    assert fixedcost.of_rows(sftp, None) is None
+
+
+def test_the_clients_cpu_per_file_leaves_out_what_its_start_up_could_have_taken() -> None:
+    samples = [Sample(bytes=100 * 65536, seconds=6.0, files=100, client_cpu_s=cpu) for cpu in (1.0, 1.1, 1.2)]
+    row = _row("ftp/curl", "download", "100x64K", 100 * 65536, 100, samples)
+    assert fixedcost.client_cpu_per_file_s(row, None) == pytest.approx(0.011)
+    cost = fixedcost.FixedCost(0.1, 60e6, (64 * MIB,), "start-up", client_cpu_s=0.25)
+    assert fixedcost.client_cpu_per_file_s(row, cost) == pytest.approx(0.0085)
+    assert fixedcost.client_cpu_per_file_s(row, fixedcost.FixedCost(0.1, 60e6, (1,), client_cpu_s=2.0)) == 0.0
+
+
+def _set(label: str, seconds: float, client_cpu_s: float, **details: Any) -> Result:
+    samples = [
+        Sample(bytes=50 * 65536, seconds=seconds, files=50, verified=True, client_cpu_s=client_cpu_s, server_cpu_s=0.0)
+        for _ in range(3)
+    ]
+    return _row(label, "download", "50x64K", 50 * 65536, 50, samples, **details)
+
+
+def _why(row: Result) -> RowExplanation:
+    base = Baseline(up_bytes_per_s=PATH, down_bytes_per_s=PATH, rtt_ms=2.8)
+    return explain(Run(id=1, meta={}, baseline=base, results=(row,)), "10.77.0.2").rows[0]
+
+
+def test_the_per_file_ceiling_charges_a_one_file_at_a_time_clients_cpu_beyond_its_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(exchanges.COUNTED, ("smb/pysmb", "download"), exchanges.Exchanges(per_file=4, per_set=0))
+    monkeypatch.setitem(exchanges.COUNTED, ("smb/smbprotocol", "download"), exchanges.Exchanges(per_file=4, per_set=0))
+    wire_s = 4 * 0.0028 + 65536 / PATH  # 12.25 ms per file
+    # 3 ms of client CPU per file, 1.05 of it while the file's bytes move: 1.95 ms more per file, which this
+    # copy at 14.4 ms per file meets
+    row = _set("smb/pysmb", 50 * 0.0144, client_cpu_s=50 * 0.003)
+    why = _why(row)
+    per_file = next(b for b in why.bounds if b.label == "per-file")
+    assert per_file.bytes_per_s == pytest.approx(65536 / (wire_s + 0.003 - 65536 / PATH))
+    assert "ms client per file" in per_file.explanation and why.bound == "per-file"
+    # CPU that fits within the bytes' time costs nothing more
+    light = next(b for b in _why(_set("smb/pysmb", 0.7, client_cpu_s=50 * 0.0005)).bounds if b.label == "per-file")
+    assert light.bytes_per_s == pytest.approx(65536 / wire_s) and "client" not in light.explanation
+    # a client with files in flight may spend its CPU while it waits: not charged
+    overlapping = _set("smb/smbprotocol", 50 * 0.0144, client_cpu_s=50 * 0.003, files_in_flight=4)
+    flight = next(b for b in _why(overlapping).bounds if b.label == "per-file")
+    assert "client" not in flight.explanation
+    # the charge is a ceiling like any other: a copy faster than it is unexplained, never labelled by it
+    fast = _why(_set("smb/pysmb", 50 * 0.0125, client_cpu_s=50 * 0.003))
+    assert fast.bound == "unexplained" and fast.bound_explanation is not None
+    assert "beats its per-file ceiling" in fast.bound_explanation
+    # a copy far slower says what is left: neither wire nor CPU
+    slow = _why(_set("smb/pysmb", 50 * 0.03, client_cpu_s=50 * 0.003))
+    assert slow.bound == "unexplained" and slow.bound_explanation is not None
+    assert "off the wire and off its CPU" in slow.bound_explanation
+
+
+def test_a_per_copy_clients_start_up_is_paid_by_its_single_file_and_its_set() -> None:
+    late = [Sample(bytes=64 * MIB, seconds=1.7, intervals=_streaming(6, 12), client_cpu_s=0.4) for _ in range(3)]
+    single = _row("sftp/openssh", "download", "64M", 64 * MIB, 1, late, timed_includes_setup=True)
+    base = Baseline(up_bytes_per_s=PATH, down_bytes_per_s=PATH, rtt_ms=2.8)
+    explained = explain(Run(id=1, meta={}, baseline=base, results=(single,)), "10.77.0.2")
+    (why,) = explained.rows
+    fixed = 0.6 - SLOT / PATH
+    assert why.fixed_cost_s == pytest.approx(fixed, abs=1e-4) and why.bound == "raw-tcp"
+    assert why.ceiling_bytes_per_s == pytest.approx(64 * MIB / (fixed + 64 * MIB / PATH))
+    assert any("fixed per copy (before its data moved)" in n for n in explained.notes)
