@@ -150,7 +150,7 @@ def notes(row: Result, why: RowExplanation, rtt_ms: float | None = None) -> tupl
         said.append(f"incl. session setup ≈{fixed * 1000:.0f} ms" if fixed else "incl. session setup")
     elif fixed:
         said.append(f"≈{fixed * 1000:.0f} ms fixed per copy")
-    if details.request_bytes and details.requests_in_flight:
+    if details.request_bytes and details.requests_in_flight and not details.credits:  # else the SMB line says it
         said.append(f"{details.request_bytes // 1024} KiB × {details.requests_in_flight} in flight")
     if details.readahead_bytes:
         said.append(f"readahead {details.readahead_bytes // 1024} KiB")
