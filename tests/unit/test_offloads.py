@@ -79,13 +79,26 @@ def _rta(kind: int, payload: bytes) -> bytes:
 def test_rtnetlink_link_attributes_give_mtu_qdisc_queue_and_size_limits() -> None:
     payload = struct.pack("=BxHiII", 0, 772, 1, 0, 0)
     payload += _rta(offloads.IFLA_IFNAME, b"lo\0") + _rta(offloads.IFLA_QDISC, b"fq_codel\0")
-    for kind, value in ((offloads.IFLA_MTU, 1500), (offloads.IFLA_TXQLEN, 500), (offloads.IFLA_GSO_MAX_SIZE, 16384),
-                        (offloads.IFLA_GSO_MAX_SEGS, 64), (offloads.IFLA_GRO_MAX_SIZE, 65536),
-                        (offloads.IFLA_TSO_MAX_SIZE, 524280), (offloads.IFLA_TSO_MAX_SEGS, 65535)):
+    for kind, value in (
+        (offloads.IFLA_MTU, 1500),
+        (offloads.IFLA_TXQLEN, 500),
+        (offloads.IFLA_GSO_MAX_SIZE, 16384),
+        (offloads.IFLA_GSO_MAX_SEGS, 64),
+        (offloads.IFLA_GRO_MAX_SIZE, 65536),
+        (offloads.IFLA_TSO_MAX_SIZE, 524280),
+        (offloads.IFLA_TSO_MAX_SEGS, 65535),
+    ):
         payload += _rta(kind, struct.pack("=I", value))
     assert offloads.parse_link(payload) == {
-        "name": "lo", "qdisc": "fq_codel", "mtu_bytes": 1500, "tx_queue_len": 500, "gso_max_size_bytes": 16384,
-        "gso_max_segs": 64, "gro_max_size_bytes": 65536, "tso_max_size_bytes": 524280, "tso_max_segs": 65535,
+        "name": "lo",
+        "qdisc": "fq_codel",
+        "mtu_bytes": 1500,
+        "tx_queue_len": 500,
+        "gso_max_size_bytes": 16384,
+        "gso_max_segs": 64,
+        "gro_max_size_bytes": 65536,
+        "tso_max_size_bytes": 524280,
+        "tso_max_segs": 65535,
     }
 
 
@@ -102,7 +115,8 @@ def test_macos_parsers() -> None:
     assert offloads.parse_sysctl_tso("sysctl: unknown oid") is None
     parsed = offloads.parse_ifconfig_v(IFCONFIG_V)
     assert parsed == {
-        "mtu_bytes": 1500, "qdisc": "fq_codel",
+        "mtu_bytes": 1500,
+        "qdisc": "fq_codel",
         "groups": {"tso": True, "lro": False, "tx_checksum": True, "rx_checksum": True},
     }
     assert offloads.parse_ifconfig_v(IFCONFIG_BRIDGE)["qdisc"] == "qfq"
@@ -191,3 +205,50 @@ def test_set_offloads_reads_back_what_the_kernel_did(veth_namespace: str) -> Non
             offloads.set_offloads("va", {"warp": False})
     # the host's loopback was never touched
     assert offloads.read_offloads("lo").to_json() == host_lo.to_json()
+
+
+def test_switches_parse_hosts_names_and_the_comma_form() -> None:
+    hosts = ("client", "server")
+    parsed = offloads.parse_switches("server:tso=off,gso=off,client:gro=OFF,tx=on", hosts, "--offload")
+    assert parsed == (("server", (("tso", False), ("gso", False))), ("client", (("gro", False), ("tx_checksum", True))))
+    # a repeated flag arrives joined with commas (settings.typed_value): the same result as one flag
+    assert offloads.parse_switches("client:gro=off,server:tso=off", hosts, "--offload") == (
+        ("client", (("gro", False),)),
+        ("server", (("tso", False),)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("tso=off", "does not start with a host"),
+        ("router:tso=off", "unknown host 'router'"),
+        ("server:tso", "'tso' is not a known NAME=on|off"),
+        ("server:warp=off", "'warp=off' is not a known NAME=on|off"),
+        ("server:tso=no", "tso must be on or off, not 'no'"),
+        ("server:tso=off,,gso=off", "has an empty item"),
+        ("server:tso=off,tso=on", "sets server's tso twice"),
+    ],
+)
+def test_switches_refuse_in_one_line(text: str, said: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        offloads.parse_switches(text, ("client", "server"), "--offload")
+    assert said in caught.value.one_line() and "\n" not in caught.value.one_line()
+    assert caught.value.one_line().startswith(f"--offload {text!r}")
+
+
+def test_differences_name_each_changed_value_and_skip_what_is_not_known() -> None:
+    base = offloads.Offloads("eth0", "ethtool ioctl + rtnetlink", mtu_bytes=1500, qdisc="fq_codel").to_json()
+    a = {**base, "offloads": {"tso": "on", "gso": "on", "gro": offloads.NOT_KNOWN}, "gso_max_size_bytes": 65536}
+    b = {**base, "offloads": {"tso": "off", "gso": "on", "gro": "off"}, "gso_max_size_bytes": 16384, "mtu_bytes": 9000}
+    assert offloads.differences(a, b) == ["tso on → off", "mtu_bytes 1500 → 9000", "gso_max_size_bytes 65536 → 16384"]
+    assert offloads.differences(a, a) == []
+    assert offloads.differences(a, {**b, "interface": "en0"})[0] == "interface eth0 → en0"
+    assert offloads.differences({}, b) == []  # an older run recorded nothing: nothing to compare
+
+
+def test_send_paths_of_a_runs_metadata() -> None:
+    record = {**offloads.Offloads("wbs0", "x", mtu_bytes=1500).to_json(), "offloads": {"tso": "off", "gso": "on"}}
+    meta = {"client": {"hostname": "c"}, "server": {"hostname": "s", "offloads": record}}
+    assert offloads.send_paths(meta) == [("server", "wbs0: tso off, gso on, mtu 1500")]
+    assert offloads.send_paths({"client": None}) == []

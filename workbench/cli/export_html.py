@@ -17,6 +17,7 @@ from workbench import __version__
 from workbench.cli import plots
 from workbench.cli.summary import COLUMNS, SummaryRow, host_lines, link_line, mb, summary_rows, table_columns
 from workbench.core.results import Result, Run
+from workbench.shared.offloads import send_paths
 from workbench.shared.safetext import for_html as escape  # escaped, and no control characters
 
 CSS = """
@@ -117,6 +118,7 @@ def _setup(run: Run) -> str:
     if run.link:
         lines.append(("", link_line(run.link)))
     lines += [("", line) for line in host_lines(run)]
+    lines += [("", f"{role} send path {said}") for role, said in send_paths(run.meta)]
     base = run.baseline
     if base.error:
         lines.append(("warn", f"raw TCP baseline failed: {base.error}"))

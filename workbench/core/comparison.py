@@ -16,6 +16,7 @@ from typing import Any
 
 from workbench.core.noise import FASTER, SLOWER, TOO_FEW, WITHIN_NOISE, Change, compare_rates
 from workbench.core.results import Result, Run
+from workbench.shared import offloads
 from workbench.shared.sizes import format_size
 
 CONFIDENCE = 0.95
@@ -306,6 +307,19 @@ def _host_warnings(before: Run, after: Run) -> list[str]:
     return said
 
 
+def _offload_warnings(before: Run, after: Run) -> list[str]:
+    """Each host's send path toward the other (offloads, size limits, MTU, qdisc): TSO/GSO decide whether a path
+    that mishandles super-packets collapses, so a row that moved with them moved for the host's sake."""
+    said = []
+    for role, what in _HOST_ROLES:
+        a = _mapping(_mapping(before.meta.get(role)).get("offloads"))
+        b = _mapping(_mapping(after.meta.get(role)).get("offloads"))
+        found = offloads.differences(a, b) if a and b else []
+        if found:
+            said.append(f"the {what}'s send path differs ({'; '.join(found)}): rows that moved with it moved for that.")
+    return said
+
+
 def _sizes(value: object) -> str:
     if isinstance(value, Sequence) and not isinstance(value, str):
         return ",".join(format_size(v) if isinstance(v, int) else str(v) for v in value) or "none"
@@ -374,6 +388,7 @@ def run_warnings(before: Run, after: Run) -> list[str]:
         *_raw_tcp_warnings(before, after),
         *_far_host_warnings(before, after),
         *_host_warnings(before, after),
+        *_offload_warnings(before, after),
         *_plan_warnings(before, after),
         *_smb_warnings(before, after),
     ]

@@ -177,16 +177,7 @@ class Offloads:
 
     def summary(self) -> str:
         """One line for a terminal: `lo: tso on, gso on, gro on, … mtu 65536, qdisc noqueue, qlen 1000`."""
-        parts = [f"{g} {self.group_state(g)}" for g in GROUPS if self.is_on(g) is not None]
-        if self.gso_max_size_bytes is not None:
-            parts.append(f"gso_max_size {self.gso_max_size_bytes}")
-        if self.mtu_bytes is not None:
-            parts.append(f"mtu {self.mtu_bytes}")
-        if self.qdisc is not None:
-            parts.append(f"qdisc {self.qdisc}")
-        if self.tx_queue_len is not None:
-            parts.append(f"qlen {self.tx_queue_len}")
-        return f"{self.interface}: " + (", ".join(parts) if parts else NOT_KNOWN)
+        return summary_of(self.to_json()) or f"{self.interface}: {NOT_KNOWN}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -555,7 +546,6 @@ def path_interface(peer_address: str) -> str | None:
         return None
 
 
-
 def every_interface(limit: int = 32) -> list[Offloads]:
     """Each interface of this thread's namespace (at most `limit`), read as read_offloads does; one that went
     away between the listing and the read is left out."""
@@ -587,6 +577,58 @@ def path_state(peer_host: str) -> Offloads:
 def path_record(peer_host: str) -> dict[str, Any]:
     """The run metadata's `offloads` object for the path to `peer_host` (path_state as JSON)."""
     return path_state(peer_host).to_json()
+
+
+# The recorded values that change what a sender hands its device, in the order a difference is told.
+_COMPARED = ("mtu_bytes", "gso_max_size_bytes", "gso_max_segs", "gro_max_size_bytes", "tso_max_size_bytes", "qdisc",
+             "tx_queue_len")  # fmt: skip
+
+
+def differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """What differs between two recorded `offloads` objects (to_json), as "tso on → off" items; a value either
+    side does not know is not compared (an older run, a host that could not read it)."""
+    found = []
+    if before.get("interface") and after.get("interface") and before["interface"] != after["interface"]:
+        found.append(f"interface {before['interface']} → {after['interface']}")
+    states_a, states_b = before.get("offloads"), after.get("offloads")
+    if isinstance(states_a, Mapping) and isinstance(states_b, Mapping):
+        for group in GROUPS:
+            a, b = states_a.get(group), states_b.get(group)
+            if a and b and NOT_KNOWN not in (a, b) and a != b:
+                found.append(f"{group} {a} → {b}")
+    for key in _COMPARED:
+        a, b = before.get(key), after.get(key)
+        if a is not None and b is not None and a != b:
+            found.append(f"{key} {a} → {b}")
+    return found
+
+
+def summary_of(record: Mapping[str, Any]) -> str | None:
+    """A recorded `offloads` object (to_json) in one line, as Offloads.summary() says it; None when nothing of it
+    is known."""
+    states = record.get("offloads")
+    parts = []
+    if isinstance(states, Mapping):
+        parts += [f"{group} {states[group]}" for group in GROUPS if states.get(group) not in (None, NOT_KNOWN)]
+    for key, said in (("gso_max_size_bytes", "gso_max_size"), ("mtu_bytes", "mtu"), ("qdisc", "qdisc"),
+                      ("tx_queue_len", "qlen")):  # fmt: skip
+        if record.get(key) is not None:
+            parts.append(f"{said} {record[key]}")
+    if not parts:
+        return None
+    return f"{record.get('interface') or '?'}: {', '.join(parts)}"
+
+
+def send_paths(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(host role, its send path in one line) for each host of a run's metadata that recorded one."""
+    found = []
+    for role in ("client", "server"):
+        host = meta.get(role)
+        record = host.get("offloads") if isinstance(host, Mapping) else None
+        said = summary_of(record) if isinstance(record, Mapping) else None
+        if said:
+            found.append((role, said))
+    return found
 
 
 def parse_switches(text: str, hosts: tuple[str, ...], where: str) -> Switches:
@@ -641,6 +683,7 @@ __all__ = [
     "Feature",
     "Offloads",
     "canonical_name",
+    "differences",
     "every_interface",
     "parse_switches",
     "path_interface",
@@ -648,6 +691,8 @@ __all__ = [
     "path_state",
     "read_offloads",
     "restore",
+    "send_paths",
     "set_offloads",
+    "summary_of",
     "switch",
 ]
