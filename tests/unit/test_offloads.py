@@ -252,3 +252,14 @@ def test_send_paths_of_a_runs_metadata() -> None:
     meta = {"client": {"hostname": "c"}, "server": {"hostname": "s", "offloads": record}}
     assert offloads.send_paths(meta) == [("server", "wbs0: tso off, gso on, mtu 1500")]
     assert offloads.send_paths({"client": None}) == []
+
+
+def test_switch_then_restore_puts_back_what_it_changed(veth_namespace: str) -> None:
+    with netns.entered(veth_namespace):
+        offloads.set_offloads("va", {"gro": True})  # a state that is not veth's default, to be restored to
+        before = offloads.read_offloads("va").to_json()
+        after, undo = offloads.switch("va", {"tso": False, "gso": False, "gro": False})
+        assert (after.is_on("tso"), after.is_on("gso"), after.is_on("gro")) == (False, False, False)
+        assert undo["rx-gro"] is True and undo["tx-generic-segmentation"] is True
+        offloads.restore("va", undo)
+        assert offloads.read_offloads("va").to_json() == before

@@ -99,6 +99,7 @@ class HostDoc(_Open):
     tcp: Annotated[dict[Name, Name | int | None], Field(max_length=MAX_ITEMS)] | None = None
     interface: Name | None = None
     mtu: Annotated[int, Field(ge=0, le=1 << 20)] | None = None
+    offloads: Document | None = None  # the send path toward the far host (workbench.shared.offloads)
 
 
 class ServerDoc(HostDoc):
