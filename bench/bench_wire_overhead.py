@@ -38,11 +38,11 @@ from workbench.shared.wire import LinkReader
 PROTOCOLS = "all"  # every client; those this host cannot run fail their rows as unavailable and are left out
 
 
-def lab_overhead(size: str, repeat: int, work: Path) -> tuple[list[dict], str]:
+def lab_overhead(protocols: str, size: str, repeat: int, work: Path) -> tuple[list[dict], str]:
     """The lab run's rows (JSON) and its overhead note."""
     doc = work / "lab.json"
     env = {**os.environ, "WORKBENCH_HOME": str(work / "home"), "COLUMNS": "200"}
-    args = ["--link", "wifi-ac", "--protocols", PROTOCOLS, "--sizes", size, "--small", "none"]
+    args = ["--link", "wifi-ac", "--protocols", protocols, "--sizes", size, "--small", "none"]
     args += ["--repeat", str(repeat), "--warmup", "0", "--tcp-duration", "2", "--json", str(doc)]
     done = subprocess.run([sys.executable, "-m", "workbench", "lab", *args], env=env, capture_output=True, text=True)
     if not doc.exists():
@@ -64,8 +64,9 @@ def print_overhead(rows: list[dict]) -> None:
         tcp = TcpTriage.from_json(row["tcp"])
         iface = tcp.iface_to_wire if tcp is not None else None
         share = row["retransmitted_share"]
+        way = "up" if row["direction"] == "upload" else "down"
         print(
-            f"{row['protocol'] + '/' + row['client']:18} {row['direction'][:4]:5} {row['tcp']['host']:7} "
+            f"{row['protocol'] + '/' + row['client']:18} {way:5} {row['tcp']['host']:7} "
             f"{row['wire_bytes_per_file_byte']:9.4f} "
             f"{(f'{min(spread):.3f}-{max(spread):.3f}' if spread else '—'):>13} "
             f"{(f'{100 * share:.2f} %' if share is not None else '—'):>8} "
@@ -130,6 +131,7 @@ def counters_cost(copies: int, mib: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--protocols", default=PROTOCOLS)
     parser.add_argument("--size", default="4M")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--copies", type=int, default=15)
@@ -138,7 +140,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.no_lab:
         with tempfile.TemporaryDirectory(prefix="workbench-bench-wire-") as tmp:
-            rows, note = lab_overhead(args.size, args.repeat, Path(tmp))
+            rows, note = lab_overhead(args.protocols, args.size, args.repeat, Path(tmp))
         print_overhead(rows)
         print(note)
     counters_cost(args.copies, args.copy_mib)
