@@ -37,12 +37,14 @@ from workbench.protocols.smb import (
 )
 from workbench.protocols.smb_fastpath import FastPath, read_all, read_payload, size_of
 from workbench.protocols.smb_negotiated import DIALECTS, dialect_name, from_smbprotocol, merge
+from workbench.protocols.smb_options import cannot
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
 DEPTH = 4  # requests kept in flight per file
 FILES_IN_FLIGHT = 8  # small files of a set copied at once, each as one CREATE+READ/WRITE+CLOSE compound
 MAX_REQUEST = 8 * 1024 * 1024  # bytes per read/write, capped further by what the server negotiates
 CREDIT_UNIT = 64 * 1024  # one SMB2 credit pays for this many bytes of a read or write
+SMB_3_1_1 = 0x0311
 
 
 class SmbprotocolClient(Client):
@@ -99,9 +101,20 @@ class SmbprotocolClient(Client):
             self._guard(session.connect, what=f"logging in as {creds.user!r}")
             self._session = session
             tree = TreeConnect(session, rf"\\{self.target.host}\{self.target.share}")
-            self._guard(tree.connect, what=f"opening share {self.target.share!r}")
+            try:
+                self._guard(tree.connect, what=f"opening share {self.target.share!r}")
+            except AuthError as exc:
+                if signing == "off" and conn.dialect == SMB_3_1_1:
+                    # SMB 3.1.1 has the tree connect signed; the library signs nothing unless it signs all
+                    raise cannot(
+                        "smbprotocol",
+                        "go unsigned on SMB 3.1.1: the server refused its unsigned tree connect",
+                        "use smb_max_dialect 3.0.2 or lower with smb_signing off, or smb/smbclient",
+                    ) from exc
+                raise
             self._tree = tree
             self._fast = FastPath.attach(conn, session, tree)
+            _refuse_what_the_server_imposed(signing, encryption, from_smbprotocol(conn, session, tree, None))
         except BaseException:
             self.close()
             raise
@@ -512,6 +525,15 @@ class SmbprotocolClient(Client):
             return self._fast.send_write(handle.file_id, offset, data, charge, self._ask(charge))
         message, _ = handle.write(bytes(data), offset, send=False)
         return self._send(message, charge)
+
+
+def _refuse_what_the_server_imposed(signing: str | None, encryption: str | None, got: ClientDetails) -> None:
+    """The library follows a server that requires signing or encryption even when told "off": the row then
+    says it could not keep them off rather than measure a session other than the one asked for."""
+    if signing == "off" and got.signing:
+        raise cannot("smbprotocol", "keep signing off: the server requires it", "use smb_signing on or required")
+    if encryption == "off" and got.encryption:
+        raise cannot("smbprotocol", "keep encryption off: the server requires it", "use smb_encryption required")
 
 
 def _chosen(options: ClientOptions) -> tuple[str | None, str | None, int | None]:

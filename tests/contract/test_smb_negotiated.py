@@ -143,6 +143,14 @@ def test_smbprotocol_keeps_to_the_highest_dialect(
     assert (got.dialect, got.signing_algorithm, got.read_bytes) == (dialect, algorithm, request_bytes)
 
 
+def test_smbprotocol_unsigned_below_3_1_1_and_says_it_cannot_on_3_1_1(smbprotocol: Callable[..., Client]) -> None:
+    got = _negotiated(smbprotocol, smb_signing="off", smb_max_dialect="3.0.2")
+    assert (got.dialect, got.signing, got.signing_required, got.signing_algorithm) == ("3.0.2", False, False, None)
+    # SMB 3.1.1 has the tree connect signed, and the library signs all or nothing: Samba refuses it unsigned
+    with pytest.raises(UnavailableError, match=r"smbprotocol cannot go unsigned on SMB 3\.1\.1"):
+        _negotiated(smbprotocol, smb_signing="off")
+
+
 def test_smbprotocol_is_told_to_encrypt_by_the_server(encrypting_server: SmbdRunner, tmp_path: Path) -> None:
     make = client_factory(SmbprotocolClient, encrypting_server)
     got = _round_trip(make, tmp_path, encrypting_server.ctx.root)
@@ -191,3 +199,14 @@ def test_pysmb_cannot_reach_a_server_that_requires_encryption(encrypting_server:
     # SMB 2.0.2 has no encryption: the server refuses the session, and the row fails rather than copying plain
     with pytest.raises(WorkbenchError):
         _negotiated(client_factory(PysmbClient, encrypting_server))
+
+
+def test_smbprotocol_says_when_it_could_not_keep_protection_off(
+    signing_server: SmbdRunner, encrypting_server: SmbdRunner
+) -> None:
+    # the library follows a server's requirement even when told "off": the row says so instead of measuring it
+    with pytest.raises(UnavailableError, match="smbprotocol cannot keep signing off"):
+        _negotiated(client_factory(SmbprotocolClient, signing_server), smb_signing="off")
+    with pytest.raises(UnavailableError, match="smbprotocol cannot keep encryption off"):
+        _negotiated(client_factory(SmbprotocolClient, encrypting_server), smb_encryption="off")
+    assert _negotiated(client_factory(SmbprotocolClient, encrypting_server)).encryption is True  # its default follows
