@@ -9,6 +9,8 @@ import struct
 
 import pytest
 
+from workbench.cli.export_html import render_html
+from workbench.core.results import Baseline, Result, Run, Sample
 from workbench.shared import inetdiag, wire
 from workbench.shared.inetdiag import DiagSocket
 from workbench.shared.tcpinfo import TCPI_OPT_TIMESTAMPS, TcpInfo, parse_tcp_info
@@ -189,3 +191,24 @@ def test_the_route_to_a_loopback_address_is_lo_and_its_counters_grow_with_what_i
     assert grown.tx_bytes >= MIB and grown.rx_bytes >= MIB and grown.tx_packets >= 1
     with pytest.raises(OSError):
         wire.LinkReader().counters(0x7FFFFFF0)  # no such interface: said, not a wrong reading
+
+
+def test_the_html_report_shows_each_senders_wire_and_its_interface_beside_it() -> None:
+    def copy(kind: str, name: str) -> TcpTriage:
+        found = _sender([_sock("10.0.0.1", 0, 0)], [_sock("10.0.0.1", segs=1000, sent=1_448_000)])
+        counted = IfaceCounters(name, kind, tx_bytes=1_448_000 + 52_000, rx_bytes=0, tx_packets=1000)
+        watched = seen(with_iface(found, counted), 1_400_000, 1.0)
+        assert watched is not None
+        return watched
+
+    rows = [
+        Result("http", "curl", direction, "1M", 1_400_000, 1, (Sample(1_400_000, 1.0, tcp=copy(kind, name)),))
+        for direction, kind, name in (("upload", "ip", "<b>tun"), ("download", "loopback", "lo"))
+    ]
+    page = render_html(Run(1, {}, Baseline(), tuple(rows)))
+    section = page[page.index("<h2>The wire") :].split("</section>", 1)[0]
+    assert section.count("<tr><td") == 2 and f"{1_500_000 / 1_400_000:.3f}" in section
+    assert "&lt;b&gt;tun" in section and "<b>tun" not in section  # a name from outside, escaped
+    assert ">1.000<" in section and section.count(">1.000<") == 1  # the loopback row is not compared
+    bare = render_html(Run(1, {}, Baseline(), (dataclasses.replace(rows[0], samples=()),)))
+    assert "<h2>The wire" not in bare

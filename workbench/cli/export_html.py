@@ -85,6 +85,7 @@ def render_html(run: Run) -> str:
         _setup(run),
         _summary_table(summary_rows(run)),
         _sweep_table(run.window_sweep or ()),
+        _wire_table(run),
         _plots(run),
         _notes(run.warnings),
         f"<footer>workbench {escape(__version__)}. MB/s is 10<sup>6</sup> bytes/s and Mbit/s 10<sup>6</sup> bits/s,"
@@ -202,6 +203,48 @@ def _sweep_table(points: Sequence[Mapping[str, Any]]) -> str:
     caption = "Predicted: window / RTT, or the path's rate once the window exceeds its bandwidth-delay product."
     return (
         '<section><h2>TCP window sweep</h2><div class="table-wrap"><table class="sweep">'
+        f"<caption>{escape(caption)}</caption><thead><tr>{head}</tr></thead><tbody>"
+        + "".join(lines)
+        + "</tbody></table></div></section>"
+    )
+
+
+def _wire_table(run: Run) -> str:
+    """What each row's sender put on the wire (workbench.shared.wire), with its interface's count beside it."""
+    lines = []
+    for row in run.results:
+        tcp = row.tcp
+        per_file = row.wire_bytes_per_file_byte
+        if tcp is None or per_file is None:
+            continue
+        share = row.retransmitted_share
+        iface = tcp.iface_to_wire
+        compared = iface is not None and tcp.iface_kind != "loopback"
+        cells = (
+            (row.label, ""),
+            (row.direction, ""),
+            (row.file_set, ""),
+            (tcp.host, ""),
+            (f"{per_file:.3f}", "num"),
+            (f"{100 * share:.2f} %" if share is not None else "—", "num"),
+            (f"{tcp.segs_out:,}" if tcp.segs_out is not None else "—", "num"),
+            (tcp.iface_name or "—", ""),
+            (f"{iface:.3f}" if compared and iface is not None else "—", "num"),
+        )
+        tds = [(f'<td class="{css}">' if css else "<td>") + escape(text) + "</td>" for text, css in cells]
+        lines.append("<tr>" + "".join(tds) + "</tr>")
+    if not lines:
+        return ""
+    names = ("client", "dir", "set", "sender", "wire bytes / file byte", "retransmitted", "segments", "interface",
+             "interface / wire")  # fmt: skip
+    head = "".join(f'<th scope="col">{escape(n)}</th>' for n in names)
+    caption = (
+        "Payload, retransmissions and IP/TCP headers per segment (Ethernet's where the path is Ethernet) that the "
+        "sender put on the wire, per byte of file; the sender's interface counted over the same copies, as a share "
+        "of it (not compared on loopback, where it counts both directions of every loopback connection)."
+    )
+    return (
+        '<section><h2>The wire</h2><div class="table-wrap"><table class="wire">'
         f"<caption>{escape(caption)}</caption><thead><tr>{head}</tr></thead><tbody>"
         + "".join(lines)
         + "</tbody></table></div></section>"
