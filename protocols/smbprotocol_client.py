@@ -59,6 +59,7 @@ class SmbprotocolClient(Client):
         self._fast: FastPath | None = None
         self._stalled = False  # the server stopped answering: failing copies skip their polite CLOSE
         self.depth = DEPTH
+        self._most_in_flight = 0  # the most requests (or small-file compounds) outstanding since the last row
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -144,6 +145,13 @@ class SmbprotocolClient(Client):
                 zero_copy=self._fast is not None,
             )
         return merge(info, from_smbprotocol(conn, self._session, self._tree, credits=self.depth))
+
+    def row_details(self, direction: str) -> ClientDetails:
+        """details(), with the credits the row's copies actually kept in flight (a file smaller than one request
+        never has two outstanding); the count starts again for the next row."""
+        info = self.details()
+        used, self._most_in_flight = self._most_in_flight, 0
+        return dataclasses.replace(info, credits=used) if used else info
 
     def _request_size(self, negotiated: int) -> int:
         size = min(MAX_REQUEST, negotiated)
@@ -335,6 +343,7 @@ class SmbprotocolClient(Client):
                 what = f"{'uploading' if upload else 'downloading'} {item.remote}"
                 requests, size = self._guard(self._send_compound, item, size, upload, what=what)
                 in_flight.append((item, requests, size))
+                self._most_in_flight = max(self._most_in_flight, len(in_flight))
             while in_flight:
                 finish_oldest()
         except BaseException:
@@ -479,6 +488,7 @@ class SmbprotocolClient(Client):
                     self._top_up(charge)
                 message, _ = handle.read(offset, length, send=False)
                 pending.append((self._send(message, charge), length))
+                self._most_in_flight = max(self._most_in_flight, len(pending))
                 offset += length
             request, length = pending.popleft()
             data = self._read_reply(request)
@@ -511,6 +521,7 @@ class SmbprotocolClient(Client):
                         break
                     self._top_up(charge)
                 pending.append((self._send_write(handle, offset, view[:length], charge), length))
+                self._most_in_flight = max(self._most_in_flight, len(pending))
                 offset += length
                 length = 0
             if pending:

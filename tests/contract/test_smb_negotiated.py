@@ -210,3 +210,15 @@ def test_smbprotocol_says_when_it_could_not_keep_protection_off(
     with pytest.raises(UnavailableError, match="smbprotocol cannot keep encryption off"):
         _negotiated(client_factory(SmbprotocolClient, encrypting_server), smb_encryption="off")
     assert _negotiated(client_factory(SmbprotocolClient, encrypting_server)).encryption is True  # its default follows
+
+
+@pytest.mark.parametrize(("dialect", "used"), [("2.0.2", 4), ("3.1.1", 1)])
+def test_smbprotocol_row_counts_the_requests_it_kept_in_flight(
+    smbprotocol: Callable[..., Client], smbd: Smbd, tmp_path: Path, dialect: str, used: int
+) -> None:
+    # 2 MiB: 32 requests of SMB 2.0.2's 64 KiB, four at a time; a single one of SMB 3.1.1's 8 MiB
+    write_random(smbd.ctx.root / "inflight.bin", 2 * MiB)
+    with smbprotocol(stall_timeout_s=20.0, smb_max_dialect=dialect) as client:
+        client.download("inflight.bin", tmp_path / "got.bin", Counter())
+        assert client.row_details("download").credits == used
+        assert client.row_details("download").credits == 4  # a row with no copy: the configured depth
