@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes.util
+
 from workbench.shared import cryptocost
 from workbench.shared.cryptocost import ALGORITHMS, CryptoCosts
 
@@ -15,6 +17,24 @@ def test_every_algorithm_is_measured_in_cpu_seconds_per_byte_within_the_budget()
     # The budget is checked between rounds, so one round more than MAX_CPU_S at most.
     assert 0 < costs.measure_cpu_s < cryptocost.MAX_CPU_S + 2 * cryptocost.ROUNDS * cryptocost.ROUND_CPU_S
     assert "OpenSSL" in costs.library
+    # Samba's library is timed too wherever it is installed (Samba depends on it), never guessed where it is not
+    if ctypes.util.find_library("gnutls") is not None:
+        assert sorted(costs.gnutls_cpu_s_per_byte) == sorted(ALGORITHMS)
+        assert all(1e-12 < v < 1e-6 for v in costs.gnutls_cpu_s_per_byte.values())
+        assert (costs.gnutls_library or "").startswith("GnuTLS ")
+    else:
+        assert not costs.gnutls_cpu_s_per_byte and costs.gnutls_library is None
+
+
+def test_the_server_pays_gnutls_and_the_client_the_cheaper_library() -> None:
+    gnutls = {"AES-128-CCM": 1.3e-9}
+    both = CryptoCosts({"AES-128-CCM": 7e-10}, "OpenSSL x", gnutls_cpu_s_per_byte=gnutls, gnutls_library="GnuTLS 3.7.9")
+    assert both.for_side("AES-128-CCM", "server") == 1.3e-9  # smbd signs and encrypts with GnuTLS
+    assert both.for_side("AES-128-CCM", "client") == 7e-10  # a ceiling that holds for either client library
+    openssl_only = CryptoCosts({"AES-128-CCM": 7e-10}, "OpenSSL x")
+    assert openssl_only.for_side("AES-128-CCM", "server") == 7e-10
+    assert openssl_only.for_side("AES-256-GCM", "client") is None
+    assert CryptoCosts.from_json(both.to_json()) == both
 
 
 def test_costs_read_back_and_garbage_reads_as_not_known() -> None:

@@ -156,7 +156,7 @@ def _crypto_ceiling(row: Result, costs: _CryptoCosts) -> Bound | None:
         ("client", costs.client, 1.0, "client_cpu_s"),
         ("server", costs.server, server_cores, "server_cpu_s"),
     ):
-        per_byte = measured.of(use.algorithm) if measured is not None else None
+        per_byte = measured.for_side(use.algorithm, name) if measured is not None else None
         if per_byte is None:
             continue  # not known there (a stock server, an algorithm not measured): no ceiling from that host
         cpu_s = _median_cpu_s(row, attr)

@@ -304,7 +304,7 @@ def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str 
     use = crypto_in_use(row.details)
     side = crypto_side(_binding(why) or "")
     costs = cryptocost.from_run(run.meta, side) if side else None
-    per_byte = costs.of(use.algorithm) if costs is not None and use is not None else None
+    per_byte = costs.for_side(use.algorithm, side) if costs is not None and use is not None and side else None
     if use is None or side is None or per_byte is None:
         return None
     cap = cryptocost.server_cpu_cap_cores(run.link, run.meta) if side == "server" else None

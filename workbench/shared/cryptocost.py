@@ -6,11 +6,13 @@ clock but not the work) are divided by the bytes. The best of a few rounds is ke
 flush or a migration to another core does not count; each round is a few milliseconds, the whole measurement at
 most MAX_CPU_S.
 
-The figures come from the `cryptography` package, which is OpenSSL. They stand for the cost in Samba's smbd (GnuTLS
-and nettle) and in a kernel's SMB client (the kernel's crypto API) only approximately: all of them use the CPU's AES
-and carry-less multiply instructions where it has them, but their CMAC and CCM are separate code whose speed differs
-by version, and smbd also copies each message into and out of its buffers around the cipher. The ceilings that use
-these figures say so when a copy beats them (workbench.core.ceiling.crypto_bound).
+The figures come from the `cryptography` package, which is OpenSSL, and, where the host has it, from GnuTLS (the
+library Samba signs and encrypts with, smbd and smbclient alike) called through ctypes. OpenSSL stands for the cost
+in Samba and in a kernel's SMB client (the kernel's crypto API) only approximately: all of them use the CPU's AES
+and carry-less multiply instructions where it has them, but their CMAC, CCM and GCM are separate code whose speed
+differs by version (measured here: GnuTLS 3.7.9 took 1.7-2.8x OpenSSL's CPU for CMAC and CCM, 2.7x for GCM). smbd
+also copies each message into and out of its buffers around the cipher, so even GnuTLS's figure is a floor of what
+smbd pays. The ceilings that use these figures say so when a copy beats them (workbench.core.ceiling.crypto_bound).
 
 The far host measures its own when it runs `workbench serve` (GET /ctl/crypto-cost); a stock server cannot, and
 its costs are then "not known".
@@ -21,8 +23,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from workbench.shared import gnutls_calls
 
 # The spellings ClientDetails uses (signing_algorithm, encryption_cipher).
 SIGNING_ALGORITHMS = ("HMAC-SHA256", "AES-128-CMAC", "AES-128-GMAC")
@@ -32,7 +36,7 @@ ALGORITHMS = SIGNING_ALGORITHMS + ENCRYPTION_CIPHERS
 MESSAGE_BYTES = 1 << 18  # 256 KiB: between SMB 2.0.2's 64 KiB and SMB 3's 1-8 MiB requests; the per-call cost is gone
 ROUND_CPU_S = 0.002  # one round runs the algorithm until it has spent this much CPU
 ROUNDS = 3  # the best of these is kept
-MAX_CPU_S = 0.12  # the whole measurement's CPU, whatever the rounds ask for
+MAX_CPU_S = 0.2  # the whole measurement's CPU (both libraries), whatever the rounds ask for
 _NONCE_CCM = bytes(11)  # SMB 3's AES-CCM nonce is 11 bytes, AES-GCM's 12
 _NONCE_GCM = bytes(12)
 _HEADER = bytes(32)  # the SMB 3 transform header's authenticated part, as additional data
@@ -46,42 +50,66 @@ class CryptoCosts:
     library: str  # what measured them, e.g. "OpenSSL 3.0.11 (cryptography 41.0.7)"
     message_bytes: int = MESSAGE_BYTES
     measure_cpu_s: float = 0.0  # what measuring them cost
+    # The same algorithms through GnuTLS, Samba's library, where the host has it (empty: it has not)
+    gnutls_cpu_s_per_byte: Mapping[str, float] = field(default_factory=dict)
+    gnutls_library: str | None = None  # e.g. "GnuTLS 3.7.9"
 
     def of(self, algorithm: str) -> float | None:
-        """CPU seconds per byte of `algorithm`, or None when it was not measured."""
+        """CPU seconds per byte of `algorithm` with OpenSSL, or None when it was not measured."""
         return self.cpu_s_per_byte.get(algorithm)
 
+    def for_side(self, algorithm: str, side: str) -> float | None:
+        """What `algorithm` costs per byte on the `side` ("client" or "server") of an SMB copy: on the server,
+        smbd's library GnuTLS where measured; on the client, the cheaper of the two libraries (smbprotocol and pysmb
+        use OpenSSL, smbclient GnuTLS), so that the ceiling made from it holds whichever client ran."""
+        openssl, gnutls = self.cpu_s_per_byte.get(algorithm), self.gnutls_cpu_s_per_byte.get(algorithm)
+        if side == "server":
+            return gnutls if gnutls is not None else openssl
+        return min((c for c in (openssl, gnutls) if c is not None), default=None)
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "cpu_s_per_byte": dict(self.cpu_s_per_byte),
             "library": self.library,
             "message_bytes": self.message_bytes,
             "measure_cpu_s": round(self.measure_cpu_s, 4),
         }
+        if self.gnutls_cpu_s_per_byte:
+            doc["gnutls"] = {"cpu_s_per_byte": dict(self.gnutls_cpu_s_per_byte), "library": self.gnutls_library}
+        return doc
 
     @classmethod
     def from_json(cls, doc: object) -> CryptoCosts | None:
         """Read what to_json wrote; None for anything else (a far host's garbage, an older document)."""
         if not isinstance(doc, Mapping):
             return None
-        raw = doc.get("cpu_s_per_byte")
-        if not isinstance(raw, Mapping):
-            return None
-        costs = {
-            str(name): float(value)
-            for name, value in raw.items()
-            if name in ALGORITHMS and isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-        }
+        costs = _costs(doc.get("cpu_s_per_byte"))
         if not costs:
             return None
         size = doc.get("message_bytes")
         spent = doc.get("measure_cpu_s")
+        gnutls = doc.get("gnutls")
+        gnutls = gnutls if isinstance(gnutls, Mapping) else {}
+        gnutls_costs = _costs(gnutls.get("cpu_s_per_byte"))
         return cls(
             cpu_s_per_byte=costs,
             library=str(doc.get("library") or "unknown"),
             message_bytes=size if isinstance(size, int) and not isinstance(size, bool) else MESSAGE_BYTES,
             measure_cpu_s=float(spent) if isinstance(spent, int | float) and not isinstance(spent, bool) else 0.0,
+            gnutls_cpu_s_per_byte=gnutls_costs,
+            gnutls_library=str(gnutls.get("library") or "GnuTLS") if gnutls_costs else None,
         )
+
+
+def _costs(raw: object) -> dict[str, float]:
+    """The known algorithms' positive figures of a `cpu_s_per_byte` object; the rest is dropped, never guessed."""
+    if not isinstance(raw, Mapping):
+        return {}
+    return {
+        str(name): float(value)
+        for name, value in raw.items()
+        if name in ALGORITHMS and isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    }
 
 
 def _operations(message: bytes) -> dict[str, Callable[[], object]]:
@@ -140,17 +168,31 @@ def _per_byte(operation: Callable[[], object], nbytes: int, deadline_cpu_s: floa
     return best
 
 
-def measure(message_bytes: int = MESSAGE_BYTES) -> CryptoCosts:
-    """Measure every algorithm on this host, in this thread (tens of milliseconds of CPU, at most MAX_CPU_S)."""
-    started = time.thread_time()
-    deadline = started + MAX_CPU_S
-    message = os.urandom(message_bytes)
+def _measured(operations: Mapping[str, Callable[[], object]], nbytes: int, deadline_cpu_s: float) -> dict[str, float]:
     costs: dict[str, float] = {}
-    for name, operation in _operations(message).items():
-        if time.thread_time() >= deadline:
+    for name, operation in operations.items():
+        if time.thread_time() >= deadline_cpu_s:
             break  # what is left is "not measured", never a guess
-        costs[name] = _per_byte(operation, message_bytes, deadline)
-    return CryptoCosts(costs, _library(), message_bytes, time.thread_time() - started)
+        costs[name] = _per_byte(operation, nbytes, deadline_cpu_s)
+    return costs
+
+
+def measure(message_bytes: int = MESSAGE_BYTES) -> CryptoCosts:
+    """Measure every algorithm on this host, in this thread (tens of milliseconds of CPU, at most MAX_CPU_S):
+    OpenSSL's first, then GnuTLS's where the host has it."""
+    started = time.thread_time()
+    message = os.urandom(message_bytes)
+    costs = _measured(_operations(message), message_bytes, started + MAX_CPU_S / 2)
+    gnutls = gnutls_calls.operations(message)
+    gnutls_costs = _measured(gnutls[1], message_bytes, started + MAX_CPU_S) if gnutls is not None else {}
+    return CryptoCosts(
+        costs,
+        _library(),
+        message_bytes,
+        time.thread_time() - started,
+        gnutls_costs,
+        gnutls[0] if gnutls is not None and gnutls_costs else None,
+    )
 
 
 def run_record(client: CryptoCosts, server: Mapping[str, Any] | None, server_why: str | None = None) -> dict[str, Any]:
