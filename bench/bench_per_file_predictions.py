@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.core.ceiling import link_goodput_bytes_per_s
 from workbench.core.results import Run
-from workbench.lab.exchangecount import ClientCount, counted, lab_run, predicted_s
+from workbench.lab.exchangecount import ClientCount, count_clients, lab_run, predicted_s, with_setups
 from workbench.protocols.exchanges import COUNTED_FILE_BYTES
 
 HOLDS = 0.25
@@ -49,17 +49,20 @@ def predictions(run: Run, counts: list[ClientCount]) -> list[tuple[str, str, int
     return found
 
 
-def measure(link: str, files: int, protocols: str, repeat: int) -> Run:
-    flags = {
+def _flags(link: str, small: list[str], protocols: str, repeat: int) -> dict[str, object]:
+    return {
         "link": link,
         "protocols": protocols,
         "sizes": "",
-        "small": [f"{files}x64K"],
+        "small": small,
         "repeat": repeat,
         "warmup": 1,
         "tcp_duration": 1.0,
     }
-    return lab_run(flags, f"per-file predictions on {link}")[0]
+
+
+def measure(link: str, files: int, protocols: str, repeat: int) -> Run:
+    return lab_run(_flags(link, [f"{files}x64K"], protocols, repeat), f"per-file predictions on {link}")[0]
 
 
 def show(link: str, run: Run, rows: list[tuple[str, str, int, float, float, float]]) -> int:
@@ -93,12 +96,18 @@ def main() -> int:
     if counts_file:
         doc = json.loads(counts_file.read_text())
         counts = [ClientCount(**{**c, "files": tuple(c["files"])}) for c in doc["counts"]]
+        counting = counts_file.parent / "wifi-ac.json"
+        if counting.exists():  # the run they were counted in: each count's setup under the current model
+            counts = with_setups(Run.from_json(json.loads(counting.read_text())), counts)
     else:
-        counts, rtt_ms = counted("wifi-ac", args.protocols, (4, 12), args.repeat)
+        flags = {**_flags("wifi-ac", [f"{n}x64K" for n in (4, 12)], args.protocols, args.repeat)}
+        counting, packets, marks = lab_run(flags, "count exchanges on wifi-ac")
+        counts = count_clients(counting, packets, marks)
         if args.save:
             args.save.mkdir(parents=True, exist_ok=True)
-            doc = {"link": "wifi-ac", "rtt_ms": rtt_ms, "counts": [dataclasses.asdict(c) for c in counts]}
+            doc = {"link": "wifi-ac", "counts": [dataclasses.asdict(c) for c in counts]}
             (args.save / "counts.json").write_text(json.dumps(doc, indent=1))
+            (args.save / "wifi-ac.json").write_text(json.dumps(counting.to_json()))
     files = dict((k, int(v)) for k, v in (item.split("=") for item in args.files.split(",")))
     missed = 0
     for link in args.links.split(","):

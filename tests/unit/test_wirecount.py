@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import struct
 
@@ -128,3 +129,46 @@ def test_a_runs_copies_give_round_trips_per_file_per_set_and_the_turnaround() ->
     assert count.turnaround_per_set_s == pytest.approx(0.1 - 4 * 0.02 - 5 * rtt_s)
     # on the same link the counts give back the copies' own times
     assert predicted_s(count, 12, 65536, rtt_s, 62.5e6) == pytest.approx(0.26)
+
+
+def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> None:
+    from workbench.core.results import Baseline, Result, Run, Sample
+    from workbench.lab.exchangecount import ClientCount, predicted_s, with_setups
+
+    rtt_s, path = 0.0028, 62.5e6
+    wire_s = 65536 / path
+    # 3 round trips per file, 3 ms of client CPU (1.95 ms of it beyond the bytes' time), 1 ms of server CPU:
+    # 3 RTT + 3 ms + 1 ms = 12.4 ms per file; the sets of 4 and 12 files took 0.2 s beyond that, 5 RTT of it
+    # the set's round trips
+    per_file_s = 3 * rtt_s + 0.003 + 0.001
+    count = ClientCount(
+        "sftp/openssh",
+        "upload",
+        3,
+        5,
+        3,
+        0,
+        0.0,
+        0.0,
+        (4, 12),
+        client_cpu_per_file_s=0.003,
+        server_cpu_per_file_s=0.001,
+    )
+
+    def row(files: int) -> Result:
+        sample = Sample(bytes=files * 65536, seconds=0.2 + files * per_file_s, files=files, verified=True)
+        return Result("sftp", "openssh", "upload", f"{files}x64K", files * 65536, files, samples=(sample,))
+
+    link = {"rtt_ms": 2.8, "expected_goodput_bytes_per_s": path}
+    run = Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=(row(4), row(12)), link=link)
+    (counted,) = with_setups(run, [count])
+    assert counted.setup_s == pytest.approx(0.2 - 5 * rtt_s)
+    # on the same link it gives the sets back; on a link of 0.3 ms and 1 Gbit/s the round trips shrink, the CPU
+    # stays, and a client's CPU under its bytes' time costs nothing
+    assert predicted_s(counted, 12, 65536, rtt_s, path) == pytest.approx(0.2 + 12 * per_file_s)
+    fast = predicted_s(counted, 30, 65536, 0.0003, 125e6)
+    assert fast == pytest.approx(0.2 - 5 * rtt_s + 5 * 0.0003 + 30 * (3 * 0.0003 + 0.003 + 0.001))
+    light = dataclasses.replace(counted, client_cpu_per_file_s=0.0005)
+    assert predicted_s(light, 12, 65536, rtt_s, path) == pytest.approx(
+        counted.setup_s + 5 * rtt_s + 12 * (3 * rtt_s + wire_s + 0.001)
+    )

@@ -14,6 +14,7 @@ rate + the turnaround.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import statistics
 import sys
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.ceiling import link_goodput_bytes_per_s, per_file_bound, with_fixed_cost
-from workbench.core.results import Run
+from workbench.core.results import Result, Run
 from workbench.lab.lifecycle import CLIENT_ADDR, CLIENT_DEV
 from workbench.lab.wirecount import Capture, Packet, control_connections, count_round_trips, within
 from workbench.protocols.exchanges import COUNTED_FILE_BYTES
@@ -46,6 +47,13 @@ class ClientCount:
     turnaround_per_file_s: float  # per file: time that is neither round trips nor bytes on the wire
     turnaround_per_set_s: float
     files: tuple[int, int]  # the two set sizes counted
+    # per file, each side's CPU seconds (the larger set's less the smaller's, over the files between them); None:
+    # not measured
+    client_cpu_per_file_s: float | None = None
+    server_cpu_per_file_s: float | None = None
+    # per set: what the counted sets took beyond their files (file_s) and the set's round trips, the median of the
+    # two sets, never below 0 (a login's CPU, a process start); None: no CPU measured
+    setup_s: float | None = None
 
 
 @dataclass
@@ -112,10 +120,12 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
         counted = count_round_trips(within(packets, start, end, skip), rtt_s / 2)
         trips.setdefault((label, direction, files), []).append((counted.turns, counted.flights))
     seconds: dict[tuple[str, str, int], float] = {}
+    cpu: dict[tuple[str, str, int], tuple[float | None, float | None]] = {}
     for row in run.results:
         times = [s.seconds for s in row.good_samples]
         if row.files > 1 and times and row.error is None:
             seconds[(row.label, row.direction, row.files)] = statistics.median(times)
+            cpu[(row.label, row.direction, row.files)] = (_median_cpu(row, "client"), _median_cpu(row, "server"))
     found = []
     for label, direction in sorted({(k[0], k[1]) for k in trips}):
         sizes = sorted(f for (la, d, f) in trips if (la, d) == (label, direction))
@@ -148,19 +158,86 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
                 turnaround_per_file_s=file_s - per_file * rtt_s - wire_s,
                 turnaround_per_set_s=d_small - small * file_s - per_set * rtt_s,
                 files=(small, large),
+                client_cpu_per_file_s=_per_file(cpu, label, direction, small, large, 0),
+                server_cpu_per_file_s=_per_file(cpu, label, direction, small, large, 1),
             )
         )
+    return with_setups(run, found)
+
+
+def file_s(count: ClientCount, rtt_s: float, path_bytes_per_s: float, file_bytes: int) -> float | None:
+    """Seconds one file costs by the per-file ceiling's rule (explain's): the counted round trips at `rtt_s`, the
+    file's bytes at the path's rate or the client's CPU per file where that is longer (it overlaps its bytes, never
+    a wait), and the server's CPU per file. None: the count has no CPU figures."""
+    if count.client_cpu_per_file_s is None or count.server_cpu_per_file_s is None or path_bytes_per_s <= 0:
+        return None
+    wire_s = file_bytes / path_bytes_per_s
+    return count.per_file * rtt_s + max(wire_s, count.client_cpu_per_file_s) + count.server_cpu_per_file_s
+
+
+def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
+    """`counts` with each one's setup_s from `run`, the run they were counted in: the median over its two sets
+    of the set's time less its files (`file_s`) and its round trips per set, never below 0."""
+    rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
+    seconds: dict[tuple[str, str, int], float] = {}
+    for row in run.results:
+        times = [s.seconds for s in row.good_samples]
+        if row.files > 1 and times and row.error is None:
+            seconds[(row.label, row.direction, row.files)] = statistics.median(times)
+    found = []
+    for count in counts:
+        path = link_goodput_bytes_per_s(run.link, count.direction) or run.baseline.for_direction(count.direction)
+        per_file = file_s(count, rtt_s, path or 0.0, COUNTED_FILE_BYTES)
+        sets = [seconds.get((count.label, count.direction, n)) for n in count.files]
+        if per_file is None or None in sets:
+            found.append(count)
+            continue
+        spare = [
+            max(0.0, d - n * per_file - count.per_set * rtt_s) for n, d in zip(count.files, sets, strict=True) if d
+        ]
+        found.append(dataclasses.replace(count, setup_s=statistics.median(spare)))
     return found
+
+
+def _median_cpu(row: Result, side: str) -> float | None:
+    values = [getattr(s, f"{side}_cpu_s") for s in row.good_samples if getattr(s, f"{side}_cpu_s") is not None]
+    return statistics.median(values) if values else None
+
+
+def _per_file(
+    cpu: Mapping[tuple[str, str, int], tuple[float | None, float | None]],
+    label: str,
+    direction: str,
+    small: int,
+    large: int,
+    side: int,
+) -> float | None:
+    """One side's CPU per file: the larger set's less the smaller's, over the files between them (never below 0)."""
+    low, high = cpu[(label, direction, small)][side], cpu[(label, direction, large)][side]
+    return max(0.0, (high - low) / (large - small)) if low is not None and high is not None else None
 
 
 def predicted_s(count: ClientCount, files: int, file_bytes: int, rtt_s: float, path_bytes_per_s: float) -> float:
     """The seconds a set of `files` files of `file_bytes` takes on a link of `rtt_s` and `path_bytes_per_s`:
-    the counted round trips at its RTT, the bytes at its rate, the turnaround as counted.
+    the counted round trips at its RTT, the bytes at its rate, each side's CPU per file as counted (the client's
+    beyond its bytes' time) and the set's setup; a count without CPU figures, its turnaround as counted instead.
 
-    Through the ceiling users see (`per_file_bound`, the turnaround per file in its server's place, and the set's
-    turnaround as a fixed cost per copy, which like every fixed cost is never negative), so checking a
-    prediction checks that model."""
+    Through the ceiling users see (`per_file_bound`, and the set's setup or turnaround as a fixed cost per copy,
+    which like every fixed cost is never negative), so checking a prediction checks that model."""
     set_bytes = files * file_bytes
+    if file_s(count, rtt_s, path_bytes_per_s, file_bytes) is not None and count.setup_s is not None:
+        client_s = max(0.0, (count.client_cpu_per_file_s or 0.0) - file_bytes / path_bytes_per_s)
+        bound = per_file_bound(
+            set_bytes,
+            files,
+            count.per_file,
+            rtt_s,
+            path_bytes_per_s,
+            server_per_file_s=count.server_cpu_per_file_s,
+            client_per_file_s=client_s or None,
+            set_round_trips=count.per_set,
+        )
+        return set_bytes / with_fixed_cost(bound, count.setup_s, set_bytes).bytes_per_s
     bound = per_file_bound(
         set_bytes,
         files,
