@@ -2,13 +2,14 @@
 
 Usage (root): python bench/bench_per_file_predictions.py [--counts counts.json] [--links wan,gige]
                                                          [--files wan=8,gige=30] [--repeat 2] [--protocols all]
-                                                         [--save DIR] [--runs DIR]
+                                                         [--count-files 4,12] [--save DIR] [--runs DIR]
 
-The counts (round trips per file and per set, and the turnaround per file and per set on this machine) come
-from --counts (bench/count_exchanges.py --json) or are taken first on wifi-ac. Each other link then runs
-`workbench lab` with one set of 64 KiB files, and every client's set is predicted as round trips × that link's
-idle RTT + the bytes at its goodput + the turnaround (workbench.lab.exchangecount.predicted_s). A prediction
-within 25 % of the measured median holds. --save DIR keeps the counts (counts.json) and each link's run
+The counts (round trips per file and per set, each side's CPU per file and the set's setup on this machine)
+come from --counts (bench/count_exchanges.py --json) or are taken first on wifi-ac (sets of --count-files).
+Each other link then runs `workbench lab` with one set of 64 KiB files, and every client's set is predicted as
+round trips × that link's idle RTT + the bytes at its goodput or the client's CPU where longer + the server's
+CPU + the setup (workbench.lab.exchangecount.predicted_s). A prediction within 25 % of the measured median holds.
+--save DIR keeps the counts (counts.json), the run they were counted in (wifi-ac.json) and each link's run
 (LINK.json); --runs DIR predicts from those again without a lab (after a change to the model).
 """
 
@@ -89,6 +90,7 @@ def main() -> int:
     parser.add_argument("--files", default="wan=8,gige=30", help="files per set on each link")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--protocols", default="all")
+    parser.add_argument("--count-files", default="4,12", help="the two wifi-ac set sizes counted, e.g. 4,12")
     parser.add_argument("--save", type=Path, help="keep the counts and each link's run in this directory")
     parser.add_argument("--runs", type=Path, help="predict from a --save directory's counts and runs, no lab")
     args = parser.parse_args()
@@ -100,7 +102,7 @@ def main() -> int:
         if counting.exists():  # the run they were counted in: each count's setup under the current model
             counts = with_setups(Run.from_json(json.loads(counting.read_text())), counts)
     else:
-        flags = {**_flags("wifi-ac", [f"{n}x64K" for n in (4, 12)], args.protocols, args.repeat)}
+        flags = {**_flags("wifi-ac", [f"{n}x64K" for n in args.count_files.split(",")], args.protocols, args.repeat)}
         counting, packets, marks = lab_run(flags, "count exchanges on wifi-ac")
         counts = count_clients(counting, packets, marks)
         if args.save:
