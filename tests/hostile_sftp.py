@@ -209,6 +209,9 @@ class HostileSftp:
         self._thread.start()
 
     def stop(self) -> None:
+        # close() alone does not wake the thread blocked in accept() (it waited out the join's 10 s); shutdown does
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         for transport in self._transports:
             transport.close()
