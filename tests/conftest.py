@@ -21,9 +21,11 @@ host says, e.g. "CIFS is unavailable here", that has nothing to check on another
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +44,7 @@ from workbench.shared.credentials import generate
 from workbench.shared.target import Target
 
 STRICT_ENV = "WORKBENCH_TESTS_STRICT"
+XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"  # set by pytest-xdist in each worker (gw0, gw1, ...)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -50,6 +53,40 @@ def pytest_configure(config: pytest.Config) -> None:
         "skip_elsewhere: the test checks one kind of host and may skip on others even when "
         f"{STRICT_ENV}=1 (give the reason in the skipif)",
     )
+    if os.environ.get(XDIST_WORKER_ENV) and not os.environ.get("WORKBENCH_HOME"):
+        # Side by side (pytest -n), each worker keeps its own default results database and test files: two
+        # workers making the same test files in one ~/.local/share/workbench would write over each other.
+        home = tempfile.mkdtemp(prefix=f"workbench-home-{os.environ[XDIST_WORKER_ENV]}-")
+        os.environ["WORKBENCH_HOME"] = home
+        config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
+
+
+# Modules whose tests look at every process of the machine (none of `servers over-ssh` left after a --via-ssh
+# run) or start such processes: side by side (pytest -n) they take turns, one test at a time (_machine_wide_turn).
+MACHINE_WIDE_MODULES = frozenset(
+    {
+        "tests/integration/test_via_ssh.py",
+        "tests/integration/test_commands.py",
+        "tests/integration/test_remote_home.py",
+        "tests/integration/test_readme_commands.py",
+        "tests/integration/test_hangup.py",
+    }
+)
+
+
+@pytest.fixture(autouse=True)
+def _machine_wide_turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Under pytest -n, a test of MACHINE_WIDE_MODULES holds a lock all workers share (a file beside their
+    temporary folders) from before its fixtures start to after they stop. Other tests, and serial runs, pass by."""
+    if not os.environ.get(XDIST_WORKER_ENV) or request.node.nodeid.split("::", 1)[0] not in MACHINE_WIDE_MODULES:
+        yield
+        return
+    with open(tmp_path_factory.getbasetemp().parent / "machine-wide.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def strict() -> bool:

@@ -69,6 +69,9 @@ def login_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Logi
                 "PrintMotd no",
                 "UseDNS no",
                 "LogLevel ERROR",
+                # the far side's results and test files in this test's own folder, not the shared ~/.local/share
+                # (tests running side by side would make the same test files there at once)
+                f"SetEnv WORKBENCH_HOME={d / 'far-home'}",
             ]
         )
         + "\n"
