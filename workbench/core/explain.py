@@ -120,7 +120,8 @@ def _per_file_ceiling(
         return None
     per_file, per_set, in_flight = trips
     server_cpu = _median_cpu_s(row, "server_cpu_s")
-    server_s = server_cpu / row.files if server_cpu else None
+    # a clock tick left out: the figure may be a tick over what the server spent (fixedcost.CPU_TICK_S)
+    server_s = max(0.0, server_cpu - fixedcost.CPU_TICK_S) / row.files if server_cpu else None
     set_trips = 0.0 if cost is not None else per_set
     client_cpu = fixedcost.client_cpu_per_file_s(row, cost) if (row.details.files_in_flight or 1) == 1 else None
     bytes_s = row.bytes / row.files / path_bytes_per_s if path_bytes_per_s else 0.0
