@@ -6,6 +6,7 @@ only a test calls is dead, not whitelisted, unless it is how a test observes the
 
 # Clients the registry loads by dotted path (protocols/registry.py), never by name.
 AfpPythonClient
+AfpSpeedtestClient
 AiohttpClient
 CurlFtpClient
 CurlHttpClient

@@ -210,6 +210,9 @@ class Client(ABC):
 
     protocol: ClassVar[str]
     name: ClassVar[str]
+    # A reference tool that moves data of its own making: its copies cannot be checked against the manifest, and
+    # this is the row's state saying so (never verified, never a failure). None: every copy is verified.
+    unverifiable: ClassVar[str | None] = None
 
     def __init__(self, target: Target, options: ClientOptions | None = None) -> None:
         self.target = target
@@ -279,6 +282,11 @@ class Client(ABC):
         so a client that has one reports it here and the row's client CPU includes it.
         """
         return 0.0
+
+    def timed_by_itself_s(self) -> float | None:
+        """The seconds the last copy took by the tool's own clock, for a tool that times itself (the row's sample
+        then); None: the runner's clock times the copy."""
+        return None
 
     def close(self) -> None:
         """Close the session; must be safe to call twice and after a failed connect."""

@@ -63,6 +63,8 @@ class ClientDetails:
     # How the run checked an upload when the far host has no hash API (a stock server given by URL): "read
     # back" (the file read back outside the timed window) or "rsync checksums"; None: the far host hashed it.
     verified_by: str | None = None
+    # A reference tool that times itself (afp/afp_speedtest): what its figures cover, in its own terms.
+    measures: str | None = None
     # Keys of a document this version does not know (written by another version): kept so that writing the
     # document again loses nothing; never read.
     unknown: Mapping[str, Any] = field(default_factory=dict)

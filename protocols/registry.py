@@ -37,6 +37,7 @@ KNOWN_CLIENTS: tuple[Entry, ...] = (
     Entry("smb/cifs", "workbench.protocols.mount:CifsClient", "apt-get install cifs-utils"),
     Entry("smb/mount_smbfs", "workbench.protocols.mount:SmbfsClient", "macOS only"),
     Entry("afp/python", "workbench.protocols.afp:AfpPythonClient", "pip install 'cryptography>=41'"),
+    Entry("afp/afp_speedtest", "workbench.protocols.afp_speedtest:AfpSpeedtestClient", "scripts/afp_root.sh", True),
     Entry("afp/mount_afp", "workbench.protocols.mount:AfpClient", "macOS only"),
 )
 

@@ -125,7 +125,12 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
         assert SLOWEST_FRACTION * point["predicted_bytes_per_s"] <= point["measured_bytes_per_s"] <= 1.02 * rate, point
 
     available = sorted(expected_clients())  # stated per platform: a client wrongly 'unavailable' fails here
-    measured = {f"{r['protocol']}/{r['client']}" for r in doc["results"] if r["error"] is None and r["verified"]}
+    # a reference tool of its own data (afp/afp_speedtest) measures without being verified: its state says so
+    measured = {
+        f"{r['protocol']}/{r['client']}"
+        for r in doc["results"]
+        if r["error"] is None and (r["verified"] or r.get("unverifiable"))
+    }
     failed = {f"{r['protocol']}/{r['client']}": r["error"] for r in doc["results"] if r["error"]}
     for label in available:
         assert label in measured, f"{label}: {failed.get(label)}"

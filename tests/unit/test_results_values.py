@@ -372,6 +372,7 @@ def _without_empty_new_keys(doc: dict) -> dict:
     for row in doc["results"]:
         assert row.pop("tcp") is None and row.pop("triage_note") is None
         assert row.pop("wire_bytes_per_file_byte") is None and row.pop("retransmitted_share") is None
+        assert row.pop("unverifiable") is None
         for sample in row["samples"]:
             assert sample.pop("tcp") is None
     return doc

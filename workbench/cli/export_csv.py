@@ -44,7 +44,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "stalls",
     "stall_s",
     "verified",  # true | false
-    "status",  # ok | failed | MISMATCH | unchecked | empty (nothing to check)
+    "status",  # ok | failed | MISMATCH | unchecked | not verifiable | empty (nothing to check)
     "error",
     "notes",  # the table's notes, joined with '; '
 )

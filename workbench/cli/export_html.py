@@ -47,6 +47,7 @@ tr.unavailable td { color: var(--dim); }
 .status-ok { color: #1a7f37; font-weight: 600; }
 .status-failed, .status-mismatch { color: #c5221f; font-weight: 700; }
 .status-unchecked { color: #9a6700; font-weight: 600; }
+.status-unverifiable { color: #0550ae; font-weight: 600; }
 .warn { color: #9a6700; }
 figure.plot { margin: 1rem 0 1.5rem; }
 .plot-grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 560px), 1fr)); gap: 0 1.5rem; }
@@ -61,7 +62,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'n
 
 _NUMERIC = {name for name, justify in COLUMNS if justify == "right"}
 _STATUS_CLASS = {"ok": "status-ok", "failed": "status-failed", "MISMATCH": "status-mismatch",
-                 "unchecked": "status-unchecked"}  # fmt: skip
+                 "unchecked": "status-unchecked", "not verifiable": "status-unverifiable"}  # fmt: skip
 
 
 def render_html(run: Run) -> str:

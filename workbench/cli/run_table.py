@@ -40,7 +40,7 @@ NARROW_COLUMNS: tuple[tuple[str, Justify], ...] = (
 )
 
 _STATUS_MARKUP = {"ok": "[green]ok[/]", "failed": "[red]failed[/]", "MISMATCH": "[red]MISMATCH[/]",
-                  "unchecked": "[yellow]unchecked[/]"}  # fmt: skip
+                  "unchecked": "[yellow]unchecked[/]", "not verifiable": "[cyan]not verifiable[/]"}  # fmt: skip
 
 # The default columns a console narrower than NARROW_WIDTH hides, first to last: the diagnosis goes before the
 # rate and its share of raw TCP, which say how far from the network a row is.

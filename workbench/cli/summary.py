@@ -48,7 +48,8 @@ ALL_HOSTS = "all"  # the client_host of an aggregate row
 @dataclass(frozen=True)
 class SummaryRow:
     """One line of the summary table. `status` is what `verified` says, as a word: ok, failed, MISMATCH,
-    unchecked, or "" (nothing to check: an unavailable client, a raw-TCP line)."""
+    unchecked, not verifiable (a reference tool's own data), or "" (nothing to check: an unavailable client, a
+    raw-TCP line)."""
 
     group: str  # the protocol ("raw TCP" for the baseline's lines): the table is grouped by it
     client: str
@@ -137,6 +138,10 @@ def notes(row: Result, why: RowExplanation, rtt_ms: float | None = None) -> tupl
     said: list[str] = []
     if row.error:
         said.append(row.error)
+    if row.unverifiable:
+        said.append(row.unverifiable)
+    if row.details.measures:
+        said.append(row.details.measures)
     if why.triage_note:
         said.append(why.triage_note)
     if row.files_per_s and rtt_ms:
@@ -168,11 +173,16 @@ def notes(row: Result, why: RowExplanation, rtt_ms: float | None = None) -> tupl
     return tuple(said)
 
 
+NOT_VERIFIABLE = "not verifiable"
+
+
 def status(row: Result) -> str:
     if not row.good_samples:
         return "failed" if row.error and not row.error.startswith("unavailable") else ""
     if row.verified:
         return "ok"
+    if row.unverifiable:  # a reference tool's own data: nothing to check, said as such (never "ok")
+        return NOT_VERIFIABLE
     return "MISMATCH" if any(s.verified is False for s in row.samples) else "unchecked"
 
 

@@ -171,6 +171,9 @@ class Result:
     details: ClientDetails = field(default_factory=ClientDetails)
     client_host: str | None = None  # in a fleet run: the client host that measured it, or "all" (aggregate)
     aggregate: Mapping[str, Any] | None = None  # an aggregate row's figures (AGGREGATE_KEYS); None on any other
+    # Why the row's copies cannot be checked against the manifest (a reference tool of its own data), or None:
+    # such a row is never verified and never a failure for it.
+    unverifiable: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "samples", tuple(self.samples))
@@ -262,6 +265,7 @@ class Result:
             "stalls": self.stall_count,
             "stall_s": round(self.stall_seconds, 3),
             "verified": self.verified,
+            "unverifiable": self.unverifiable,
             "tcp": tcp.to_json() if (tcp := self.tcp) is not None else None,
             "wire_bytes_per_file_byte": self.wire_bytes_per_file_byte,
             "retransmitted_share": self.retransmitted_share,
@@ -295,6 +299,7 @@ class Result:
             details=ClientDetails.from_json(details),
             client_host=data.get("client_host"),
             aggregate=data.get("aggregate"),
+            unverifiable=data.get("unverifiable"),
         )
 
 

@@ -96,7 +96,7 @@ class _Copier:
             meter.start()
             t0 = self.started_perf_s = time.perf_counter()
             try:
-                if len(jobs) == 1:
+                if len(jobs) == 1 and self.client.unverifiable is None:  # a reference tool: one call, the sizes
                     job = jobs[0]
                     if direction == "download":
                         self.client.download(job.remote, job.local, meter)
@@ -117,6 +117,9 @@ class _Copier:
                 raise
             seconds = time.perf_counter() - t0
             intervals = meter.stop()
+            own_s = self.client.timed_by_itself_s() if error is None else None
+            if own_s is not None:  # what the tool timed is the sample; its progress is not seen as it goes
+                seconds, intervals = own_s, ()
             cpu1 = _cpu_now() + self.client.helper_cpu_seconds()
             server_cpu1 = self.control.cpu_seconds()
         # 0 if the helper died; the triage's sampling thread ran in this process but is not the client's work
@@ -128,7 +131,7 @@ class _Copier:
         )
         moved = file_set.total_bytes if error is None else meter.total
         verified: bool | None = None
-        if error is None:
+        if error is None and self.client.unverifiable is None:
             verified, problem = self._verify(file_set, jobs, direction)
             if problem:
                 error = problem
@@ -207,7 +210,7 @@ def failed_rows(run: Run) -> list[Result]:
     def failed(row: Result) -> bool:
         if row.error is not None:
             return not row.error.startswith(UNAVAILABLE)
-        return not row.verified
+        return not row.verified and row.unverifiable is None  # a reference of its own data: by design, no failure
 
     return [row for row in run.results if row.client_host != ALL_CLIENTS and failed(row)]
 
@@ -326,7 +329,9 @@ def _measure_row(
         details = dataclasses.replace(details, page_cache="server reads from its page cache")
     if direction == "upload" and copier.control.upload_check is not None:
         details = dataclasses.replace(details, verified_by=copier.control.upload_check)
-    return row(samples=tuple(samples), warmup=warmup, error=error, details=details)
+    return row(
+        samples=tuple(samples), warmup=warmup, error=error, details=details, unverifiable=copier.client.unverifiable
+    )
 
 
 def _reconnect(client: Client) -> Client:

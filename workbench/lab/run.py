@@ -373,8 +373,9 @@ def _servers_up(
     observer.status(f"lab: starting servers on the server host {lab.server_addr}…")
     smb = _smb_server(req)
     servers = supervisor.up(
-        root, lab.server_addr, state, netns=lab.server_ns, smb_server=smb.to_json() if smb is not None else None
-    )
+        root, lab.server_addr, state, netns=lab.server_ns, smb_server=smb.to_json() if smb is not None else None,
+        afp_reference=True,  # the lab's private namespaces: afp/afp_speedtest's volume (daemons/afpd.py)
+    )  # fmt: skip
     for line in servers.lines():
         observer.status(f"  {line}")
     _cap_server_host(lab, req, observer)

@@ -49,6 +49,11 @@ ADMIN_GROUP = "workbench-afp-admin"
 # world may in the volume, never the served user's rights; only a server started with guest = True has it.
 GUEST_ACCOUNT = "workbench-guest"
 GUEST_UID = 64991
+# The volume that password-less account gets for netatalk's afp_speedtest (the lab's reference row,
+# protocols/afp_speedtest.py): an empty folder of its own in this server's private state, never the served root;
+# on a server with ctx.afp_reference that account may log in there and nowhere else.
+REFERENCE_VOLUME = "workbench-reference"
+REFERENCE_FOLDER = "reference"
 _PRIVATE_FOLDERS = ("conf", "accounts/etc", "lib", "lock", "cnid")
 STEP_TIMEOUT_S = 30.0
 
@@ -171,7 +176,15 @@ class Afpd(ManagedServer):
         lines += [f"{k} = {conf_value(v)}" for k, v in glob.items()]
         lines += ["", f"[{conf_value(self.ctx.share)}]"]
         lines += [f"{k} = {conf_value(v)}" for k, v in share.items()]
+        if self.has_guest_account:
+            reference = {**share, "path": f"{self.inner_dir}/{REFERENCE_FOLDER}", "valid users": GUEST_ACCOUNT}
+            lines += ["", f"[{REFERENCE_VOLUME}]", *(f"{k} = {conf_value(v)}" for k, v in reference.items())]
         return "\n".join(lines) + "\n"
+
+    @property
+    def has_guest_account(self) -> bool:
+        """GUEST_ACCOUNT exists: on the served volume too (guest = True), or on REFERENCE_VOLUME alone."""
+        return self.guest or self.ctx.afp_reference
 
     # -- accounts -------------------------------------------------------------------------------------------
 
@@ -209,7 +222,7 @@ class Afpd(ManagedServer):
             groups.append(f"{ADMIN_GROUP}:x:{gid}:{creds.user}")
         users = [line for line in users if line.split(":")[2:3] != [str(uid)]]
         users.append(f"{creds.user}:x:{uid}:{gid}::/:/usr/sbin/nologin")
-        if self.guest:
+        if self.has_guest_account:
             users = [line for line in users if line.split(":")[2:3] != [str(GUEST_UID)]]
             users.append(f"{GUEST_ACCOUNT}:x:{GUEST_UID}:{GUEST_UID}::/:/usr/sbin/nologin")
             groups.append(f"{GUEST_ACCOUNT}:x:{GUEST_UID}:")
@@ -236,7 +249,7 @@ class Afpd(ManagedServer):
 
     def _shadow_field(self, passwd_line: str) -> str:
         """Every account locked, except the guest account's empty password (see GUEST_ACCOUNT)."""
-        return "" if self.guest and passwd_line.startswith(f"{GUEST_ACCOUNT}:") else LOCKED
+        return "" if self.has_guest_account and passwd_line.startswith(f"{GUEST_ACCOUNT}:") else LOCKED
 
     # -- life -----------------------------------------------------------------------------------------------
 
@@ -250,10 +263,13 @@ class Afpd(ManagedServer):
         self._write_accounts()
         self.conf_path.write_text(self.config_text())
         self.conf_path.chmod(0o600)
-        if self.guest:  # afpd, once it runs as the guest, looks at its config again (which holds no secret)
+        if self.has_guest_account:  # afpd, once it runs as the guest, looks at its config again (no secret in it)
             for folder in (self.dir, self.dir / "conf"):
                 folder.chmod(0o711)
             self.conf_path.chmod(0o644)
+            reference = self.dir / REFERENCE_FOLDER  # the guest account's own, emptied by nothing but its tool
+            reference.mkdir(exist_ok=True, mode=0o700)
+            os.chown(reference, GUEST_UID, GUEST_UID)
 
     def command(self) -> list[str]:
         root = str(self.netatalk.root) if self.netatalk.root is not None else ""

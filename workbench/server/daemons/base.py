@@ -36,6 +36,8 @@ class ServerContext:
     share: str = "workbench"  # SMB share and rsync module name
     netns: str | None = None  # run inside this network namespace (the lab's server host)
     smb_server: Mapping[str, str] = field(default_factory=dict)  # smbd.SmbServerOptions.to_json(); {}: defaults
+    # afpd also serves the reference volume to its password-less account (daemons/afpd.py: REFERENCE_VOLUME)
+    afp_reference: bool = False
 
     def dir_for(self, name: str) -> Path:
         path = self.state_dir / name

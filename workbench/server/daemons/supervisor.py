@@ -76,9 +76,12 @@ def up(
     netns: str | None = None,
     ports: dict[str, int] | None = None,
     smb_server: dict[str, str] | None = None,
+    afp_reference: bool = False,
 ) -> ServersState:
     """Start every available server; on any failure or Ctrl-C, stop the ones already started. `smb_server`: how
-    smbd treats signing, encryption and dialects (smbd.SmbServerOptions.to_json(); None: its defaults)."""
+    smbd treats signing, encryption and dialects (smbd.SmbServerOptions.to_json(); None: its defaults).
+    `afp_reference`: afpd also serves its reference volume to a password-less account (the lab's, for netatalk's
+    afp_speedtest; see daemons/afpd.py)."""
     if not root.is_dir():
         raise NotFoundError(f"root directory {root} does not exist", "create it or pass another --root")
     check_layout(root, state_dir, state_dir / CREDENTIALS_FILE)
@@ -110,6 +113,7 @@ def up(
         ports=all_ports,
         netns=netns,
         smb_server=smb_server or {},
+        afp_reference=afp_reference,
     )
     state = ServersState(bind=bind, root=str(root.resolve()), netns=netns)
     started: list[ManagedServer] = []
