@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 import struct
 from collections import deque
 from collections.abc import Iterator
@@ -34,7 +35,7 @@ from typing import Any, BinaryIO
 
 from workbench.protocols import afp_dhx2 as dhx2
 from workbench.protocols import afp_wire as wire
-from workbench.protocols.afp_dsi import COMMAND, WRITE, DsiConnection, DsiError, Reply
+from workbench.protocols.afp_dsi import COMMAND, WRITE, ZERO_COPY, DsiConnection, DsiError, LocalFileError, Reply
 from workbench.protocols.base import (
     REMOVE_MAX_ENTRIES,
     Client,
@@ -337,7 +338,8 @@ class AfpPythonClient(Client):
         the replies still due are read and dropped (the stream stays usable) and the first failure is raised."""
         conn, _ = self._require()
         step = self.request_bytes
-        view = memoryview(bytearray(step))
+        file_fd = _file_fd(fh)  # the data spliced straight into the file where the system can
+        view = memoryview(bytearray(step))  # the replies' data without a file to splice into, or drained
         pending: deque[tuple[bool, int, int, int]] = deque()  # (a read?, request id, offset, count)
         next_offset = 0
         ended = closed = False
@@ -356,7 +358,15 @@ class AfpPythonClient(Client):
                 if not pending:
                     break
                 is_read, request_id, offset, count = pending.popleft()
-                reply = conn.read_reply(request_id, view if is_read else None)
+                if is_read and file_fd is not None and failure is None:
+                    try:
+                        reply = conn.read_reply_to_file(request_id, file_fd, offset, count)
+                    except LocalFileError as exc:  # the stream stopped inside a reply: the session goes
+                        self._broken()
+                        cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else OSError(str(exc))
+                        raise from_os_error(cause, f"{what}: writing the local file") from exc
+                else:
+                    reply = conn.read_reply(request_id, view if is_read else None)
                 if failure is not None:
                     continue  # draining what was asked before the failure
                 if not is_read:
@@ -368,7 +378,8 @@ class AfpPythonClient(Client):
                     continue
                 if reply.length:
                     try:
-                        _write_local(fh, view[: reply.length], what)
+                        if file_fd is None:
+                            _write_local(fh, view[: reply.length], what)
                     except WorkbenchError as exc:
                         failure, ended = exc, True
                         continue
@@ -412,7 +423,10 @@ class AfpPythonClient(Client):
         behind the last write; each acknowledged write counts as progress. After a failure the replies still due
         are read and dropped and the first failure is raised."""
         conn, _ = self._require()
-        view = memoryview(bytearray(self.request_bytes))
+        step = self.request_bytes
+        file_fd = _file_fd(fh)  # the data sent straight from the file (sendfile) where the system can
+        file_bytes = os.fstat(file_fd).st_size if file_fd is not None else 0
+        view = memoryview(bytearray(step if file_fd is None else 0))
         pending: deque[tuple[bool, int, int, int]] = deque()  # (a write?, request id, offset, count)
         offset = 0
         ended = closed = False
@@ -420,14 +434,21 @@ class AfpPythonClient(Client):
         with self._guard(what):
             while True:
                 while not ended and len(pending) < self.in_flight:
-                    try:
-                        count = _read_local(fh, view, what)
-                    except WorkbenchError as exc:
-                        failure, count = exc, 0
-                    if count == 0:
+                    if file_fd is not None:
+                        count = min(step, file_bytes - offset)
+                    else:
+                        try:
+                            count = _read_local(fh, view, what)
+                        except WorkbenchError as exc:
+                            failure, count = exc, 0
+                    if count <= 0:
                         ended = True
                         break
-                    request_id = conn.send_request(WRITE, wire.write_ext(fork, offset, count), view[:count])
+                    header = wire.write_ext(fork, offset, count)
+                    if file_fd is not None:
+                        request_id = conn.send_request_file(WRITE, header, file_fd, offset, count)
+                    else:
+                        request_id = conn.send_request(WRITE, header, view[:count])
                     pending.append((True, request_id, offset, count))
                     self.peak_in_flight = max(self.peak_in_flight, len(pending))
                     offset += count
@@ -637,3 +658,15 @@ def _read_local(fh: BinaryIO, view: memoryview, what: str) -> int:
         return fh.readinto(view) or 0  # type: ignore[attr-defined]
     except OSError as exc:
         raise from_os_error(exc, f"{what}: reading the local file") from exc
+
+
+def _file_fd(fh: BinaryIO) -> int | None:
+    """The descriptor of `fh` when the kernel can move data between it and the socket (splice, sendfile): a
+    regular file, on a system with both calls; None otherwise (the data then pass through Python's memory)."""
+    if not ZERO_COPY:
+        return None
+    try:
+        fd = fh.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (OSError, AttributeError, ValueError):
+        return None

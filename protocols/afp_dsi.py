@@ -13,6 +13,10 @@ the client turns both into workbench errors at its boundary.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import select
 import socket
 import struct
 import threading
@@ -43,10 +47,19 @@ MAX_CONTROL_REPLY_BYTES = 4 << 20
 TICKLE_INTERVAL_S = 30.0
 # A server quantum below this could not carry one request of a listing; netatalk announces 1 MiB.
 MIN_SERVER_QUANTUM_BYTES = 4096
+# Reads go from the socket to the local file through a pipe (splice: the kernel moves the data, no copy through
+# Python's memory) and writes from the local file to the socket (sendfile), where the system has both: a copy
+# then costs the kernel's one copy per byte instead of two. The pipe is raised to this size where allowed.
+PIPE_BYTES = 1 << 20
+ZERO_COPY = hasattr(os, "splice") and hasattr(os, "sendfile")
 
 
 class DsiError(Exception):
     """The DSI connection failed or the server broke its framing; the message says how."""
+
+
+class LocalFileError(Exception):
+    """Writing a read's data into the local file failed (its OSError is the cause); the stream is left mid-reply."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,7 @@ class DsiConnection:
         self.server_quantum_bytes = 0
         self.attentions: list[int] = []  # attention codes the server sent (shutdown notices, messages)
         self.requests_sent = 0  # DSICommand and DSIWrite requests, counted for tests and details
+        self._pipe: tuple[int, int] | None = None  # (read end, write end) of the splice pipe, made on first use
 
     @classmethod
     def connect(cls, host: str, port: int, connect_timeout_s: float, timeout_s: float) -> DsiConnection:
@@ -152,6 +166,46 @@ class DsiConnection:
             self.requests_sent += 1
         return request_id
 
+    def send_request_file(self, command: int, payload: bytes, fd: int, offset: int, count: int) -> int:
+        """Send one request whose data are `count` bytes of the file `fd` from `offset` (a DSIWrite), the data
+        by sendfile; its request ID. OSError when the file ends early or the socket fails."""
+        request_id = self._take_id()
+        header = pack_header(FLAG_REQUEST, command, request_id, len(payload), len(payload) + count)
+        with self._send_lock:
+            self._send_all(header + payload, socket.MSG_MORE)  # one segment with the data's start
+            sock_fd = self.sock.fileno()
+            while count:
+                try:
+                    sent = os.sendfile(sock_fd, fd, offset, count)
+                except BlockingIOError:
+                    self._wait(select.POLLOUT)
+                    continue
+                if sent == 0:
+                    raise OSError(f"the local file ended {count} bytes early")
+                offset += sent
+                count -= sent
+            self._last_send = time.monotonic()
+        self.requests_sent += 1
+        return request_id
+
+    def _send_all(self, data: bytes, flags: int = 0) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self.sock.send(view, flags)
+            except BlockingIOError:
+                self._wait(select.POLLOUT)
+                continue
+            view = view[sent:]
+
+    def _wait(self, event: int) -> None:
+        """Until the socket is ready for `event` (POLLIN, POLLOUT); TimeoutError after the socket's timeout."""
+        timeout_s = self.sock.gettimeout()
+        poller = select.poll()
+        poller.register(self.sock.fileno(), event)
+        if not poller.poll(None if timeout_s is None else timeout_s * 1000):
+            raise TimeoutError(f"{self.where} did not answer for {timeout_s:g} s")
+
     # -- receiving --------------------------------------------------------------------------------------------
 
     def _recv_into(self, view: memoryview) -> None:
@@ -186,6 +240,52 @@ class DsiConnection:
             if into is not None or header.length > MAX_CONTROL_REPLY_BYTES:
                 raise DsiError(f"{self.where} sent a reply of {header.length} bytes, more than was asked for")
             return Reply(header.request_id, header.code, self._recv(header.length), header.length)
+
+    def read_reply_to_file(self, request_id: int, fd: int, offset: int, max_bytes: int) -> Reply:
+        """As read_reply with `into`, but the data (at most `max_bytes`) go straight into the file `fd` at
+        `offset`, spliced through a pipe."""
+        while True:
+            header = parse_header(self._recv(HEADER_BYTES))
+            if header.flags == FLAG_REQUEST:
+                self._serve(header)
+                continue
+            if header.flags != FLAG_REPLY:
+                raise DsiError(f"{self.where} sent a DSI message with flags {header.flags}")
+            if header.request_id != request_id:
+                raise DsiError(f"{self.where} answered request {header.request_id} while {request_id} was due")
+            if header.length > max_bytes:
+                raise DsiError(f"{self.where} sent a reply of {header.length} bytes, more than was asked for")
+            self._splice_to(fd, offset, header.length)
+            return Reply(header.request_id, header.code, b"", header.length)
+
+    def _splice_to(self, fd: int, offset: int, length: int) -> None:
+        pipe_r, pipe_w = self._splice_pipe()
+        sock_fd = self.sock.fileno()
+        while length:
+            try:
+                flags = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK
+                moved = os.splice(sock_fd, pipe_w, min(length, PIPE_BYTES), flags=flags)
+            except BlockingIOError:
+                self._wait(select.POLLIN)
+                continue
+            if moved == 0:
+                raise DsiError(f"{self.where} closed the connection")
+            length -= moved
+            while moved:  # the pipe is emptied every time: it never holds more than one splice's bytes
+                try:
+                    written = os.splice(pipe_r, fd, moved, offset_dst=offset, flags=os.SPLICE_F_MOVE)
+                except OSError as exc:
+                    raise LocalFileError(str(exc)) from exc
+                offset += written
+                moved -= written
+
+    def _splice_pipe(self) -> tuple[int, int]:
+        if self._pipe is None:
+            pipe_r, pipe_w = os.pipe2(os.O_CLOEXEC)
+            with contextlib.suppress(OSError):  # a lower pipe-max-size leaves the default (64 KiB)
+                fcntl.fcntl(pipe_w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+            self._pipe = (pipe_r, pipe_w)
+        return self._pipe
 
     def _serve(self, header: Header) -> None:
         """A request from the server: answer a tickle or an attention; a close ends the session."""
@@ -244,5 +344,8 @@ class DsiConnection:
             except OSError:
                 pass
         self.sock.close()
+        pipe, self._pipe = self._pipe, None
+        for end in pipe or ():
+            os.close(end)
         if self._ticker is not None and self._ticker is not threading.current_thread():
             self._ticker.join(timeout=1.0)
