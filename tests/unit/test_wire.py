@@ -212,3 +212,17 @@ def test_the_html_report_shows_each_senders_wire_and_its_interface_beside_it() -
     assert ">1.000<" in section and section.count(">1.000<") == 1  # the loopback row is not compared
     bare = render_html(Run(1, {}, Baseline(), (dataclasses.replace(rows[0], samples=()),)))
     assert "<h2>The wire" not in bare
+
+
+def test_a_rows_figure_is_taken_over_the_copies_whose_sender_was_seen_whole() -> None:
+    found = _sender([_sock("10.0.0.1", 0, 0)], [_sock("10.0.0.1", segs=1000, sent=1_448_000)])
+    whole, partial = seen(found, 1_400_000, 1.0), seen(found, 10 * 1_400_000, 1.0)  # the second saw a tenth
+    assert whole is not None and partial is not None and partial.wire_bytes_per_file_byte is None
+    samples = (Sample(1_400_000, 1.0, tcp=whole), Sample(10 * 1_400_000, 1.0, tcp=partial))
+    row = Result("afp", "x", "download", "1M", 1_400_000, 1, samples)
+    merged = row.tcp
+    assert merged is not None and merged.wire_bytes_per_file_byte is None  # under 90 % of both copies was seen
+    assert row.wire_bytes_per_file_byte == pytest.approx(1_500_000 / 1_400_000)
+    assert row.retransmitted_share == 0.0
+    unwatched = Result("afp", "x", "download", "1M", 1_400_000, 1, (Sample(1_400_000, 1.0),))
+    assert unwatched.wire_bytes_per_file_byte is None and unwatched.retransmitted_share is None

@@ -214,7 +214,7 @@ def _wire_table(run: Run) -> str:
     """What each row's sender put on the wire (workbench.shared.wire), with its interface's count beside it."""
     lines = []
     for row in run.results:
-        tcp = row.tcp
+        tcp = row.wire_tcp
         per_file = row.wire_bytes_per_file_byte
         if tcp is None or per_file is None:
             continue

@@ -279,7 +279,7 @@ def explain(run: Run, host: str) -> Explanation:
 
 
 def _row_wire(row: Result) -> RowWire:
-    tcp = row.tcp
+    tcp = row.wire_tcp
     return RowWire(
         protocol=row.protocol,
         label=f"{row.label} {row.direction} {row.file_set}",

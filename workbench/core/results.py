@@ -219,10 +219,18 @@ class Result:
         return merge([s.tcp for s in self.good_samples if s.tcp is not None])
 
     @property
+    def wire_tcp(self) -> TcpTriage | None:
+        """The triage of the good copies whose sender's wire was seen whole, merged: the row's wire figures are
+        theirs (a copy the watch saw only part of would count too few bytes on the wire for its file)."""
+        return merge(
+            [t for s in self.good_samples if (t := s.tcp) is not None and t.wire_bytes_per_file_byte is not None]
+        )
+
+    @property
     def wire_bytes_per_file_byte(self) -> float | None:
         """Bytes the sender put on the wire (payload, retransmissions, IP/TCP headers, Ethernet's where the path
-        is Ethernet) per byte of file, over the row's good copies (workbench.shared.wire); None unwatched."""
-        return tcp.wire_bytes_per_file_byte if (tcp := self.tcp) is not None else None
+        is Ethernet) per byte of file, over the row's copies seen whole (workbench.shared.wire); None unwatched."""
+        return tcp.wire_bytes_per_file_byte if (tcp := self.wire_tcp) is not None else None
 
     @property
     def retransmitted_share(self) -> float | None:
