@@ -10,6 +10,8 @@ import pytest
 
 from tests.schema_check import assert_valid_run_document
 from tests.synthetic_runs import lab_run
+from workbench.cli.export_csv import _flag, csv_records
+from workbench.cli.export_html import render_html
 from workbench.cli.summary import NOT_VERIFIABLE, notes, status
 from workbench.core.results import Result, RowExplanation, Sample
 from workbench.core.runner import failed_rows
@@ -85,3 +87,13 @@ def test_a_reference_row_whose_tool_failed_is_a_failure() -> None:
     base = lab_run()
     run = dataclasses.replace(base, results=(row,), explanation=None)
     assert failed_rows(run) == [row] and status(row) == "failed"
+
+
+def test_html_and_csv_say_not_verifiable_for_that_row_alone() -> None:
+    base = lab_run()
+    run = dataclasses.replace(base, results=(*base.results, _reference_row()), explanation=None)
+    html = render_html(run)
+    assert html.count('<span class="status-unverifiable">not verifiable</span>') == 1
+    records = [r for r in csv_records(run) if r.get("status") == NOT_VERIFIABLE]
+    assert len(records) == 1 and records[0]["verified"] == _flag(False)
+    assert UNVERIFIABLE in records[0]["notes"]
