@@ -460,7 +460,10 @@ def _stock_run(
     url_run_plan, far = prepare(url, plan, prompt=False, iperf3=host.iperf3)
     try:
         # stalls start after the first server's baseline and run on: later servers' baselines may meet one
-        context = LabContext(link=link, emulator=_EmulatorWatch(lab), after_baseline=lab.start_stalls)
+        cpu = lab.cpu_watch()
+        context = LabContext(
+            link=link, emulator=_EmulatorWatch(lab, cpu=cpu), after_baseline=_then(cpu.start, lab.start_stalls)
+        )
     except BaseException:
         far.close()  # logged in, nothing made yet: execute() would have finished it
         raise
