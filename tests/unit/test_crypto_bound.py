@@ -126,11 +126,20 @@ def test_an_unsigned_row_or_a_run_without_costs_has_no_crypto_ceiling() -> None:
 
 
 def test_a_signed_row_held_by_the_servers_other_work_says_so() -> None:
-    # CMAC at 0.5 ns/B of the server's 7.2 ns/B: the capped CPU binds, and the crypto is 7 % of it
-    costs = CryptoCosts({"AES-128-CMAC": 5e-10}, "OpenSSL test")
+    # CMAC at 1 ns/B of the server's 7.2 ns/B: the capped CPU binds, and the crypto is 14 % of it
+    costs = CryptoCosts({"AES-128-CMAC": 1e-9}, "OpenSSL test")
     why = explain(_run((_row(2.0, 0.48, 0.2, SIGNED),), costs, costs, cap=0.25), "10.0.0.2")
     assert why.rows[0].bound == "cpu"
     crypto = next(b for b in why.rows[0].bounds or () if b.label == "crypto")
-    assert abs(crypto.bytes_per_s - 0.25 / 5e-10) < 1  # the algorithm alone: 500 MB/s on a quarter core
+    assert abs(crypto.bytes_per_s - 0.25 / 1e-9) < 1  # the algorithm alone: 250 MB/s on a quarter core
     said = [s for s in why.verdict if s.startswith("SMB signing")]
-    assert len(said) == 1 and "7% of its CPU per byte" in said[0] and said[0].endswith("but by its other work.")
+    assert len(said) == 1 and "14% of its CPU per byte" in said[0] and said[0].endswith("but by its other work.")
+
+
+def test_a_cpu_bound_row_whose_crypto_weighs_little_gets_no_crypto_sentence() -> None:
+    # GMAC at 0.05 ns/B of the server's 7.2 ns/B: under a tenth of that CPU, the verdict leaves the crypto out
+    costs = CryptoCosts({"AES-128-GMAC": 5e-11}, "OpenSSL test")
+    gmac = ClientDetails(signing=True, signing_algorithm="AES-128-GMAC", dialect="3.1.1", request_bytes=MIB)
+    why = explain(_run((_row(2.0, 0.48, 0.2, gmac),), costs, costs, cap=0.25), "10.0.0.2")
+    assert why.rows[0].bound == "cpu"
+    assert not [s for s in why.verdict if s.startswith("SMB signing")]

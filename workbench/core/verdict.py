@@ -30,6 +30,7 @@ REACHES = 0.9  # a copy at >= 90 % of raw TCP the same way reaches it
 MAX_SENTENCES = 6
 NAMED = 3  # clients named in one sentence; the rest are counted
 DOMINANT_FIXED = 0.25  # a fixed cost taking a quarter of a copy dominates it
+CRYPTO_WORTH_SAYING = 0.1  # a CPU-bound signed or encrypted row's crypto is named from this share of that CPU on
 
 _CAUSE = {
     "application": "a client or server limit, not the network",
@@ -311,6 +312,8 @@ def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str 
     whose = f"the server's CPU (capped at {cap:g} core)" if cap else f"the {side}'s CPU"
     spent = [c for s in row.good_samples if (c := s.server_cpu_s if side == "server" else s.client_cpu_s) is not None]
     whole = statistics.median(spent) / row.bytes if spent and row.bytes > 0 else None
+    if why.bound == "cpu" and (not whole or per_byte < CRYPTO_WORTH_SAYING * whole):
+        return None  # a CPU the crypto hardly weighs on (GMAC, GCM): nothing to say about the crypto
     share = f", {per_byte / whole:.0%} of its CPU per byte" if whole else ""
     held_at = f"{row.label} {row.direction} {row.file_set} is held at {(row.median_bytes_per_s or 0) / 1e6:,.1f} MB/s"
     cause = f"by {whose}, not the network." if why.bound == "crypto" else f"by {whose}, but by its other work."
