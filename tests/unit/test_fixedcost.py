@@ -69,6 +69,19 @@ def test_fixed_costs_come_from_a_streamed_set_and_else_from_a_per_copy_clients_s
     assert cost is not None and cost.method == "fit"
     assert cost.fixed_s == pytest.approx(0.18) and cost.streaming_bytes_per_s == pytest.approx(60e6)
     assert cost.client_cpu_s == 0.25  # the single file's CPU, which paid the start-up
+    # a set that costs more than its bytes and a start-up (work per file) draws a line faster than the path: no
+    # fit, and rsync over ssh, started per copy, is left its start-up
+    slow_set = [Sample(bytes=100 * 65536, seconds=0.8 + 100 * 65536 / 60e6, files=100) for _ in range(3)]
+    late = [Sample(bytes=64 * MIB, seconds=1.7, intervals=_streaming(6, 12)) for _ in range(3)]
+    overstated = [
+        _row("rsync/ssh", "upload", "64M", 64 * MIB, 1, late, timed_includes_setup=True),
+        _row(
+            "rsync/ssh", "upload", "100x64K", 100 * 65536, 100, slow_set, timed_includes_setup=True, streams_sets=True
+        ),
+    ]
+    assert fixedcost.fit([(s.bytes, s.seconds) for r in overstated for s in r.good_samples]) is not None
+    fallback = fixedcost.of_rows(overstated, PATH)
+    assert fallback is not None and fallback.method == "start-up"
     # a client whose sets are file by file gives one size: a per-copy client's start-up, else nothing
     late = [Sample(bytes=64 * MIB, seconds=1.7, intervals=_streaming(6, 12), client_cpu_s=0.4) for _ in range(3)]
     sftp = [_row("sftp/openssh", "download", "64M", 64 * MIB, 1, late, timed_includes_setup=True)]

@@ -114,8 +114,9 @@ def startup(copies: Sequence[Copy], interval_s: float, path_bytes_per_s: float) 
 
 
 def of_rows(rows: Sequence[Result], path_bytes_per_s: float | None) -> FixedCost | None:
-    """The fixed cost of one client and direction from its single-file rows and its sets streamed whole (`fit`),
-    else, for a client started per copy, from its single-file copies' start-up (`startup`); None: not found.
+    """The fixed cost of one client and direction from its single-file rows and its sets streamed whole (`fit`,
+    unless its streaming rate beats the path's), else, for a client started per copy, from its single-file copies'
+    start-up (`startup`); None: not found.
 
     `path_bytes_per_s` is the rate the path carries that way (the start-up's allowance for a lumpy meter)."""
     singles = [r for r in rows if r.files == 1 and r.good_samples]
@@ -126,7 +127,9 @@ def of_rows(rows: Sequence[Result], path_bytes_per_s: float | None) -> FixedCost
     cpu = statistics.median(cpus) if cpus else None
     streamed = [r for r in rows if r.files > 1 and r.details.streams_sets and r.good_samples]
     cost = fit([(s.bytes, s.seconds) for r in (*singles, *streamed) for s in r.good_samples])
-    if cost is not None:
+    # A line that streams faster than the path carries is no fixed cost plus a stream: the smaller copies cost
+    # more than their bytes and a start-up (a streamed set's work per file), and its fixed part is overstated.
+    if cost is not None and (not path_bytes_per_s or cost.streaming_bytes_per_s <= path_bytes_per_s):
         return replace(cost, client_cpu_s=cpu)
     if not path_bytes_per_s or not all(r.details.timed_includes_setup for r in singles):
         return None
