@@ -157,3 +157,16 @@ def test_a_per_copy_clients_start_up_is_paid_by_its_single_file_and_its_set() ->
     assert why.fixed_cost_s == pytest.approx(fixed, abs=1e-4) and why.bound == "raw-tcp"
     assert why.ceiling_bytes_per_s == pytest.approx(64 * MIB / (fixed + 64 * MIB / PATH))
     assert any("fixed per copy (before its data moved)" in n for n in explained.notes)
+
+
+def test_a_streamed_set_far_from_its_ceiling_names_each_sides_cpu_per_file() -> None:
+    samples = [
+        Sample(bytes=100 * 65536, seconds=0.6, files=100, verified=True, client_cpu_s=0.1, server_cpu_s=0.3)
+        for _ in range(3)
+    ]
+    row = _row("rsync/daemon", "upload", "100x64K", 100 * 65536, 100, samples, streams_sets=True)
+    why = _why(row)
+    assert why.bound == "unexplained" and why.bound_explanation is not None
+    assert "a set streamed whole doing each file's own work (CPU per file: client 1.0 ms, server 3.0 ms" in (
+        why.bound_explanation
+    )

@@ -179,6 +179,20 @@ _MISSING = {
 }
 
 
+def _streamed_cpu(row: Result) -> str:
+    """For a set streamed whole (rsync), which has no per-file ceiling: its work per file, each side's CPU per
+    file as measured (its start-up's CPU among it)."""
+    if not row.details.streams_sets:
+        return ""
+    sides = [(side, _median_cpu_s(row, f"{side}_cpu_s")) for side in ("client", "server")]
+    said = ", ".join(f"{side} {format_ms(cpu / row.files)}" for side, cpu in sides if cpu)
+    return (
+        f", a set streamed whole doing each file's own work (CPU per file: {said}, its start-up's among it)"
+        if said
+        else ""
+    )
+
+
 def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, fixed_s: float | None) -> str:
     """What a row's time holds beyond its lowest ceiling, in words: per file for a set, else per copy."""
     spent_s = row.bytes / median
@@ -196,7 +210,7 @@ def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, f
             " and off its CPU: waiting for a core on a loaded host, or on the client's own threads (CPU wait is not "
             "measured)"
             if bound.label == "per-file" and (row.details.files_in_flight or 1) == 1
-            else ""
+            else _streamed_cpu(row)
         )
         per_file = format_ms(gap_s / row.files)
         return f"≈{per_file} per file{trips}: time the client or server spends off the wire{cpu}{setup}"
