@@ -76,7 +76,8 @@ def python_bytes_per_s(
     size = size_mib << 20
     source = root / "bench.bin"
     local = scratch / "bench.bin" if direction == "upload" else scratch / "got.bin"
-    local.unlink(missing_ok=True)  # a new file, as the runner's (see the docstring)
+    if direction == "download":
+        local.unlink(missing_ok=True)  # a new file, as the runner's (see the docstring)
     with netns.entered(ns) if ns else contextlib.nullcontext(), AfpPythonClient(target, options) as client:
         start = time.perf_counter()
         if direction == "download":
