@@ -12,8 +12,8 @@ keeps no data it read, and what it wrote is its own); afp/python's copy is compa
 
 afp/python downloads into a new local file each time, as the runner does (a file truncated and written again
 is flushed to disk on close by ext4, which would charge the client for the local disk), and uploads from a file
-in the page cache; both outside what afp_speedtest does (it neither keeps nor reads a local file), so the ratio
-also holds the local file's cost.
+in the page cache into a new file on the server (removed before each timed copy, for the same reason). The
+local file is beyond what afp_speedtest does (it neither keeps nor reads one), so the ratio holds its cost too.
 
 No password goes on a command line: afp_speedtest logs in as afpd's password-less unprivileged account, on the
 reference volume only (an empty folder in the server's private state); afp/python logs in as the served user
@@ -78,6 +78,8 @@ def python_bytes_per_s(
     local = scratch / "bench.bin" if direction == "upload" else scratch / "got.bin"
     if direction == "download":
         local.unlink(missing_ok=True)  # a new file, as the runner's (see the docstring)
+    else:
+        (root / "up.bin").unlink(missing_ok=True)  # and a new one on the server (see the docstring)
     with netns.entered(ns) if ns else contextlib.nullcontext(), AfpPythonClient(target, options) as client:
         start = time.perf_counter()
         if direction == "download":
