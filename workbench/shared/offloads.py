@@ -10,8 +10,8 @@ Linux, written against the kernel's UAPI rather than through a library (the same
   the "features" string set, ETHTOOL_GFEATURES gives each bit's available/requested/active/never-changed
   words, ETHTOOL_SFEATURES changes them);
 - the rest from one rtnetlink RTM_GETLINK (IFLA_MTU, IFLA_QDISC, IFLA_TXQLEN, IFLA_GSO_MAX_SIZE/SEGS,
-  IFLA_GRO_MAX_SIZE, IFLA_TSO_MAX_SIZE/SEGS);
-- the path's interface from RTM_GETROUTE (RTA_OIF).
+  IFLA_GRO_MAX_SIZE, IFLA_TSO_MAX_SIZE/SEGS), through workbench.shared.rtnetlink;
+- the path's interface from RTM_GETROUTE (RTA_OIF), through the same.
 Both sockets belong to the network namespace of the thread that opens them, so every function here works
 inside a lab namespace entered with setns (sysfs would not: it shows the namespace it was mounted in).
 
@@ -25,7 +25,6 @@ import ctypes
 import errno
 import fcntl
 import ipaddress
-import os
 import platform
 import re
 import socket
@@ -35,7 +34,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.shared import rtnetlink
 from workbench.shared.errors import UnavailableError, UsageError, WorkbenchError
+
+# ("X as X": the rtnetlink names this module's readers have always found here, re-exported)
+from workbench.shared.rtnetlink import IFLA_GRO_MAX_SIZE as IFLA_GRO_MAX_SIZE
+from workbench.shared.rtnetlink import IFLA_GSO_MAX_SEGS as IFLA_GSO_MAX_SEGS
+from workbench.shared.rtnetlink import IFLA_GSO_MAX_SIZE as IFLA_GSO_MAX_SIZE
+from workbench.shared.rtnetlink import IFLA_IFNAME as IFLA_IFNAME
+from workbench.shared.rtnetlink import IFLA_MTU as IFLA_MTU
+from workbench.shared.rtnetlink import IFLA_QDISC as IFLA_QDISC
+from workbench.shared.rtnetlink import IFLA_TSO_MAX_SEGS as IFLA_TSO_MAX_SEGS
+from workbench.shared.rtnetlink import IFLA_TSO_MAX_SIZE as IFLA_TSO_MAX_SIZE
+from workbench.shared.rtnetlink import IFLA_TXQLEN as IFLA_TXQLEN
+from workbench.shared.rtnetlink import RTA_OIF as RTA_OIF
+from workbench.shared.rtnetlink import parse_route_oif as parse_route_oif
 
 NOT_KNOWN = "not known"
 
@@ -71,43 +84,7 @@ _FEATURES_HEAD = struct.Struct("=II")  # cmd, size (blocks); for GFEATURES and S
 _GET_BLOCK = struct.Struct("=IIII")  # available, requested, active, never_changed
 _SET_BLOCK = struct.Struct("=II")  # valid, requested
 
-# ---- rtnetlink (linux/netlink.h, linux/rtnetlink.h, linux/if_link.h) ----
-NETLINK_ROUTE = 0
-RTM_NEWLINK = 16
-RTM_GETLINK = 18
-RTM_NEWROUTE = 24
-RTM_GETROUTE = 26
-NLM_F_REQUEST = 0x01
-NLMSG_ERROR = 2
-IFLA_IFNAME = 3
-IFLA_MTU = 4
-IFLA_QDISC = 6
-IFLA_TXQLEN = 13
-IFLA_EXT_MASK = 29
-IFLA_GSO_MAX_SEGS = 40
-IFLA_GSO_MAX_SIZE = 41
-IFLA_GRO_MAX_SIZE = 58
-IFLA_TSO_MAX_SIZE = 59
-IFLA_TSO_MAX_SEGS = 60
-RTEXT_FILTER_SKIP_STATS = 1 << 3
-RTA_DST = 1
-RTA_OIF = 4
-NETLINK_TIMEOUT_S = 2.0
-_NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, pid
-_IFINFOMSG = struct.Struct("=BxHiII")  # family, pad, type, index, flags, change
-_RTMSG = struct.Struct("=BBBBBBBBI")  # family, dst_len, src_len, tos, table, protocol, scope, type, flags
-_RTA = struct.Struct("=HH")  # len, type
 _U32 = struct.Struct("=I")
-
-_LINK_U32 = {
-    IFLA_MTU: "mtu_bytes",
-    IFLA_TXQLEN: "tx_queue_len",
-    IFLA_GSO_MAX_SIZE: "gso_max_size_bytes",
-    IFLA_GSO_MAX_SEGS: "gso_max_segs",
-    IFLA_GRO_MAX_SIZE: "gro_max_size_bytes",
-    IFLA_TSO_MAX_SIZE: "tso_max_size_bytes",
-    IFLA_TSO_MAX_SEGS: "tso_max_segs",
-}
 
 
 @dataclass(frozen=True)
@@ -307,68 +284,34 @@ def _read_features(sock: socket.socket, ifname: str) -> tuple[list[str], list[Fe
     return names, features_from_words(names, feature_words(sock, ifname, count), _all_members())
 
 
-# ---------------------------------------------------------------- rtnetlink
+# ---------------------------------------------------------------- rtnetlink (workbench.shared.rtnetlink)
 
 
-def _attrs(raw: bytes, offset: int, end: int) -> dict[int, bytes]:
-    """Netlink attributes from `offset` to `end`: type (nested flag masked off) to payload."""
-    found: dict[int, bytes] = {}
-    while offset + _RTA.size <= end:
-        length, kind = _RTA.unpack_from(raw, offset)
-        if length < _RTA.size:
-            break
-        found[kind & 0x3FFF] = raw[offset + _RTA.size : offset + length]
-        offset += (length + 3) & ~3
-    return found
-
-
-def _attr(kind: int, payload: bytes) -> bytes:
-    length = _RTA.size + len(payload)
-    return _RTA.pack(length, kind) + payload + b"\0" * (((length + 3) & ~3) - length)
-
-
-def _netlink_ask(request_type: int, body: bytes, answer_type: int) -> bytes:
-    """One rtnetlink request in this thread's namespace; the answer's payload (after the nlmsghdr)."""
-    msg = _NLMSGHDR.pack(_NLMSGHDR.size + len(body), request_type, NLM_F_REQUEST, 1, 0) + body
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE) as sock:
-        sock.settimeout(NETLINK_TIMEOUT_S)
-        sock.bind((0, 0))
-        sock.send(msg)
-        raw = sock.recv(65536)
-    length, kind, _, _, _ = _NLMSGHDR.unpack_from(raw, 0)
-    if kind == NLMSG_ERROR:
-        code = -struct.unpack_from("=i", raw, _NLMSGHDR.size)[0]
-        raise OSError(code, os.strerror(code))
-    if kind != answer_type:
-        raise OSError(errno.EPROTO, f"rtnetlink answered message type {kind}")
-    return raw[_NLMSGHDR.size : length]
+def _link_fields(link: rtnetlink.Link) -> dict[str, Any]:
+    """What this module reads of a link: its name, MTU, qdisc, queue length and size limits, those known."""
+    fields = {
+        "name": link.name,
+        "mtu_bytes": link.mtu_bytes,
+        "qdisc": link.qdisc,
+        "tx_queue_len": link.tx_queue_len,
+        "gso_max_size_bytes": link.gso_max_size_bytes,
+        "gso_max_segs": link.gso_max_segs,
+        "gro_max_size_bytes": link.gro_max_size_bytes,
+        "tso_max_size_bytes": link.tso_max_size_bytes,
+        "tso_max_segs": link.tso_max_segs,
+    }
+    return {key: value for key, value in fields.items() if value is not None and value != ""}
 
 
 def parse_link(payload: bytes) -> dict[str, Any]:
     """An RTM_NEWLINK payload (ifinfomsg + attributes): name, MTU, qdisc, queue length and the size limits."""
-    attrs = _attrs(payload, _IFINFOMSG.size, len(payload))
-    found: dict[str, Any] = {}
-    for kind, key in _LINK_U32.items():
-        if kind in attrs and len(attrs[kind]) >= 4:
-            found[key] = _U32.unpack_from(attrs[kind])[0]
-    for kind, key in ((IFLA_IFNAME, "name"), (IFLA_QDISC, "qdisc")):
-        if kind in attrs:
-            found[key] = attrs[kind].split(b"\0", 1)[0].decode("ascii", "replace")
-    return found
+    return _link_fields(rtnetlink.parse_link(payload))
 
 
 def read_link(ifname: str | None = None, index: int = 0) -> dict[str, Any]:
-    body = _IFINFOMSG.pack(socket.AF_UNSPEC, 0, index, 0, 0) + _attr(IFLA_EXT_MASK, _U32.pack(RTEXT_FILTER_SKIP_STATS))
-    if ifname is not None:
-        body += _attr(IFLA_IFNAME, ifname.encode() + b"\0")
-    return parse_link(_netlink_ask(RTM_GETLINK, body, RTM_NEWLINK))
-
-
-def parse_route_oif(payload: bytes) -> int | None:
-    """The output interface index (RTA_OIF) of an RTM_NEWROUTE payload."""
-    attrs = _attrs(payload, _RTMSG.size, len(payload))
-    oif = attrs.get(RTA_OIF)
-    return int(_U32.unpack_from(oif)[0]) if oif and len(oif) >= 4 else None
+    """Interface `ifname` (or `index`) as parse_link gives it, read in this thread's namespace."""
+    with rtnetlink.Rtnetlink() as netlink:
+        return _link_fields(netlink.link(index, ifname))
 
 
 # ---------------------------------------------------------------- macOS
@@ -537,11 +480,9 @@ def path_interface(peer_address: str) -> str | None:
         return parse_route_get(_run(["route", "-n", "get", str(addr)]) or "")
     if platform.system() != "Linux":
         return None
-    family = socket.AF_INET if addr.version == 4 else socket.AF_INET6
-    body = _RTMSG.pack(family, addr.max_prefixlen, 0, 0, 0, 0, 0, 0, 0) + _attr(RTA_DST, addr.packed)
     try:
-        oif = parse_route_oif(_netlink_ask(RTM_GETROUTE, body, RTM_NEWROUTE))
-        return None if oif is None else read_link(index=oif).get("name")
+        with rtnetlink.Rtnetlink() as netlink:
+            return netlink.link(netlink.route_interface(str(addr))).name or None
     except OSError:
         return None
 

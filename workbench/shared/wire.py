@@ -15,24 +15,23 @@ So `wire_bytes` = `bytes_sent` + `header_bytes` (IP + TCP, per connection as it 
 `link_header_bytes`; each term is kept so the figure can be recomputed.
 
 Beside it, the interface's own counters over the same interval (tx bytes and packets, rx bytes), read by
-netlink in the namespace the watch was started in (sysfs would show the namespace it was mounted in, not a
-lab host's). They count everything the interface carried, so they agree with the connection's figure only
-where the copy had the interface to itself, within IFACE_TOLERANCE; a device handed super-packets (a TUN,
-a veth, a bridge) counts each one with a single set of headers, which `iface_wire_bytes` adds back. On
-loopback the interface counts both directions of every loopback connection of the host, each packet once as
-sent and once as received: kept, never compared.
+route netlink (workbench.shared.rtnetlink) in the namespace the watch was started in (sysfs would show the
+namespace it was mounted in, not a lab host's). They count everything the interface carried, so they agree
+with the connection's figure only where the copy had the interface to itself, within IFACE_TOLERANCE; a device
+handed super-packets (a TUN, a veth, a bridge) counts each one with a single set of headers, which
+`iface_wire_bytes` adds back. On loopback the interface counts both directions of every loopback connection of
+the host, each packet once as sent and once as received: kept, never compared.
 """
 
 from __future__ import annotations
 
 import errno
-import ipaddress
-import socket
 import statistics
 import struct
-import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from workbench.shared.rtnetlink import Rtnetlink
 
 IPV4_HEADER_BYTES = 20
 IPV6_HEADER_BYTES = 40
@@ -48,29 +47,6 @@ ETHERNET_HEADER_BYTES = 14
 IFACE_TOLERANCE = 0.15
 # Below this many wire bytes a few KiB of other traffic is a large share: no comparison is made.
 IFACE_MIN_WIRE_BYTES = 1 << 20
-
-NETLINK_ROUTE = 0
-RTM_NEWLINK = 16
-RTM_GETLINK = 18
-RTM_NEWROUTE = 24
-RTM_GETROUTE = 26
-NLM_F_REQUEST = 0x01
-NLMSG_ERROR = 2
-RTA_DST = 1
-RTA_OIF = 4
-IFLA_IFNAME = 3
-IFLA_STATS64 = 23
-ARPHRD_ETHER = 1
-ARPHRD_LOOPBACK = 772
-ARPHRD_NONE = 65534  # a TUN device: IP packets, no link header
-NETLINK_TIMEOUT_S = 2.0
-
-_NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, pid
-_RTMSG = struct.Struct("=BBBBBBBBI")  # family, dst_len, src_len, tos, table, protocol, scope, type, flags
-_IFINFOMSG = struct.Struct("=BxHiII")  # family, (pad), type, index, flags, change
-_RTA = struct.Struct("=HH")
-_STATS64_HEAD = struct.Struct("=QQQQ")  # rtnl_link_stats64: rx_packets, tx_packets, rx_bytes, tx_bytes
-_KINDS = {ARPHRD_ETHER: "ethernet", ARPHRD_LOOPBACK: "loopback", ARPHRD_NONE: "ip"}
 
 
 def header_bytes(ipv6: bool, timestamps: bool) -> int:
@@ -105,81 +81,17 @@ class IfaceCounters:
         )
 
 
-def _attributes(data: bytes, start: int, end: int) -> Iterator[tuple[int, bytes]]:
-    while start + _RTA.size <= end:
-        length, kind = _RTA.unpack_from(data, start)
-        if length < _RTA.size or start + length > end:
-            return
-        yield kind & 0x3FFF, data[start + _RTA.size : start + length]  # without the nested/byte-order flags
-        start += (length + 3) & ~3
-
-
-class LinkReader:
+class LinkReader(Rtnetlink):
     """A route-netlink socket opened in the calling thread's network namespace: which interface carries the
-    path to an address, and that interface's counters."""
-
-    def __init__(self) -> None:
-        if not sys.platform.startswith("linux"):
-            raise OSError(errno.ENOTSUP, "interface counters are read through Linux's route netlink")
-        self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
-        try:
-            self._sock.bind((0, 0))
-            self._sock.settimeout(NETLINK_TIMEOUT_S)
-        except OSError:
-            self._sock.close()
-            raise
-        self._seq = 0
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def _ask(self, kind: int, body: bytes, answer: int) -> tuple[bytes, int, int]:
-        """Send one request; (datagram, payload start, end) of its answer of type `answer`."""
-        self._seq += 1
-        self._sock.send(_NLMSGHDR.pack(_NLMSGHDR.size + len(body), kind, NLM_F_REQUEST, self._seq, 0) + body)
-        while True:
-            data = self._sock.recv(1 << 16)
-            offset = 0
-            while offset + _NLMSGHDR.size <= len(data):
-                length, got, _flags, seq, _pid = _NLMSGHDR.unpack_from(data, offset)
-                if length < _NLMSGHDR.size or offset + length > len(data):
-                    raise OSError(errno.EBADMSG, "a route netlink answer that could not be read")
-                start, end = offset + _NLMSGHDR.size, offset + length
-                if seq == self._seq:
-                    if got == NLMSG_ERROR:
-                        code = -struct.unpack_from("=i", data, start)[0]
-                        raise OSError(code or errno.ENOENT, "route netlink refused the request")
-                    if got == answer:
-                        return data, start, end
-                offset += (length + 3) & ~3
-
-    def route_interface(self, address: str) -> int:
-        """The index of the interface the kernel would send a packet to `address` through."""
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-        family = socket.AF_INET if ip.version == 4 else socket.AF_INET6
-        body = _RTMSG.pack(family, ip.max_prefixlen, 0, 0, 0, 0, 0, 0, 0)
-        body += _RTA.pack(_RTA.size + len(ip.packed), RTA_DST) + ip.packed
-        data, start, end = self._ask(RTM_GETROUTE, body, RTM_NEWROUTE)
-        for kind, payload in _attributes(data, start + _RTMSG.size, end):
-            if kind == RTA_OIF and len(payload) >= 4:
-                return int(struct.unpack_from("=I", payload)[0])
-        raise OSError(errno.ENETUNREACH, f"no interface carries the route to {ip}")
+    path to an address (route_interface), and that interface's counters."""
 
     def counters(self, index: int) -> IfaceCounters:
         """Interface `index`'s name, kind and 64-bit counters now."""
-        data, start, end = self._ask(RTM_GETLINK, _IFINFOMSG.pack(socket.AF_UNSPEC, 0, index, 0, 0), RTM_NEWLINK)
-        _family, arphrd, _index, _flags, _change = _IFINFOMSG.unpack_from(data, start)
-        name, stats = "", None
-        for kind, payload in _attributes(data, start + _IFINFOMSG.size, end):
-            if kind == IFLA_IFNAME:
-                name = payload.split(b"\0", 1)[0].decode(errors="replace")
-            elif kind == IFLA_STATS64 and len(payload) >= _STATS64_HEAD.size:
-                stats = _STATS64_HEAD.unpack_from(payload)
-        if stats is None:
+        link = self.link(index)
+        if link.stats is None:
             raise OSError(errno.ENODATA, f"interface {index} has no 64-bit counters")
-        rx_packets, tx_packets, rx_bytes, tx_bytes = stats
-        del rx_packets  # the sender's received packets are its peer's ACKs: not compared
-        return IfaceCounters(name, _KINDS.get(arphrd, "other"), tx_bytes, rx_bytes, tx_packets)
+        # the sender's received packets are its peer's ACKs: not compared
+        return IfaceCounters(link.name, link.kind, link.stats.tx_bytes, link.stats.rx_bytes, link.stats.tx_packets)
 
 
 def path_peer(peers: Iterable[str]) -> str | None:
