@@ -182,8 +182,10 @@ def holds(bound: Bound, measured_bytes_per_s: float, noise: float) -> bool:
 
 def with_fixed_cost(bound: Bound, fixed_s: float, nbytes: int) -> Bound:
     """`bound` for a copy of `nbytes` that also pays `fixed_s` whatever its size: bytes / (fixed + bytes / C)."""
-    if fixed_s <= 0 or nbytes <= 0 or bound.bytes_per_s <= 0 or bound.label == "cpu":
-        return bound  # a CPU bound is scaled from the measured rate, which already paid the fixed cost
+    if fixed_s <= 0 or nbytes <= 0 or bound.bytes_per_s <= 0 or bound.label in ("cpu", "crypto"):
+        # A CPU bound is scaled from the measured rate, which already paid the fixed cost; a crypto bound comes from
+        # a host's CPU per byte of the whole copy, the login's CPU in it, so its time is not added again.
+        return bound
     rate = nbytes / (fixed_s + nbytes / bound.bytes_per_s)
     return Bound(bound.label, rate, f"{bound.explanation}, + {format_ms(fixed_s)} per copy", bound.saturated)
 
