@@ -97,3 +97,11 @@ def test_html_and_csv_say_not_verifiable_for_that_row_alone() -> None:
     records = [r for r in csv_records(run) if r.get("status") == NOT_VERIFIABLE]
     assert len(records) == 1 and records[0]["verified"] == _flag(False)
     assert UNVERIFIABLE in records[0]["notes"]
+
+
+def test_a_row_without_figures_says_only_why() -> None:
+    text = "unavailable: afp_speedtest times one file of whole MiB, not this set of 100 file(s)"
+    row = _reference_row(error=text)
+    said = notes(row, RowExplanation())
+    assert said[0] == text and status(row) == ""
+    assert UNVERIFIABLE not in said and MEASURES["download"] not in said

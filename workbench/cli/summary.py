@@ -138,10 +138,8 @@ def notes(row: Result, why: RowExplanation, rtt_ms: float | None = None) -> tupl
     said: list[str] = []
     if row.error:
         said.append(row.error)
-    if row.unverifiable:
-        said.append(row.unverifiable)
-    if row.details.measures:
-        said.append(row.details.measures)
+    if row.good_samples:  # what a reference tool's figures are; an unavailable or failed row has none
+        said.extend(text for text in (row.unverifiable, row.details.measures) if text)
     if why.triage_note:
         said.append(why.triage_note)
     if row.files_per_s and rtt_ms:
