@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -53,6 +54,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "skip_elsewhere: the test checks one kind of host and may skip on others even when "
         f"{STRICT_ENV}=1 (give the reason in the skipif)",
     )
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # A shell starting the tests in the background (`pytest &` without job control) hands them Ctrl-C ignored,
+        # and every workbench they start would inherit that: the tests that stop a run with Ctrl-C need it as a
+        # terminal gives it.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.environ.get(XDIST_WORKER_ENV) and not os.environ.get("WORKBENCH_HOME"):
         # Side by side (pytest -n), each worker keeps its own default results database and test files: two
         # workers making the same test files in one ~/.local/share/workbench would write over each other.
