@@ -175,10 +175,6 @@ class CpuCap:
             moved += 1
         return moved
 
-    def pids(self) -> list[int]:
-        """The processes in the group now."""
-        return _pids(self.groups[0]) if self.groups else []
-
     def usage_s(self) -> float | None:
         """CPU seconds every process that was ever in the group used (the exited ones' included)."""
         if self.controllers.usage is None:
