@@ -423,10 +423,7 @@ class AfpPythonClient(Client):
         behind the last write; each acknowledged write counts as progress. After a failure the replies still due
         are read and dropped and the first failure is raised."""
         conn, _ = self._require()
-        step = self.request_bytes
-        file_fd = _file_fd(fh)  # the data sent straight from the file (sendfile) where the system can
-        file_bytes = os.fstat(file_fd).st_size if file_fd is not None else 0
-        view = memoryview(bytearray(step if file_fd is None else 0))
+        view = memoryview(bytearray(self.request_bytes))
         pending: deque[tuple[bool, int, int, int]] = deque()  # (a write?, request id, offset, count)
         offset = 0
         ended = closed = False
@@ -434,21 +431,15 @@ class AfpPythonClient(Client):
         with self._guard(what):
             while True:
                 while not ended and len(pending) < self.in_flight:
-                    if file_fd is not None:
-                        count = min(step, file_bytes - offset)
-                    else:
-                        try:
-                            count = _read_local(fh, view, what)
-                        except WorkbenchError as exc:
-                            failure, count = exc, 0
-                    if count <= 0:
+                    # read into one buffer and sent from it: sendfile from the file measured no faster here
+                    try:
+                        count = _read_local(fh, view, what)
+                    except WorkbenchError as exc:
+                        failure, count = exc, 0
+                    if count == 0:
                         ended = True
                         break
-                    header = wire.write_ext(fork, offset, count)
-                    if file_fd is not None:
-                        request_id = conn.send_request_file(WRITE, header, file_fd, offset, count)
-                    else:
-                        request_id = conn.send_request(WRITE, header, view[:count])
+                    request_id = conn.send_request(WRITE, wire.write_ext(fork, offset, count), view[:count])
                     pending.append((True, request_id, offset, count))
                     self.peak_in_flight = max(self.peak_in_flight, len(pending))
                     offset += count
@@ -661,8 +652,8 @@ def _read_local(fh: BinaryIO, view: memoryview, what: str) -> int:
 
 
 def _file_fd(fh: BinaryIO) -> int | None:
-    """The descriptor of `fh` when the kernel can move data between it and the socket (splice, sendfile): a
-    regular file, on a system with both calls; None otherwise (the data then pass through Python's memory)."""
+    """The descriptor of `fh` when the kernel can move a read's data from the socket into it (splice): a regular
+    file, on a system with splice; None otherwise (the data then pass through Python's memory)."""
     if not ZERO_COPY:
         return None
     try:

@@ -48,10 +48,10 @@ TICKLE_INTERVAL_S = 30.0
 # A server quantum below this could not carry one request of a listing; netatalk announces 1 MiB.
 MIN_SERVER_QUANTUM_BYTES = 4096
 # Reads go from the socket to the local file through a pipe (splice: the kernel moves the data, no copy through
-# Python's memory) and writes from the local file to the socket (sendfile), where the system has both: a copy
-# then costs the kernel's one copy per byte instead of two. The pipe is raised to this size where allowed.
+# Python's memory) where the system has splice: a download then costs one copy per byte instead of two. The
+# pipe is raised to this size where allowed.
 PIPE_BYTES = 1 << 20
-ZERO_COPY = hasattr(os, "splice") and hasattr(os, "sendfile")
+ZERO_COPY = hasattr(os, "splice")
 
 
 class DsiError(Exception):
@@ -165,38 +165,6 @@ class DsiConnection:
         if command in (COMMAND, WRITE):
             self.requests_sent += 1
         return request_id
-
-    def send_request_file(self, command: int, payload: bytes, fd: int, offset: int, count: int) -> int:
-        """Send one request whose data are `count` bytes of the file `fd` from `offset` (a DSIWrite), the data
-        by sendfile; its request ID. OSError when the file ends early or the socket fails."""
-        request_id = self._take_id()
-        header = pack_header(FLAG_REQUEST, command, request_id, len(payload), len(payload) + count)
-        with self._send_lock:
-            self._send_all(header + payload, socket.MSG_MORE)  # one segment with the data's start
-            sock_fd = self.sock.fileno()
-            while count:
-                try:
-                    sent = os.sendfile(sock_fd, fd, offset, count)
-                except BlockingIOError:
-                    self._wait(select.POLLOUT)
-                    continue
-                if sent == 0:
-                    raise OSError(f"the local file ended {count} bytes early")
-                offset += sent
-                count -= sent
-            self._last_send = time.monotonic()
-        self.requests_sent += 1
-        return request_id
-
-    def _send_all(self, data: bytes, flags: int = 0) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                sent = self.sock.send(view, flags)
-            except BlockingIOError:
-                self._wait(select.POLLOUT)
-                continue
-            view = view[sent:]
 
     def _wait(self, event: int) -> None:
         """Until the socket is ready for `event` (POLLIN, POLLOUT); TimeoutError after the socket's timeout."""

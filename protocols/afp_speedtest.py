@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ from workbench.protocols.details import ClientDetails
 from workbench.protocols.process import last_line, run_native
 from workbench.server.daemons.afpd import GUEST_ACCOUNT, REFERENCE_VOLUME
 from workbench.server.daemons.netatalk_root import Netatalk, find
-from workbench.shared.errors import NetworkError, UnavailableError, WorkbenchError
+from workbench.shared.errors import NetworkError, UnavailableError, WorkbenchError, from_os_error
 from workbench.shared.safetext import strip_controls
 from workbench.shared.target import Target
 
@@ -117,6 +118,12 @@ class AfpSpeedtestClient(Client):
         if found is None:
             raise UnavailableError(why, "")
         self._netatalk = found
+        # An unreachable host or a closed port is a network failure in connect_timeout_s, as for every client (the
+        # tool would wait for its own, longer, time and say less)
+        try:
+            socket.create_connection((self.target.host, self._port), timeout=self.options.connect_timeout_s).close()
+        except OSError as exc:
+            raise from_os_error(exc, f"connecting to {self.label}", self.target.host, self._port) from exc
         # The tool's own login, untimed: a 1 MiB Write (no -q: the server's quantum) says whether this server has
         # the password-less account and its volume, and which quantum it announces. Without them: unavailable.
         done = run_native(

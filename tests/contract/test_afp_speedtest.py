@@ -23,13 +23,14 @@ import pytest
 from tests import afp_fixtures
 from tests.afp_fixtures import AfpdRunner
 from tests.argv_watch import ArgvWatch
+from tests.helpers import free_port
 from workbench.core.runner import UNAVAILABLE
 from workbench.protocols.afp_speedtest import NEEDS_GUEST, AfpSpeedtestClient
 from workbench.protocols.base import ClientOptions, FileCopy
 from workbench.server.daemons.afpd import GUEST_ACCOUNT, GUEST_UID, Afpd
 from workbench.server.daemons.netatalk_root import Netatalk, find
 from workbench.shared.credentials import Credentials
-from workbench.shared.errors import UnavailableError, WorkbenchError
+from workbench.shared.errors import NetworkError, UnavailableError, WorkbenchError
 from workbench.shared.target import Target
 
 TOOL = "/usr/bin/afp_speedtest"
@@ -208,3 +209,9 @@ def test_a_server_given_by_url_is_never_tried(netatalk: Netatalk) -> None:
     with pytest.raises(UnavailableError) as caught:
         AfpSpeedtestClient(target).connect()
     assert caught.value.one_line().startswith(f"{NEEDS_GUEST} (in the lab)")
+
+
+def test_a_closed_port_is_a_network_failure_not_unavailable(netatalk: Netatalk) -> None:
+    target = Target("127.0.0.1", Credentials("someone", "secret"), ports={"afp": free_port("127.0.0.1")})
+    with pytest.raises(NetworkError):
+        AfpSpeedtestClient(target, ClientOptions(connect_timeout_s=2.0)).connect()
