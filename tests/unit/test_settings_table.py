@@ -106,6 +106,7 @@ HONOURED: dict[str, Callable[[str, Settings], Any]] = {
     "quick": as_read("quick"),
     "clients": as_read("clients"),
     "offload": lab_field("offload"),
+    "link_breaks": lab_field("link_breaks"),
 }
 # (setting, command) pairs the command takes and does not use, with the reason.
 UNUSED = {

@@ -130,7 +130,7 @@ def render_story(console: Console, story: Any, runs: Mapping[str, Any], quick: b
     for published, measured in figures(story, runs):
         if measured is None:
             lab = "—"
-        elif published.unit == "s":
+        elif published.unit != "Mbit/s":  # seconds, a share in %, bytes per byte: as measured
             lab = f"{measured:.1f}"
         else:
             lab = f"{measured / 1e6:,.1f}"

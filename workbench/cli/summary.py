@@ -418,6 +418,8 @@ def link_line(link: Mapping[str, Any]) -> str:
         text += f" (server ports {', '.join(map(str, ports))})" if ports else ""
     if link.get("stall"):
         text += f"; {link['stall']}"
+    if link.get("breaks") == "offloaded":
+        text += "; the line drops TSO/GSO super-packets (--link-breaks offloaded)"
     smb = link.get("smb_server") or {}
     if smb:
         text += f"; smbd: signing {smb.get('signing')}, encryption {smb.get('encryption')}, "

@@ -252,6 +252,7 @@ def _link_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
         ("cc", "congestion control", _show),
         ("client_window_bytes", "client window", lambda v: "none" if v is None else format_size(int(v))),
         ("stall", "stalls", _show),
+        ("breaks", "link breaks", _show),
     )
     for key, what, show in plain:
         if key in a and key in b and a[key] != b[key]:

@@ -455,6 +455,16 @@ SETTINGS: tuple[Setting, ...] = (
         commands=LAB,
     ),
     Setting(
+        "link_breaks",
+        str | None,
+        None,
+        "Make the link mishandle something: 'offloaded' drops every TSO/GSO super-packet of 2+ segments and "
+        "passes MTU-sized packets, as a bridge or NIC that breaks offloaded frames (the delay line is used).",
+        "offloaded",
+        'link_breaks = "offloaded"',
+        commands=LAB,
+    ),
+    Setting(
         "offload",
         list[str] | None,
         None,
@@ -507,7 +517,7 @@ SETTINGS: tuple[Setting, ...] = (
         str | None,
         None,
         "Replay a published story (its link, options and figures beside the lab's): wifi-ac-64k, gige-jumbo, "
-        "wireless-g, thunderbolt, nas-signing; 'list' lists them. --json/--markdown/--csv PATH write "
+        "wireless-g, thunderbolt, nas-signing, broken-tso; 'list' lists them. --json/--markdown/--csv PATH write "
         "PATH-VARIANT.json/.md/"
         ".csv per run.",
         "a scenario name string",
@@ -540,7 +550,7 @@ BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 # the link options a lab scenario sets itself (a scenario refuses them typed beside it)
 LINK_SETTINGS = ("link", "rate", "rtt", "loss", "mtu", "cc", "window_sweep", "rate_up", "rate_down",
                  "client_window", "stall", "servers", "offload", "smb_server",
-                 "server_cpu")  # fmt: skip
+                 "server_cpu", "link_breaks")  # fmt: skip
 
 
 def for_command(command: str, *, flags_only: bool = True) -> tuple[Setting, ...]:

@@ -321,6 +321,56 @@ def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str 
     return f"{costs_words}: {held_at} {cause}"
 
 
+# A sender's congestion control keeps its own losses to a few % of the bytes (1-2 % at a full lab link); a tenth
+# sent again, with no loss set and no queue overflow, is a path losing packets it was not filling.
+RESENT_SUSPECT = 0.1
+
+
+def _sender_offloads(run: Run, host: str) -> tuple[str, dict[str, Any]]:
+    """The interface of `host`'s path and its offloads ({"tso": "on", …}) as recorded: the lab's read-back of its
+    link device, else the host's metadata; ("", {}) when neither says."""
+    for record in (((run.link or {}).get("offloads") or {}).get(host), (run.meta.get(host) or {}).get("offloads")):
+        if isinstance(record, Mapping) and isinstance(record.get("offloads"), Mapping):
+            return str(record.get("interface") or ""), dict(record["offloads"])
+    return "", {}
+
+
+def _offload_cause(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
+    """Retransmissions on a path that was otherwise idle (a large resent share with no loss set and nothing dropped
+    from the lab link's queue) from a sender whose TSO/GSO were on or not known: a path that mishandles offloaded
+    super-packets, with the fix to try. None when the sender's TSO and GSO were both off, or nothing resent much."""
+    link = run.link or {}
+    if link and (link.get("loss") or (link.get("emulator") or {}).get("drops")):
+        return None  # losses the link was asked for, or a full queue, explain retransmissions by themselves
+    seen: list[tuple[float, str, TcpTriage, float | None]] = []
+    for row, _ in measured:
+        t = row.tcp
+        if row.retransmitted_share is not None and t is not None:
+            seen.append((row.retransmitted_share, f"{row.label} {row.direction}", t, row.wire_bytes_per_file_byte))
+    for direction, doc in (run.baseline.tcp or {}).items():
+        probe = TcpTriage.from_json(doc)
+        if probe is not None and probe.side == "sender" and probe.retrans_fraction is not None:
+            seen.append((probe.retrans_fraction, f"raw TCP {direction}", probe, probe.wire_bytes_per_file_byte))
+    if not seen:
+        return None
+    share, what, t, wire = max(seen, key=lambda item: item[0])
+    if share < RESENT_SUSPECT:
+        return None
+    iface, state = _sender_offloads(run, t.host)
+    on = [name.upper() for name in ("tso", "gso") if str(state.get(name, "")).startswith("on")]
+    if state and not on and all(str(state.get(n, "")).startswith("off") for n in ("tso", "gso")):
+        return None  # the sender's offloads were off: they are not what the path broke
+    where = f" on {iface}" if iface else ""
+    offloads = f"{' and '.join(on)} on{where}" if on else "its offloads not known"
+    per_byte = f", {wire:.1f} wire bytes per file byte" if wire else ""
+    idle = "with no loss set and no queue overflow" if link else "far above congestion's few %"
+    return (
+        f"Biggest fixable cause: {what} resent {100 * share:.0f} % of its bytes{per_byte}, {idle}, from a {t.host} with "
+        f"{offloads}: the path mishandles offloaded super-packets; turn TSO/GSO off on the sender: "
+        f"`ethtool -K {iface or 'IF'} tso off gso off`; macOS `sysctl net.inet.tcp.tso=0`."
+    )
+
+
 # The causes a user or a client's author can change, by binding ceiling: what changing them means.
 _FIXABLE = {
     "requests": "requests in flight: a deeper queue of read/write requests",
@@ -374,7 +424,7 @@ def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False)
     if crypto:
         said.append(crypto)
     advice = _advice(run, measured, short=True)
-    fixable = advice[0] if advice else _fixable(measured, _heavy_fixed(measured))
+    fixable = _offload_cause(run, measured) or (advice[0] if advice else _fixable(measured, _heavy_fixed(measured)))
     if fixable:
         said.append(fixable)
     stalls = _stalls(run)

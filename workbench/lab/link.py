@@ -24,7 +24,7 @@ from workbench.lab import cpucap, measure, netns
 from workbench.lab.emulator import Emulator
 from workbench.lab.kernellink import KernelLink
 from workbench.lab.lifecycle import Hosts, Lifecycle, check_available, cleanup_stale
-from workbench.lab.linkemu import ETHERNET_OVERHEAD, EmuConfig, expected_goodput_bits_per_s
+from workbench.lab.linkemu import BREAKS, ETHERNET_OVERHEAD, EmuConfig, expected_goodput_bits_per_s
 from workbench.shared import offloads
 from workbench.shared.errors import UsageError, WorkbenchError
 from workbench.shared.offloads import Switches
@@ -110,6 +110,7 @@ class LinkSpec:
     client_window_ports: tuple[int, ...] | None = None  # ... only those to these server ports (None: all)
     stall: Stall | None = None
     host_buffers: str = "raised"  # "raised": TCP buffers up to 64 MiB on both hosts; "default": the kernel's
+    breaks: str | None = None  # "offloaded": the line drops GSO super-packets of 2+ segments (linkemu.BREAKS)
 
     @property
     def up_bits_per_s(self) -> int:
@@ -131,7 +132,9 @@ class LinkSpec:
     def kernel_link(self) -> bool:
         """Whether the kernel can build this link with no delay line: no delay beyond the line's own, no
         loss, no window clamp (each of those needs the line), and only then."""
-        return self.rtt_ms <= LINE_OWN_RTT_MS and not self.loss and self.client_window_bytes is None
+        # a line that breaks offloaded packets must see them: the kernel's veth passes them whole
+        no_line = not self.loss and self.client_window_bytes is None and self.breaks is None
+        return self.rtt_ms <= LINE_OWN_RTT_MS and no_line
 
     def burst_segments(self) -> int:
         """Most full-size segments the emulator delivers at once (see BURST_RTT_SHARE and MAX_PIECES_PER_S)."""
@@ -155,6 +158,8 @@ class LinkSpec:
         for host, wanted in self.offloads:
             if host not in ("client", "server") or any(name not in offloads.GROUPS for name, _ in wanted):
                 raise UsageError(f"offloads {host}:{dict(wanted)} are not a lab host's", "e.g. server:tso=off")
+        if self.breaks is not None and self.breaks not in BREAKS:
+            raise UsageError(f"--link-breaks {self.breaks!r} is unknown", f"use {' or '.join(BREAKS)}")
         if self.host_buffers not in HOST_BUFFERS:
             raise UsageError(f"host buffers {self.host_buffers!r} are unknown", f"use {' or '.join(HOST_BUFFERS)}")
         if not 0 <= self.rtt_ms <= 10_000:
@@ -270,6 +275,7 @@ class Lab:
             rate_down_bits_per_s=self.spec.rate_down_bits_per_s,
             client_window_bytes=self.spec.client_window_bytes,
             client_window_ports=self.spec.client_window_ports,
+            breaks=self.spec.breaks or "",
             **_stall_config(self.spec.stall),
         )
 
@@ -363,6 +369,7 @@ class Lab:
             "client_window_bytes": self.spec.client_window_bytes,
             "client_window_ports": list(self.spec.client_window_ports or []) or None,
             "stall": self.spec.stall.describe() if self.spec.stall else None,
+            "breaks": self.spec.breaks,
             "rtt_ms": self.idle_rtt_ms,
             "mtu": self.spec.mtu,
             "loss": self.spec.loss,

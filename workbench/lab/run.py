@@ -67,6 +67,7 @@ class LabRequest:
     offload: str | None = None  # HOST:NAME=on|off[,…], e.g. "server:tso=off,gso=off" (offloads.parse_switches)
     client_window_services: tuple[str, ...] | None = None  # only connections to these services (scenarios)
     host_buffers: str = "raised"  # or "default": the kernel's own TCP buffer limits on both hosts
+    link_breaks: str | None = None  # "offloaded": the line drops TSO/GSO super-packets (lab.linkemu.BREAKS)
     smb_server: str | None = None  # e.g. "signing=required,max-dialect=2.0.2" (smbd.SmbServerOptions.parse)
     server_cpu: float | None = None  # the server host's CPU cap, in cores (lab.cpucap)
 
@@ -90,6 +91,7 @@ def lab_request(settings: Settings) -> LabRequest:
         smb_server=settings["smb_server"],
         server_cpu=settings["server_cpu"],
         offload=settings["offload"],
+        link_breaks=settings["link_breaks"],
     )
 
 
@@ -119,6 +121,12 @@ def link_spec(req: LabRequest) -> Any:
     if req.offload is not None:
         changes["offloads"] = offloads.parse_switches(req.offload, ("client", "server"), where("offload"))
     changes["host_buffers"] = req.host_buffers
+    if req.link_breaks is not None:
+        from workbench.lab.linkemu import BREAKS
+
+        if req.link_breaks not in BREAKS:
+            raise UsageError(f"{where('link_breaks')}: unknown {req.link_breaks!r}", f"choose from {', '.join(BREAKS)}")
+        changes["breaks"] = req.link_breaks
     spec = dataclasses.replace(spec, **changes)
     spec.validate()
     return spec
@@ -228,6 +236,7 @@ def link_document(described: dict[str, Any], preset: str) -> dict[str, Any]:
         "client_window_bytes": described.get("client_window_bytes"),
         "client_window_ports": described.get("client_window_ports"),
         "stall": described.get("stall"),
+        "breaks": described.get("breaks"),  # what the line mishandles on purpose (--link-breaks), or null
         # each host's link device as read back from its kernel, and what --offload asked of it
         "offloads": described.get("offloads"),
         "offloads_asked": described.get("offloads_asked") or None,
@@ -266,7 +275,8 @@ def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Lab, Pa
     work = Path(tempfile.mkdtemp(prefix=f"workbench-lab-{os.getpid()}-"))  # owner pid: see lab/leftovers.py
     try:
         rate_text = f"{spec.rate_bits_per_s / 1e6:,.0f} Mbit/s"
-        observer.status(f"lab: {req.preset} link, {rate_text}, RTT {spec.rtt_ms} ms, MTU {spec.mtu}: building…")
+        broken = ", dropping TSO/GSO super-packets" if spec.breaks == "offloaded" else ""
+        observer.status(f"lab: {req.preset} link, {rate_text}, RTT {spec.rtt_ms} ms, MTU {spec.mtu}{broken}: building…")
         smb = _smb_server(req)
         if req.server_cpu is not None:
             observer.status(f"lab: the server host's CPU capped at {req.server_cpu:g} core(s)")

@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.core.results import Run
+from workbench.core.results import Result, Run
 from workbench.shared.errors import UsageError
+from workbench.shared.triage import TcpTriage
 
 Figure = Callable[[Mapping[str, Run]], float | None]  # from the variants' runs by name: bits/s, or None
 
@@ -104,9 +105,53 @@ def stalled_seconds(variant: str) -> Figure:
     return read
 
 
+def _sender_rows(run: Run, family: str, direction: str) -> list[Result]:
+    return [r for r in run.results if r.protocol == family and r.direction == direction and r.error is None]
+
+
+def resent_percent(variant: str, direction: str, family: str | None = None) -> Figure:
+    """Not a rate: the share of its bytes the sender sent again, in % (unit "%"): raw TCP's probe (`family`
+    None), else the median over `family`'s rows that way."""
+
+    def read(runs: Mapping[str, Run]) -> float | None:
+        run = runs.get(variant)
+        if run is None:
+            return None
+        if family is None:
+            probe = TcpTriage.from_json((run.baseline.tcp or {}).get(direction))
+            share = probe.retrans_fraction if probe is not None and probe.side == "sender" else None
+            return 100 * share if share is not None else None
+        shares = [r.retransmitted_share for r in _sender_rows(run, family, direction)]
+        known = [100 * s for s in shares if s is not None]
+        return statistics.median(known) if known else None
+
+    return read
+
+
+def per_file_byte(variant: str, direction: str, family: str, counted_by: str = "connections") -> Figure:
+    """Not a rate: bytes per byte of file (unit "x"), the median over `family`'s rows that way: what the sender's
+    connections put on the wire (`counted_by` "connections"), or what its interface counted ("interface")."""
+
+    def one(row: Result) -> float | None:
+        if counted_by == "connections":
+            return row.wire_bytes_per_file_byte
+        t = row.tcp
+        return t.iface_bytes / t.copy_bytes if t is not None and t.iface_bytes and t.copy_bytes else None
+
+    def read(runs: Mapping[str, Run]) -> float | None:
+        run = runs.get(variant)
+        known = [x for x in (one(r) for r in _sender_rows(run, family, direction)) if x is not None] if run else []
+        return statistics.median(known) if known else None
+
+    return read
+
+
 # -- the stories -------------------------------------------------------------------------------------------
 
 _STREAMING = "smb/smbclient,smb/pysmb,afp/python,http/aiohttp,http/curl,ftp/ftplib,ftp/curl"
+# A path that drops offloaded super-packets: the server sends with its TSO/GSO as the kernel set them, then off
+_TSO_ON, _TSO_OFF = "server TSO and GSO on", "server TSO and GSO off"  # names of output files: no slash
+_TSO_CLIENTS = "http/aiohttp,sftp/openssh"
 # A small NAS: its CPU in cores, and the clients that can sign, encrypt and speak SMB 3 (pysmb does none of it)
 NAS_CORES = 0.25
 _NAS_CLIENTS = "smb/smbclient,smb/smbprotocol,http/curl,http/aiohttp"
@@ -338,6 +383,86 @@ SCENARIOS: dict[str, Scenario] = {
                 "the JSON)",
             ),
         ),
+        Scenario(
+            name="broken-tso",
+            summary="a path that drops TSO/GSO super-packets: 1 MB/s until the sender's TSO went off, then 106",
+            story=(
+                "A macOS server sent at 1 MB/s where another send path of the same machine reached 106 MB/s, until "
+                "`sysctl net.inet.tcp.tso=0`. Forwarded TSO frames on a USB4/Thunderbolt bridge gave 244 KB/s with "
+                "TSO on and 380 MB/s with it off, 15 % of the bytes retransmitted and 2.7 bytes on the wire per "
+                "payload byte; an r8169 NIC with 67 % retransmissions went from under 1 kbit/s to 983 Mbit/s with "
+                "`ethtool -K tso off gso off`; a Thunderbolt bridge's activity counters showed twice the traffic "
+                "the copies moved."
+            ),
+            variants=tuple(
+                Variant(
+                    name,
+                    # gigabit, its line dropping every super-packet of two or more segments, MTU-sized ones passing;
+                    # CUBIC, the stories' hosts' (macOS, Linux): BBR's model of a collapsed path paced it at 1.4 kbit/s
+                    {
+                        "preset": "gige",
+                        "cc": "cubic",
+                        "link_breaks": "offloaded",
+                        **({"offload": offload} if offload else {}),
+                    },
+                    # the server sends (downloads); a collapsed flow moves a few KB/s: its file is capped at 256 KiB
+                    {
+                        "protocols": _TSO_CLIENTS,
+                        "sizes": size,
+                        "small": ["none"],
+                        "directions": "download",
+                        "repeat": 1,
+                        "warmup": 0,
+                        "tcp_duration": 2,
+                    },
+                )
+                for name, offload, size in (
+                    (_TSO_ON, None, "256K"),
+                    (_TSO_OFF, "server:tso=off,gso=off", "64M"),
+                )
+            ),
+            published=(
+                Published("raw TCP down, TSO on", "8 (1 MB/s); 2 (244 KB/s); < 0.001", raw_tcp(_TSO_ON, "download")),
+                Published(
+                    "raw TCP down, TSO/GSO off", "848 (106 MB/s); 3040 (380 MB/s); 983", raw_tcp(_TSO_OFF, "download")
+                ),
+                Published("HTTP copy down, TSO on", "—", copies(_TSO_ON, "http", "download")),
+                Published("HTTP copy down, TSO/GSO off", "—", copies(_TSO_OFF, "http", "download")),
+                Published("SFTP copy down, TSO on", "—", copies(_TSO_ON, "sftp", "download")),
+                Published("SFTP copy down, TSO/GSO off", "—", copies(_TSO_OFF, "sftp", "download")),
+                Published("raw TCP down resent, TSO on", "15; 67", resent_percent(_TSO_ON, "download"), unit="%"),
+                Published("raw TCP down resent, TSO/GSO off", "—", resent_percent(_TSO_OFF, "download"), unit="%"),
+                Published("HTTP copy resent, TSO on", "15; 67", resent_percent(_TSO_ON, "download", "http"), unit="%"),
+                Published(
+                    "HTTP wire bytes per file byte, TSO on", "2.7", per_file_byte(_TSO_ON, "download", "http"), unit="x"
+                ),
+                Published(
+                    "HTTP wire bytes per file byte, TSO/GSO off",
+                    "—",
+                    per_file_byte(_TSO_OFF, "download", "http"),
+                    unit="x",
+                ),
+                Published(
+                    "HTTP bytes the interface counted per file byte, TSO on",
+                    "2 (activity counters)",
+                    per_file_byte(_TSO_ON, "download", "http", counted_by="interface"),
+                    unit="x",
+                ),
+            ),
+            quick={"sizes": "64K", "protocols": "http/aiohttp"},
+            notes=(
+                "published figures, in order: the macOS server, the USB4/Thunderbolt bridge, the r8169 NIC (MB/s "
+                "and KB/s given as Mbit/s); the lab's link is gigabit Ethernet, so its TSO-off figures stop near "
+                "940 Mbit/s where the bridge's went on to 3 Gbit/s",
+                "the lab's line drops every TSO/GSO super-packet of two or more segments (--link-breaks offloaded) "
+                "and passes MTU-sized ones, as the bridge dropped forwarded TSO frames; with the server's TSO and "
+                "GSO off (--offload server:tso=off,gso=off) its kernel hands the device MTU-sized packets",
+                "the client host keeps its offloads, so its uploads (the raw-TCP probe's, too) collapse in both "
+                "variants; only downloads are copied. A collapsed copy moves a few KB/s: its file is 256 KiB",
+                "the interface counts every byte the sender handed it, those the line dropped too: the "
+                "retransmissions are what an activity monitor shows beyond the copy's bytes",
+            ),
+        ),
     )
 }
 
@@ -395,7 +520,7 @@ def requests(
             rtt=link.pop("rtt", None),
             loss=0.0,
             mtu=link.pop("mtu", 1500),
-            cc=None,
+            cc=link.pop("cc", None),
             window_sweep=link.pop("window_sweep", None),
             settings=resolve("lab", plan, typed=explicit),
             **link,
