@@ -363,11 +363,16 @@ def _offload_cause(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) 
     where = f" on {iface}" if iface else ""
     offloads = f"{' and '.join(on)} on{where}" if on else "its offloads not known"
     per_byte = f", {wire:.1f} wire bytes per file byte" if wire else ""
-    idle = "with no loss set and no queue overflow" if link else "far above congestion's few %"
+    # the emulator's drops are known once the copies are done (a stored run's link has them, a fresh one not yet)
+    drops_known = (link.get("emulator") or {}).get("drops") == 0
+    idle = "far above congestion's few %"
+    if link:
+        idle = "with no loss set and no queue overflow" if drops_known else "with no loss set"
     return (
-        f"Biggest fixable cause: {what} resent {100 * share:.0f} % of its bytes{per_byte}, {idle}, from a {t.host} with "
-        f"{offloads}: the path mishandles offloaded super-packets; turn TSO/GSO off on the sender: "
-        f"`ethtool -K {iface or 'IF'} tso off gso off`; macOS `sysctl net.inet.tcp.tso=0`."
+        f"Biggest fixable cause: {what} resent {100 * share:.0f} % of its bytes{per_byte}, {idle}, "
+        f"from a {t.host} with {offloads}: the path mishandles offloaded super-packets; "
+        f"turn TSO/GSO off on the sender: `ethtool -K {iface or 'IF'} tso off gso off`; "
+        "macOS `sysctl net.inet.tcp.tso=0`."
     )
 
 
