@@ -412,6 +412,8 @@ def execute(
         meta = run_meta(plan, control, control.info())
         left_notes = remove_left_by_killed_runs(recorder, control)
         link = dict(lab.link) if lab is not None else None
+        emulator: EmulatorReport | None = None
+        link_reported = False
         window_sweep = lab.window_sweep if lab is not None else None
         run_id = recorder.begin(meta, label, link, window_sweep)
         upload_dir = run_dir(run_id, meta["upload_token"])
@@ -441,6 +443,12 @@ def execute(
             # transfers as its own uid, through the write grant it inherits from incoming/'s default ACL).
             control.mkdir(upload_dir)
             _measure_rows(plan, run_id, upload_dir, manifest, control, recorder, observer, rows, gate)
+            if lab is not None:
+                # the link's own account (queue drops, offloaded packets it dropped) before the explanation:
+                # retransmissions read differently on a link whose queue overflowed
+                emulator = _emulator_report(lab)
+                link = lab.link_after(emulator)
+                link_reported = True
             explanation = explain(_measured(run_id, meta, baseline, rows, link, window_sweep), plan.target.host)
             warnings.extend(explanation.notes)
         finally:
@@ -453,8 +461,9 @@ def execute(
             # the end of the record: where the uploads went, what became of what the run left, when it ended
             ending = {"upload_dir": upload_dir, **control.finish_record(problem), "finished_utc": _utc_now()}
             if lab is not None:
-                emulator = _emulator_report(lab)
-                link = lab.link_after(emulator)
+                if not link_reported:
+                    emulator = _emulator_report(lab)
+                    link = lab.link_after(emulator)
                 warnings.extend(emulator.notes if emulator is not None else ())
             run = Run(
                 id=run_id,

@@ -340,10 +340,15 @@ def _offload_cause(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) 
     from the lab link's queue) from a sender whose TSO/GSO were on or not known: a path that mishandles offloaded
     super-packets, with the fix to try. None when the sender's TSO and GSO were both off, or nothing resent much."""
     link = run.link or {}
-    if link and (link.get("loss") or (link.get("emulator") or {}).get("drops")):
+    emulator = link.get("emulator") or {}
+    if link and (link.get("loss") or (emulator.get("drops") and not emulator.get("offloaded_drops"))):
         return None  # losses the link was asked for, or a full queue, explain retransmissions by themselves
     seen: list[tuple[float, str, TcpTriage, float | None]] = []
-    for row, _ in measured:
+    probes = [TcpTriage.from_json(doc) for doc in (run.baseline.tcp or {}).values()]
+    # Off the lab, nothing says whether a queue overflowed: a short copy's slow start can lose a tenth of its
+    # bytes to a full queue by itself, so the raw-TCP probe's long flows decide where there was one.
+    rows_count = bool(link) or not any(p is not None and p.side == "sender" for p in probes)
+    for row, _ in measured if rows_count else ():
         t = row.tcp
         if row.retransmitted_share is not None and t is not None:
             seen.append((row.retransmitted_share, f"{row.label} {row.direction}", t, row.wire_bytes_per_file_byte))
