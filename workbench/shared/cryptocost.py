@@ -54,10 +54,6 @@ class CryptoCosts:
     gnutls_cpu_s_per_byte: Mapping[str, float] = field(default_factory=dict)
     gnutls_library: str | None = None  # e.g. "GnuTLS 3.7.9"
 
-    def of(self, algorithm: str) -> float | None:
-        """CPU seconds per byte of `algorithm` with OpenSSL, or None when it was not measured."""
-        return self.cpu_s_per_byte.get(algorithm)
-
     def for_side(self, algorithm: str, side: str) -> float | None:
         """What `algorithm` costs per byte on the `side` ("client" or "server") of an SMB copy: on the server,
         smbd's library GnuTLS where measured; on the client, the cheaper of the two libraries (smbprotocol and pysmb
