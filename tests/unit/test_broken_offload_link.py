@@ -135,7 +135,7 @@ def test_the_verdict_names_the_senders_offloads_and_the_fix() -> None:
     assert 3 <= len(said) <= 6, said
     (cause,) = [s for s in said if "TSO" in s]
     assert "http/aiohttp download resent 66 % of its bytes, 3.1 wire bytes per file byte" in cause
-    assert "with no loss set and no queue overflow" in cause and "TSO and GSO on on wbs0" in cause
+    assert "with no loss set and no queue overflow" in cause and "TSO and GSO on (wbs0)" in cause
     assert "`ethtool -K wbs0 tso off gso off`" in cause and "`sysctl net.inet.tcp.tso=0`" in cause
 
 

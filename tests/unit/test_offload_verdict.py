@@ -67,3 +67,26 @@ def test_off_the_lab_a_clean_raw_tcp_probe_outweighs_a_short_copys_resends() -> 
     # a short copy's slow start lost a tenth of its bytes, the long raw-TCP flow almost none: congestion, no path fault
     assert not _says_offloads(_run(0.16, 0.01, None, ON))
     assert _says_offloads(_run(0.16, 0.3, None, ON))
+
+
+class _Forwarder:
+    """The lab's forwarder counters before and after the copies (the shape Lab.forwarder_stats returns)."""
+
+    def __init__(self) -> None:
+        self.reads = [
+            {"wall_seconds": 10.0, "cpu_seconds": 1.0, "drops": 2, "offloaded_drops": 0},
+            {"wall_seconds": 20.0, "cpu_seconds": 2.0, "drops": 7, "offloaded_drops": 300},
+        ]
+
+    def forwarder_stats(self) -> dict:
+        return self.reads.pop(0)
+
+
+def test_the_link_document_carries_the_offloaded_packets_the_line_dropped_to_the_verdict() -> None:
+    from workbench.core.context import LabContext
+    from workbench.lab.run import _EmulatorWatch
+
+    report = _EmulatorWatch(_Forwarder()).report()  # type: ignore[arg-type]
+    link = LabContext(link={"loss": 0}).link_after(report)
+    assert link["emulator"]["drops"] == 5 and link["emulator"]["offloaded_drops"] == 300
+    assert _says_offloads(_run(0.3, None, link, ON))

@@ -177,7 +177,7 @@ def test_a_lab_context_adds_the_link_the_sweep_and_the_emulator_figures(tmp_path
     assert run.link == {
         "rate_bits_per_s": 8e8,
         "rtt_ms": 1.0,
-        "emulator": {"cpu_fraction": 0.9, "drops": 3, "seconds": 1.5},
+        "emulator": {"cpu_fraction": 0.9, "drops": 3, "offloaded_drops": 0, "seconds": 1.5},
     }
     assert run.window_sweep == ({"window_bytes": 65536},)
     assert "the link emulator was busy" in run.warnings

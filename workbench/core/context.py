@@ -13,13 +13,20 @@ class EmulatorReport:
     """What the link emulator did during the run, and notes when that may have shaped the results."""
 
     cpu_fraction: float  # of one core, averaged over the run
-    drops: int  # packets the emulator dropped
+    drops: int  # packets the emulator dropped from its queue or as loss it was asked for
     seconds: float  # wall time the figures cover
     notes: tuple[str, ...] = ()
     host_cpu: Mapping[str, Any] | None = None  # the lab hosts' CPU over the copies (lab.cpucap.HostCpuWatch)
+    # offloaded super-packets a line that breaks them dropped (--link-breaks offloaded), apart from `drops`
+    offloaded_drops: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"cpu_fraction": self.cpu_fraction, "drops": self.drops, "seconds": self.seconds}
+        return {
+            "cpu_fraction": self.cpu_fraction,
+            "drops": self.drops,
+            "offloaded_drops": self.offloaded_drops,
+            "seconds": self.seconds,
+        }
 
 
 class EmulatorWatch(Protocol):

@@ -365,7 +365,7 @@ def _offload_cause(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) 
     on = [name.upper() for name in ("tso", "gso") if str(state.get(name, "")).startswith("on")]
     if state and not on and all(str(state.get(n, "")).startswith("off") for n in ("tso", "gso")):
         return None  # the sender's offloads were off: they are not what the path broke
-    where = f" on {iface}" if iface else ""
+    where = f" ({iface})" if iface else ""
     offloads = f"{' and '.join(on)} on{where}" if on else "its offloads not known"
     per_byte = f", {wire:.1f} wire bytes per file byte" if wire else ""
     # the emulator's drops are known once the copies are done (a stored run's link has them, a fresh one not yet)

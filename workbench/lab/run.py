@@ -515,6 +515,7 @@ class _EmulatorWatch:
         wall = max(1e-9, after["wall_seconds"] - self._before["wall_seconds"])
         busy = (after["cpu_seconds"] - self._before["cpu_seconds"]) / wall
         drops = after.get("drops", 0) - self._before.get("drops", 0)
+        offloaded_drops = after.get("offloaded_drops", 0) - self._before.get("offloaded_drops", 0)
         notes = []
         if busy > EMULATOR_BUSY:
             notes.append(
@@ -522,7 +523,9 @@ class _EmulatorWatch:
                 "this machine's CPU rather than by the emulated link"
             )
         host_cpu = self._cpu.report() if self._cpu is not None else None
-        return EmulatorReport(round(busy, 3), drops, round(wall, 1), (*notes, *self._lab_notes), host_cpu)
+        return EmulatorReport(
+            round(busy, 3), drops, round(wall, 1), (*notes, *self._lab_notes), host_cpu, offloaded_drops
+        )
 
 
 def _clamp_services(lab: Lab, state: Path, services: tuple[str, ...]) -> list[int]:
