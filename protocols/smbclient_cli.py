@@ -113,13 +113,16 @@ class SmbclientClient(Client):
         whether the session's own messages are signed or encrypted. Only the lines the reader matches are
         used; the rest (authentication exchanges among them) is dropped here, never kept or shown."""
         argv = self._argv(debug_level=10)
-        done = run_native(
-            argv,
-            progress=lambda n: None,
-            total_bytes=0,
-            timeout=self._time_bound(0),
-            stdin_text="volume\n",
-        )
+        try:
+            done = run_native(
+                argv,
+                progress=lambda n: None,
+                total_bytes=0,
+                timeout=self._time_bound(0),
+                stdin_text="volume\n",
+            )
+        except WorkbenchError:  # a stalled or timed-out probe: the login that counts passed, the row goes on
+            return ClientDetails()
         if done.returncode != 0:
             return ClientDetails()  # the login that counts already passed: the figures are just not known
         return from_smbclient_output(done.stderr, self.options.smb_signing, self.options.smb_encryption)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import weakref
 from collections.abc import Callable
 
 # GnuTLS's names of the algorithms, by the names ClientDetails and cryptocost use.
@@ -113,8 +114,10 @@ def _mac(
         if lib.gnutls_hmac_init(ctypes.byref(handle), mac_id, key, 16) != 0:
             raise OSError("gnutls_hmac_init failed")
         lib.gnutls_hmac_set_nonce(handle, iv, len(iv))
-        lib.gnutls_hmac(handle, data, nbytes)
+        failed = lib.gnutls_hmac(handle, data, nbytes) != 0
         lib.gnutls_hmac_deinit(handle, digest)
+        if failed:
+            raise OSError("gnutls_hmac failed")
         return None
 
     return gmac
@@ -150,4 +153,7 @@ def _aead(
             raise OSError("gnutls_aead_cipher_encrypt failed")
         return None
 
+    # the cipher's context lives as long as the call that uses it: freed when the call is dropped (after the
+    # measurement, or at once when another algorithm is missing), so a long-lived serve leaks none
+    weakref.finalize(encrypt, lib.gnutls_aead_cipher_deinit, handle)
     return encrypt
