@@ -89,6 +89,16 @@ def test_a_v2_group_gets_cpu_max_and_reads_cpu_stat(tmp_path: Path) -> None:
     (tmp_path / cap.name / "cpu.stat").write_text("usage_usec 2000000\nuser_usec 1\nthrottled_usec 300000\n")
     assert cap.usage_s() == 2.0 and cap.throttled_s() == 0.3
     assert cap.describe() == "cgroup v2 cpu.max 50000 100000"
+    cap.remove()
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "-cpu"  # the root as it was before the lab
+
+
+def test_a_v2_root_that_had_the_cpu_controller_keeps_it(tmp_path: Path) -> None:
+    (tmp_path / "cgroup.subtree_control").write_text("cpu memory\n")
+    cap = CpuCap("wb-lab-1-1-s", 0.5, Controllers(2, tmp_path, tmp_path))
+    cap._create()
+    cap.remove()
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "cpu memory\n"
 
 
 def test_an_uncapped_group_is_counted_in_the_usage_hierarchy_only(tmp_path: Path) -> None:

@@ -118,6 +118,7 @@ class CpuCap:
         self.controllers = controllers
         self.groups = tuple(root / name for root in controllers.roots(cores is not None))
         self._made: list[Path] = []
+        self._enabled_cpu = False  # cgroup v2: this cap turned the root's CPU controller on (undone at removal)
 
     @classmethod
     def make(cls, name: str, cores: float | None) -> CpuCap | None:
@@ -131,8 +132,10 @@ class CpuCap:
         cap = cls(name, cores, controllers)
         try:
             cap._create()
-        except OSError as exc:
+        except BaseException as exc:  # Ctrl-C or SIGTERM between two writes too: no group left behind
             cap.remove()
+            if not isinstance(exc, OSError):
+                raise
             if cores is None:
                 return None  # counting is a nicety; a cap is what was asked for
             raise UnavailableError(
@@ -143,7 +146,7 @@ class CpuCap:
     def _create(self) -> None:
         root, cores = self.controllers.cpu, self.cores
         if root is not None and cores is not None and self.controllers.version == 2:
-            _enable_cpu(root)
+            self._enabled_cpu = _enable_cpu(root)
         for group in self.groups:
             group.mkdir(mode=0o755)
             self._made.append(group)
@@ -172,6 +175,10 @@ class CpuCap:
                     _write_pid(group / "cgroup.procs", pid)
             except ProcessLookupError:
                 continue
+            except OSError as exc:  # EINVAL/EBUSY (a v2 group with children of its own): the cap cannot hold
+                raise UnavailableError(
+                    f"cannot move process {pid} under the server host's CPU cap: {exc.strerror}", CAP_HINT
+                ) from exc
             moved += 1
         return moved
 
@@ -200,12 +207,20 @@ class CpuCap:
         for group in reversed(self._made):
             _remove_group(group)
         self._made = []
+        if self._enabled_cpu and self.controllers.cpu is not None:
+            # the machine as it was; refused (EBUSY) while another group uses the controller, which then stays
+            with contextlib.suppress(OSError):
+                (self.controllers.cpu / "cgroup.subtree_control").write_text("-cpu")
+            self._enabled_cpu = False
 
 
-def _enable_cpu(root: Path) -> None:
-    """On cgroup v2 the CPU controller must be enabled for the root's children (systemd usually has)."""
-    if "cpu" not in _read(root / "cgroup.subtree_control").split():
-        (root / "cgroup.subtree_control").write_text("+cpu")
+def _enable_cpu(root: Path) -> bool:
+    """On cgroup v2 the CPU controller must be enabled for the root's children (systemd usually has); whether
+    this call enabled it."""
+    if "cpu" in _read(root / "cgroup.subtree_control").split():
+        return False
+    (root / "cgroup.subtree_control").write_text("+cpu")
+    return True
 
 
 def _write_pid(procs_file: Path, pid: int) -> None:
