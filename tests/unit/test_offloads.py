@@ -263,3 +263,15 @@ def test_switch_then_restore_puts_back_what_it_changed(veth_namespace: str) -> N
         assert undo["rx-gro"] is True and undo["tx-generic-segmentation"] is True
         offloads.restore("va", undo)
         assert offloads.read_offloads("va").to_json() == before
+
+
+def _darwin(monkeypatch, sysctl: str, ifconfig: str) -> dict[str, bool]:
+    answers = {"sysctl": sysctl, "ifconfig": ifconfig}
+    monkeypatch.setattr(offloads, "_run", lambda argv: answers[argv[0]])
+    return dict(offloads._read_darwin("en0").group_states)
+
+
+def test_macos_tso_is_off_when_the_host_switch_is_off_and_not_known_when_nothing_said(monkeypatch) -> None:
+    bare = "en0: flags=8863<UP,BROADCAST,RUNNING> mtu 1500\n"
+    assert _darwin(monkeypatch, "net.inet.tcp.tso: 0\n", bare)["tso"] is False
+    assert "tso" not in _darwin(monkeypatch, "net.inet.tcp.tso: 1\n", bare)  # the switch on says nothing of en0

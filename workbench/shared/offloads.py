@@ -359,9 +359,10 @@ def _read_darwin(ifname: str) -> Offloads:
     ifconfig = _run(["ifconfig", "-v", ifname]) or _run(["ifconfig", ifname]) or ""
     parsed = parse_ifconfig_v(ifconfig)
     groups: dict[str, bool] = dict(parsed.get("groups", {}))
-    if host_tso is not None:
+    if host_tso is False:
         # the host switch wins: with net.inet.tcp.tso=0 no interface's TSO is used, whatever its options say
-        groups["tso"] = host_tso and groups.get("tso", True)
+        groups["tso"] = False
+    # with it on, TSO is the interface's own option: not known when ifconfig printed none
     known = bool(groups) or "mtu_bytes" in parsed
     return Offloads(
         interface=ifname,
