@@ -152,3 +152,10 @@ def test_a_crypto_ceiling_takes_no_fixed_cost_on_top_of_the_cpu_it_was_made_from
 
     bound = crypto_bound(CMAC, [CryptoSide("server", 0.25, 1.2e-9, 4e-9, 0.24)])
     assert bound is not None and with_fixed_cost(bound, 0.14, 16 * MIB) is bound
+
+
+def test_a_cap_above_one_core_leaves_a_copys_server_at_one_core() -> None:
+    from workbench.core.ceiling import _cpu_bound
+
+    bound = _cpu_bound(0.2, 1.0, 50e6, server_cores=2.0)
+    assert bound is not None and bound.saturated and bound.bytes_per_s == 50e6

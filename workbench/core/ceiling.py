@@ -236,8 +236,9 @@ def _cpu_bound(
     measured_bytes_per_s: float | None,
     server_cores: float | None = None,
 ) -> Bound | None:
-    # Each side's share of the cores it may use: one core, or the server's CPU cap where one is set.
-    cap = server_cores if server_cores and server_cores > 0 else None
+    # Each side's share of the cores it may use: one core (a copy's server is one process on one core, as the
+    # crypto ceiling counts it), or the server's CPU cap where one below a core is set.
+    cap = min(server_cores, 1.0) if server_cores and server_cores > 0 else None
     sides = [
         (name, f, cores)
         for name, f, cores in (("client", client_cpu, 1.0), ("server", server_cpu, cap or 1.0))
