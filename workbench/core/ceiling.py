@@ -261,11 +261,11 @@ def _cpu_bound(
 # --- The crypto ceiling: what SMB's signing or encryption lets a host's CPU carry ---
 CRYPTO_SHARE = 0.25  # crypto at least this share of a host's CPU per byte names that CPU's limit after it
 # The algorithm a session uses when the client cannot say: SMB 2.x signs with HMAC-SHA256, 3.0 and 3.0.2 with
-# AES-128-CMAC and encrypt with AES-128-CCM; 3.1.1 negotiates both, and CMAC and GCM are what Samba and the
-# usual clients pick when both offer them.
+# AES-128-CMAC and encrypt with AES-128-CCM. 3.1.1 negotiates both: Samba's first cipher is AES-128-GCM, which
+# every 3.1.1 client offers; its signing is AES-128-GMAC with a client that offers it (smbclient, recent
+# Windows) and CMAC with one that does not (the kernel's), so an unsaid 3.1.1 signing algorithm stays unknown.
 _SIGNING_BY_DIALECT = {"2.0.2": "HMAC-SHA256", "2.1": "HMAC-SHA256", "3.0": "AES-128-CMAC", "3.0.2": "AES-128-CMAC"}
 _CIPHER_BY_DIALECT = {"3.0": "AES-128-CCM", "3.0.2": "AES-128-CCM", "3.1.1": "AES-128-GCM"}
-_SIGNING_BY_DIALECT["3.1.1"] = "AES-128-CMAC"
 
 
 @dataclass(frozen=True)

@@ -262,7 +262,7 @@ def explain(run: Run, host: str) -> Explanation:
     rtt_s = run.baseline.rtt_ms / 1e3 if run.baseline.rtt_ms else None
     # The link bound is the TCP goodput the link can carry this way (rate less framing and headers), not its rate.
     costs, notes_on_costs = _fixed_costs(run.results, run.link, run.baseline)
-    cap = cryptocost.server_cpu_cap_cores(run.link, run.meta)
+    cap = cryptocost.server_cpu_cap_cores(run.link)
     crypto = _CryptoCosts(cryptocost.from_run(run.meta, "client"), cryptocost.from_run(run.meta, "server"), cap)
     rows: list[RowExplanation] = []
     for index, row in enumerate(run.results):

@@ -308,7 +308,7 @@ def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str 
     per_byte = costs.for_side(use.algorithm, side) if costs is not None and use is not None and side else None
     if use is None or side is None or per_byte is None:
         return None
-    cap = cryptocost.server_cpu_cap_cores(run.link, run.meta) if side == "server" else None
+    cap = cryptocost.server_cpu_cap_cores(run.link) if side == "server" else None
     whose = f"the server's CPU (capped at {cap:g} core)" if cap else f"the {side}'s CPU"
     spent = [c for s in row.good_samples if (c := s.server_cpu_s if side == "server" else s.client_cpu_s) is not None]
     whole = statistics.median(spent) / row.bytes if spent and row.bytes > 0 else None

@@ -208,18 +208,12 @@ def from_run(meta: Mapping[str, Any], side: str) -> CryptoCosts | None:
     return CryptoCosts.from_json(record.get(side)) if isinstance(record, Mapping) else None
 
 
-# Where a run records the lab server host's CPU cap, in cores (the lab's --server-cpu).
-_CAP_KEYS = ("server_cpu_cap_cores", "server_cpu_cores")
-
-
-def server_cpu_cap_cores(link: Mapping[str, Any] | None, meta: Mapping[str, Any]) -> float | None:
-    """The server host's CPU cap in cores, from a run's lab link or metadata; None: no cap (or not a lab run)."""
-    places = (link or {}, (link or {}).get("host_cpu"), meta.get("lab"))
-    for where in places:
-        for key in _CAP_KEYS:
-            value = where.get(key) if isinstance(where, Mapping) else None
-            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-                return float(value)
+def server_cpu_cap_cores(link: Mapping[str, Any] | None) -> float | None:
+    """The server host's CPU cap in cores (the lab's --server-cpu, kept as the link's `server_cpu_cap_cores`);
+    None: no cap, or not a lab run."""
+    value = (link or {}).get("server_cpu_cap_cores")
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
     return None
 
 
