@@ -13,7 +13,7 @@ followed on any component, only regular files are opened, nothing outside the ro
   GET  /ctl/cpu                CPU seconds of this process, the supervised servers' groups and all their descendants
   GET  /ctl/iperf3-key         the public RSA key of serve's authenticated iperf3 server
   GET  /ctl/crypto-cost        CPU seconds per byte of SMB's signing and encryption algorithms on this host
-                               (workbench.core.cryptocost; measured on each call, tens of milliseconds of CPU)
+                               (workbench.shared.cryptocost; measured on each call, tens of milliseconds of CPU)
   POST /ctl/tcp-watch?role=R   start sampling this host's TCP sockets to the caller ("sender"/"receiver"): {"id"}
                                (bounded per client: workbench.server.remote_watches)
   POST /ctl/tcp-watch/stop?id= stop the caller's own watch: {"tcp": the triage (workbench.shared.triage) or null}
