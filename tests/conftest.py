@@ -68,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Modules whose tests look at every process of the machine (none of `servers over-ssh` left after a --via-ssh
-# run) or start such processes: side by side (pytest -n) they take turns, one test at a time (_machine_wide_turn).
+# run) or start such processes: side by side (pytest -n) they take turns, one module at a time (_machine_wide_turn).
 MACHINE_WIDE_MODULES = frozenset(
     {
         "tests/integration/test_via_ssh.py",
@@ -80,10 +80,12 @@ MACHINE_WIDE_MODULES = frozenset(
 )
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def _machine_wide_turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Under pytest -n, a test of MACHINE_WIDE_MODULES holds a lock all workers share (a file beside their
-    temporary folders) from before its fixtures start to after they stop. Other tests, and serial runs, pass by."""
+    """Under pytest -n, a worker's run of a MACHINE_WIDE_MODULES module holds a lock all workers share (a file
+    beside their temporary folders) from before the module's fixtures start (an autouse fixture is set up first
+    of its scope) to after they stop: module-scoped servers and runs included. Other tests, and serial runs,
+    pass by."""
     if not os.environ.get(XDIST_WORKER_ENV) or request.node.nodeid.split("::", 1)[0] not in MACHINE_WIDE_MODULES:
         yield
         return
