@@ -49,9 +49,9 @@ from workbench.protocols.afp_speedtest import AfpSpeedtestClient
 from workbench.protocols.base import ClientOptions, FileCopy
 from workbench.server.daemons.afpd import Afpd
 from workbench.server.daemons.base import ServerContext
-from workbench.server.daemons.netatalk_root import find
 from workbench.shared.credentials import Credentials, generate
 from workbench.shared.net import free_ports
+from workbench.shared.netatalk import find
 from workbench.shared.target import Target
 
 REPO = Path(__file__).resolve().parents[1]

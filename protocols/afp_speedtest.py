@@ -12,9 +12,9 @@ against the manifest: it reads no file of the run and writes none (the row's sta
 
 Logins: afp_speedtest logs in only by cleartext, with the password of -w on its command line or, without it,
 an empty one; it has no guest login. No password goes on a command line: it logs in as afpd's password-less
-unprivileged account (daemons/afpd.py GUEST_ACCOUNT), which only a server workbench started in the lab has, and
-only on a volume of its own (REFERENCE_VOLUME, an empty folder in the server's private state, never the served
-root). Against any other server (a URL, `servers up`) the row is unavailable and says why.
+unprivileged account (GUEST_ACCOUNT in workbench/shared/netatalk.py), which only a server workbench started in
+the lab has, and only on a volume of its own (REFERENCE_VOLUME, an empty folder in the server's private state,
+never the served root). Against any other server (a URL, `servers up`) the row is unavailable and says why.
 
 netatalk 4.2.3 reads the test's name from memory it has already freed: sixteen commas before the name keep the
 name clear of the bytes glibc's allocator reuses (without them every test prints "NOT TESTED").
@@ -34,9 +34,8 @@ from workbench.protocols.afp import _afp_port
 from workbench.protocols.base import Client, ClientOptions, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.process import last_line, run_native
-from workbench.server.daemons.afpd import GUEST_ACCOUNT, REFERENCE_VOLUME
-from workbench.server.daemons.netatalk_root import Netatalk, find
 from workbench.shared.errors import NetworkError, UnavailableError, WorkbenchError, from_os_error
+from workbench.shared.netatalk import GUEST_ACCOUNT, REFERENCE_VOLUME, Netatalk, find
 from workbench.shared.safetext import strip_controls
 from workbench.shared.target import Target
 

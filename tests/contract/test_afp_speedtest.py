@@ -28,9 +28,9 @@ from workbench.core.runner import UNAVAILABLE
 from workbench.protocols.afp_speedtest import NEEDS_GUEST, AfpSpeedtestClient
 from workbench.protocols.base import ClientOptions, FileCopy
 from workbench.server.daemons.afpd import GUEST_ACCOUNT, GUEST_UID, Afpd
-from workbench.server.daemons.netatalk_root import Netatalk, find
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import NetworkError, UnavailableError, WorkbenchError
+from workbench.shared.netatalk import Netatalk, find
 from workbench.shared.target import Target
 
 TOOL = "/usr/bin/afp_speedtest"

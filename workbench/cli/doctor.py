@@ -40,7 +40,7 @@ def _server_note(name: str) -> str:
     """Which build of a server runs here, where there is a choice (AFP: the host's netatalk or setup's root)."""
     if name != "afpd":
         return ""
-    from workbench.server.daemons.netatalk_root import find
+    from workbench.shared.netatalk import find
 
     found, _ = find()
     return f": {found.describe()}" if found is not None else ""

@@ -1,7 +1,7 @@
 """netatalk's afpd (AFP over DSI/TCP) with a private config and state, one volume at the served root.
 
 netatalk 4 runs from the host when it has it, else from the Debian 13 root filesystem setup prepared
-(netatalk_root.py), entered with chroot. Either way the server starts in a mount namespace of its own
+(workbench/shared/netatalk.py), entered with chroot. Either way the server starts in a mount namespace of its own
 (`unshare --mount`), where bind mounts put in place what is private to this server: the served root and
 this server's folder at fixed paths beneath /srv/workbench (in the Debian 13 root, or on the host: a
 guest session's afpd, no longer root, reads its config again and opens the volume, which may lie beneath a
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from workbench.server.daemons.base import ManagedServer, ServerContext
-from workbench.server.daemons.netatalk_root import Netatalk, find
 from workbench.shared.errors import AuthError, NotFoundError, UnavailableError
+from workbench.shared.netatalk import GUEST_ACCOUNT, REFERENCE_VOLUME, Netatalk, find
 
 INNER_BASE = "/srv/workbench"  # mount points (in the Debian 13 root or on the host): volume/ and state/
 LOCKED = "!*"  # a shadow password field no password matches
@@ -47,12 +47,10 @@ ADMIN_GROUP = "workbench-afp-admin"
 # line, else logs in by cleartext with an empty one), this unprivileged account logs in without a password,
 # and a guest login ("No User Authent") is this account too. It reads and writes only what its uid or the
 # world may in the volume, never the served user's rights; only a server started with guest = True has it.
-GUEST_ACCOUNT = "workbench-guest"
 GUEST_UID = 64991
 # The volume that password-less account gets for netatalk's afp_speedtest (the lab's reference row,
 # protocols/afp_speedtest.py): an empty folder of its own in this server's private state, never the served root;
 # on a server with ctx.afp_reference that account may log in there and nowhere else.
-REFERENCE_VOLUME = "workbench-reference"
 REFERENCE_FOLDER = "reference"
 _PRIVATE_FOLDERS = ("conf", "accounts/etc", "lib", "lock", "cnid")
 STEP_TIMEOUT_S = 30.0

@@ -13,6 +13,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+# The password-less account and its volume that the lab's afpd offers netatalk's own client (afp_speedtest takes a
+# password only on its command line): the server makes them (workbench/server/daemons/afpd.py, only when started
+# for the reference row) and the reference client logs in to them (protocols/afp_speedtest.py). The account reads
+# and writes only what its uid or the world may; the volume is an empty folder of the server's private state.
+GUEST_ACCOUNT = "workbench-guest"
+REFERENCE_VOLUME = "workbench-reference"
+
 ENV_ROOT = "WORKBENCH_AFP_ROOT"
 DEFAULT_ROOT = Path("/var/cache/workbench/afp-root")
 MARKER = ".workbench-afp-root"  # written by scripts/afp_root.sh once afpd in the root answered --version
