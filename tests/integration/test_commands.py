@@ -47,12 +47,15 @@ SERVE_NO_IPERF3 += ["--tcp-port", "0", "--no-iperf3"]
 TCP_AT = ["--port", "{tcp}", "--http-port", "{http}", "--iperf3-port", "{iperf3}", "--credentials", "{creds}"]
 TCP_JSON = ["tcp", "127.0.0.1", *TCP_AT, "--duration", "1", "--window", "64K", "--json"]
 TCP_SWEEP = ["tcp", "127.0.0.1", *TCP_AT, "--duration", "1", "--reverse", "--window-sweep", "32K,64K"]
+# The SMB client's choices ride along (no SMB client is in these runs: they are parsed, planned and recorded;
+# what each SMB client does with them runs in tests/contract/test_smb_negotiated.py against a real smbd)
+SMB_CHOICES = ["--smb-signing", "on", "--smb-encryption", "off", "--smb-max-dialect", "3.1.1"]
 RUN = ["run", "--config", "{config}", "--host", "127.0.0.1", "--target", "{state}/target.json"]
 RUN += ["--credentials", "{creds}", "--protocols", "http/aiohttp", "--small", "2x4K", "--profile", "text"]
 RUN += ["--directions", "upload,download", "--files", "{files}", "--compress", "--stall-timeout", "20"]
 RUN += ["--db", "{db}", "--json", "{out}/run.json", "--markdown", "{out}/run.md", "--csv", "{out}/run.csv"]
 RUN += ["--label", "console script", "--wide", "--insecure-host-keys", "--afp-login", "secure"]
-RUN += ["--requests-in-flight", "2", *PLAN]
+RUN += ["--requests-in-flight", "2", *SMB_CHOICES, *PLAN]
 REPORT = ["report", "{run_id}", "--db", "{db}", "--json", "{out}/r.json", "--markdown", "{out}/r.md"]
 REPORT += ["--csv", "{out}/r.csv", "--html", "{out}/r.html", "--wide"]
 HISTORY = ["history", "--db", "{db}", "--limit", "5"]
@@ -69,7 +72,7 @@ FLEET = ["fleet", "--clients", "{hosts}", "{url}", "--remote-workbench", REMOTE_
 FLEET += ["--protocols", "http/aiohttp", "--small", "2x4K", "--profile", "zero", "--directions", "download"]
 FLEET += ["--files", "{files}", "--compress", "--stall-timeout", "20", "--config", "{config}", "--db", "{db}"]
 FLEET += ["--json", "{out}/f.json", "--markdown", "{out}/f.md", "--csv", "{out}/f.csv", "--label", "fleet"]
-FLEET += ["--insecure-host-keys", "--wide", "--afp-login", "secure", "--requests-in-flight", "2", *PLAN]
+FLEET += ["--insecure-host-keys", "--wide", "--afp-login", "secure", "--requests-in-flight", "2", *SMB_CHOICES, *PLAN]
 
 INVOCATIONS = [SERVE, SERVE_NO_IPERF3, TCP_JSON, TCP_SWEEP, RUN, REPORT, HISTORY, COMPARE, FILES_MAKE, SERVERS_UP]
 INVOCATIONS += [SERVERS_STATUS, SERVERS_DOWN, VIA_SSH, FLEET]
@@ -84,6 +87,9 @@ OPTION_EXEMPT: dict[tuple[str, str], str] = {
     ("lab", "--config"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
     ("lab", "--afp-login"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
     ("lab", "--requests-in-flight"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
+    ("lab", "--smb-signing"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
+    ("lab", "--smb-encryption"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
+    ("lab", "--smb-max-dialect"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
 }
 
 
