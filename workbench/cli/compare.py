@@ -87,7 +87,8 @@ def render_compare(console: Console, comparison: Comparison) -> None:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     table = Table(title=_title(comparison), title_justify="left", pad_edge=False)
     for index, name in enumerate(HEADERS):
-        table.add_column(name, justify="right" if index in RIGHT else "left", overflow="fold")
+        # a row's name stays whole on a narrow terminal: the notes and verdict wrap first
+        table.add_column(name, justify="right" if index in RIGHT else "left", overflow="fold", no_wrap=index == 0)
     for row in _lines(comparison):
         cells = [escape(cell) for cell in _cells(row)]
         if row.baseline:
