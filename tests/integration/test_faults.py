@@ -49,6 +49,8 @@ from workbench.shared import target as target_mod
 from workbench.shared.errors import AuthError, DiskError, NetworkError, WorkbenchError
 from workbench.shared.target import Target
 
+pytestmark = pytest.mark.serial  # races a stop or kill against a copy: .ci/run gives it the machine alone
+
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 STALL_S = 2.0

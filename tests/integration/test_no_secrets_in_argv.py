@@ -20,6 +20,8 @@ from tests.far_host import servers_up
 from tests.stock_urls import StockSite, run_workbench
 from workbench.shared import credentials as creds_mod
 
+pytestmark = pytest.mark.serial  # a run against seven stock servers at once: .ci/run gives it the machine alone
+
 SMALL_RUN = ("--sizes", "1M", "--small", "3x4K", "--repeat", "1", "--warmup", "0")
 
 
