@@ -6,7 +6,6 @@ import importlib.metadata
 import os
 import platform
 import socket
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +34,6 @@ def tcp_settings() -> dict[str, str | None]:
     return {name: _read(f"/proc/sys/{rel}") for name, rel in _SYSCTLS.items()}
 
 
-def route_interface(host: str) -> tuple[str | None, int | None]:
-    """The interface used to reach `host` and its MTU (Linux `ip route get`)."""
-    try:
-        addr = str(socket.getaddrinfo(host, None)[0][4][0])  # an IP family: the address is a str
-        out = subprocess.run(["ip", "route", "get", addr], capture_output=True, text=True, timeout=5).stdout
-    except (OSError, subprocess.SubprocessError, socket.gaierror):
-        return None, None
-    words = out.split()
-    if "dev" not in words:
-        return None, None
-    dev = words[words.index("dev") + 1]
-    mtu = _read(f"/sys/class/net/{dev}/mtu")
-    return dev, int(mtu) if mtu and mtu.isdigit() else None
-
-
 def versions() -> dict[str, str]:
     from workbench import __version__
 
@@ -74,11 +58,12 @@ def describe(peer: str | None = None) -> dict[str, Any]:
         "tcp": tcp_settings(),
     }
     if peer:
-        dev, mtu = route_interface(peer)
-        info["interface"] = dev
-        info["mtu"] = mtu
-        # the send path's state on the interface toward the peer: offloads, size limits, qdisc, queue length
-        info["offloads"] = offloads.path_record(peer)
+        # the send path's state on the interface toward the peer: offloads, size limits, qdisc, queue length;
+        # its interface and MTU are also kept at the top, where older documents have them
+        record = offloads.path_record(peer)
+        info["interface"] = record.get("interface") or None
+        info["mtu"] = record.get("mtu_bytes")
+        info["offloads"] = record
     return info
 
 
