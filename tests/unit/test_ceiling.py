@@ -308,3 +308,18 @@ def test_a_goodput_meter_off_raw_tcp_by_more_than_two_percent_is_said_and_which_
     low = Run(id=1, meta={}, baseline=base, results=(), link={"goodput_bytes_per_s": 483e6 / 8})
     (note,) = [n for n in explain(low, "10.77.0.2").notes if "goodput meter" in n]
     assert "read 483 Mbit/s and raw TCP 498 Mbit/s up" in note and "the meter's round met CPU contention" in note
+
+
+def test_a_start_up_that_dwarfs_the_streaming_does_not_make_the_window_the_limit() -> None:
+    from workbench.core.ceiling import Bound, binding_bound, with_fixed_cost
+
+    # rsync over SSH: 419 ms of login per 2 MiB copy brings a 150 MB/s window within 5 % of a 62.7 MB/s link
+    link, window = Bound("link", 62.7e6, "link"), Bound("window", 150e6, "window 646 KiB / 4.3 ms")
+    paid = [with_fixed_cost(b, 0.419, 2 << 20) for b in (link, window)]
+    assert paid[1].bytes_per_s <= paid[0].bytes_per_s * 1.05  # within TIE once both pay the start-up
+    chosen = binding_bound(paid)
+    assert chosen is not None and chosen.label == "link"
+    # a window that ties the link as streamed is still named: the same limit, with its cause
+    close = [with_fixed_cost(b, 0.419, 2 << 20) for b in (link, Bound("window", 64e6, "window 64 KiB / 1 ms"))]
+    tied = binding_bound(close)
+    assert tied is not None and tied.label == "window"

@@ -39,6 +39,13 @@ class Bound:
     bytes_per_s: float
     explanation: str
     saturated: bool = False  # a resource measured as fully used (cpu >= CPU_SATURATED)
+    # the ceiling of the streaming alone, before a fixed cost per copy was added (with_fixed_cost); None: none was
+    streaming_bytes_per_s: float | None = None
+
+    @property
+    def streaming(self) -> float:
+        """The ceiling without the fixed cost per copy: what tells two limits apart (binding_bound)."""
+        return self.streaming_bytes_per_s if self.streaming_bytes_per_s is not None else self.bytes_per_s
 
 
 def bounds(
@@ -187,7 +194,8 @@ def with_fixed_cost(bound: Bound, fixed_s: float, nbytes: int) -> Bound:
         # a host's CPU per byte of the whole copy, the login's CPU in it, so its time is not added again.
         return bound
     rate = nbytes / (fixed_s + nbytes / bound.bytes_per_s)
-    return Bound(bound.label, rate, f"{bound.explanation}, + {format_ms(fixed_s)} per copy", bound.saturated)
+    explanation = f"{bound.explanation}, + {format_ms(fixed_s)} per copy"
+    return Bound(bound.label, rate, explanation, bound.saturated, bound.streaming)
 
 
 def explaining_bound(found: Sequence[Bound], measured_bytes_per_s: float) -> tuple[Bound | None, bool]:
@@ -378,8 +386,10 @@ def binding_bound(found: Sequence[Bound]) -> Bound | None:
     # and "window" says why the path's TCP could do no better, where "raw-tcp" only says that it could not.
     # (The window is read from the copy's own connections; the requests and per-file ceilings are built on
     # the raw-TCP rate, so their agreeing with it tells nothing, and they get no such preference.)
+    # Compared without a fixed cost per copy: a start-up that dwarfs the streaming brings every ceiling within TIE
+    # of the others, and would name the window for what the start-up does.
     window = next((b for b in others if b.label == "window"), None)
-    if window is not None and window.bytes_per_s <= lowest.bytes_per_s * (1 + TIE):
+    if window is not None and window.streaming <= lowest.streaming * (1 + TIE):
         return window
     return lowest
 
