@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import lab_unavailable
 from workbench.core.ceiling import EXPLAINS, UNEXPLAINED
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,18 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 CAP_CORES = 0.1
 
 
-def _lab_reason() -> str | None:
-    try:
-        from workbench.lab import check_available
-
-        check_available()
-    except Exception as exc:  # any reason the lab cannot run here is a reason to skip
-        return str(exc)
-    return None
-
-
 @pytest.mark.lab
-@pytest.mark.skipif(_lab_reason() is not None, reason=f"lab unavailable: {_lab_reason()}")
+@pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab unavailable: {lab_unavailable()}")
 def test_an_encrypted_row_on_a_capped_server_meets_its_crypto_ceiling_or_says_unexplained(tmp_path: Path) -> None:
     doc_path = tmp_path / "lab.json"
     env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "COLUMNS": "200"}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import lab_unavailable
 from tests.schema_check import assert_valid_run_document
 from workbench.lab import netns
 from workbench.lab.lifecycle import CLIENT_DEV, SERVER_DEV
@@ -20,22 +21,12 @@ from workbench.shared import offloads
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _lab_reason() -> str | None:
-    try:
-        from workbench.lab import check_available
-
-        check_available()
-    except Exception as exc:  # any reason the lab cannot run here is a reason to skip
-        return str(exc)
-    return None
-
-
 def _host_devices() -> dict[str, dict[str, object]]:
     return {name: offloads.read_offloads(name).to_json() for _, name in socket.if_nameindex()}
 
 
 @pytest.mark.lab
-@pytest.mark.skipif(_lab_reason() is not None, reason=f"lab unavailable: {_lab_reason()}")
+@pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab unavailable: {lab_unavailable()}")
 def test_lab_offload_switch_is_read_back_and_recorded(tmp_path: Path) -> None:
     before = _host_devices()
     doc_path = tmp_path / "lab.json"
