@@ -15,6 +15,7 @@ import pytest
 from tests.fakes import FAKE, FAKE_NO_HELPER, FAKE_UNAVAILABLE, FakeClient, FakeFarHost, ListRecorder, Script
 from workbench.core.context import EmulatorReport, LabContext
 from workbench.core.plan import Plan
+from workbench.core.results import Explanation, Run
 from workbench.core.runner import UNAVAILABLE, execute
 from workbench.protocols.base import ClientOptions
 from workbench.protocols.registry import Entry
@@ -182,3 +183,45 @@ def test_a_lab_context_adds_the_link_the_sweep_and_the_emulator_figures(tmp_path
     assert run.window_sweep == ({"window_bytes": 65536},)
     assert "the link emulator was busy" in run.warnings
     assert lab.link == {"rate_bits_per_s": 8e8, "rtt_ms": 1.0}  # the context itself is left as it was
+
+
+def test_the_explanation_reads_the_run_as_recorded_and_a_failing_one_still_records_it(
+    tmp_path: Path, script: Script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import workbench.core.explain as explain_module
+
+    real = explain_module.explain
+    seen: list[Run] = []
+
+    def watching(run: Run, host: str) -> Explanation:
+        seen.append(run)
+        return real(run, host)
+
+    monkeypatch.setattr(explain_module, "explain", watching)
+    watch = _Watch()
+    lab = LabContext(link={"rate_bits_per_s": 8e8, "rtt_ms": 1.0}, window_sweep=None, emulator=watch)
+    recorder = ListRecorder(script.events)
+    run = execute(
+        plan_of(tmp_path, directions=("upload",), repeat=1, warmup=0),
+        recorder,
+        far=FakeFarHost(script.far_root),
+        lab=lab,
+    )
+
+    [read] = seen  # one run, explained once: the very one recorded, the link's own account already in it
+    assert read.explanation is None and "finished_utc" in read.meta and read.link is not None
+    assert read.link["emulator"]["drops"] == 3
+    assert recorder.finished is run and run.explanation is not None
+    assert run == read.explained(run.explanation)
+
+    def failing(run: Run, host: str) -> Explanation:
+        raise ValueError("no explanation")
+
+    monkeypatch.setattr(explain_module, "explain", failing)
+    recorder = ListRecorder(script.events)
+    with pytest.raises(ValueError):
+        execute(
+            plan_of(tmp_path, directions=("upload",), repeat=1, warmup=0), recorder, far=FakeFarHost(script.far_root)
+        )
+    assert recorder.finished is not None and recorder.finished.explanation is None
+    assert [r.verified for r in recorder.finished.results] == [True]  # the measured row is kept

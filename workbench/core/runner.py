@@ -38,7 +38,7 @@ from workbench.core.observe import (
     pace_of,
 )
 from workbench.core.plan import Plan
-from workbench.core.results import Baseline, Explanation, Result, Run, Sample
+from workbench.core.results import Baseline, Result, Run, Sample
 from workbench.core.sampler import CopyMeter
 from workbench.fixtures import generate
 from workbench.fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
@@ -420,7 +420,7 @@ def execute(
         baseline = Baseline()
         rows: list[Result] = []  # the runner's own list: the Run is made once, from it, when the run ends
         warnings: list[str] = [*control.notes(), *left_notes]
-        explanation: Explanation | None = None  # of the rows, once they are all measured
+        measured = False  # every row measured and the link's account read: the run is then explained
         try:
             observer.status(f"run {run_id}: preparing test files on both hosts…")
             if gate is not None:
@@ -449,8 +449,7 @@ def execute(
                 emulator = _emulator_report(lab)
                 link = lab.link_after(emulator)
                 link_reported = True
-            explanation = explain(_measured(run_id, meta, baseline, rows, link, window_sweep), plan.target.host)
-            warnings.extend(explanation.notes)
+            measured = True
         finally:
             with contextlib.suppress(WorkbenchError):  # rows remove their own; this takes the empty run directory
                 control.delete(upload_dir)
@@ -473,25 +472,16 @@ def execute(
                 link=link,
                 window_sweep=window_sweep,
                 warnings=tuple(warnings),
-                explanation=explanation,
             )
-            recorder.finish(run)
+            try:
+                if measured:  # the explanation reads the very run it is attached to
+                    run = run.explained(explain(run, plan.target.host))
+            finally:
+                recorder.finish(run)  # explained or not: the finished rows are kept
     finally:
         if not finished:  # stopped before the run was recorded (info() failed, or Ctrl-C came early)
             _finish(control)
     return run
-
-
-def _measured(
-    run_id: int,
-    meta: Mapping[str, Any],
-    baseline: Baseline,
-    rows: list[Result],
-    link: dict[str, Any] | None,
-    window_sweep: tuple[Mapping[str, Any], ...] | None,
-) -> Run:
-    """The rows as measured, for the explanation to read (the run itself is made when it ends)."""
-    return Run(run_id, dict(meta), baseline, results=tuple(rows), link=link, window_sweep=window_sweep)
 
 
 def _finish(control: FarHost) -> WorkbenchError | None:
