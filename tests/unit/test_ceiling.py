@@ -231,7 +231,14 @@ def test_a_rows_noise_is_its_own_spread_and_never_under_five_percent() -> None:
     assert holds(Bound("cpu", 5e6, "client CPU"), 10e6, 0.05)  # scaled from the rate: never beaten
 
 
-def _set_row(label: str, direction: str, seconds: list[float], server_cpu_s: float, client_cpu_s: float) -> Result:
+def _set_row(
+    label: str,
+    direction: str,
+    seconds: list[float],
+    server_cpu_s: float,
+    client_cpu_s: float,
+    client_wait_s: float | None = None,
+) -> Result:
     protocol, client = label.split("/")
     samples = tuple(
         Sample(
@@ -241,6 +248,7 @@ def _set_row(label: str, direction: str, seconds: list[float], server_cpu_s: flo
             verified=True,
             client_cpu_s=client_cpu_s,
             server_cpu_s=server_cpu_s,
+            client_wait_s=client_wait_s,
         )
         for s in seconds
     )
@@ -299,6 +307,28 @@ def test_counted_exchanges_make_the_per_file_ceiling_and_a_far_one_says_how_much
     assert why.bound == "unexplained" and why.bound_explanation is not None
     assert "2 RTT + 64 KiB per file" in why.bound_explanation
     assert "per file (≈4.8 RTT): time the client or server spends off the wire" in why.bound_explanation
+
+
+def test_a_client_that_waited_for_a_core_is_charged_its_wait_and_the_ceiling_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(exchanges.COUNTED, ("sftp/paramiko", "upload"), exchanges.Exchanges(per_file=1, per_set=0))
+    # 1 RTT + 64 KiB = 3.85 ms per file on the wire, 2 ms of client CPU per file (less a tick: 1.8 ms, beyond
+    # its bytes' 1.05 ms: 0.75 ms); a loaded host made it wait 6 ms per file for a core: ≈10.6 ms per file
+    starved = dict(server_cpu_s=0.0, client_cpu_s=0.11, client_wait_s=0.3)
+    row = _set_row("sftp/paramiko", "upload", [0.55, 0.55, 0.55], **starved)
+    why = _explained(row)
+    per_file = next(b for b in why.bounds or () if b.label == "per-file")
+    assert "waiting for a core" in per_file.explanation
+    wire_s, cpu_s = 0.0028 + 65536 / 62.5e6, 0.1 / 50 - 65536 / 62.5e6
+    assert per_file.bytes_per_s == pytest.approx(65536 / (wire_s + cpu_s + 0.006))
+    assert why.bound == "per-file"
+    # the same copy with its wait unread is 6 ms per file off the model, and says the wait was not measured
+    unread = _explained(_set_row("sftp/paramiko", "upload", [0.55, 0.55, 0.55], server_cpu_s=0.0, client_cpu_s=0.11))
+    assert unread.bound == "unexplained" and "CPU wait is not measured" in (unread.bound_explanation or "")
+    # a wait that cannot account for the time leaves the row unexplained, naming what is not measured
+    short = _explained(_set_row("sftp/paramiko", "upload", [1.5, 1.5, 1.5], **starved))
+    assert short.bound == "unexplained" and "the server waiting for a core" in (short.bound_explanation or "")
 
 
 def test_a_goodput_meter_off_raw_tcp_by_more_than_two_percent_is_said_and_which_fell_short() -> None:

@@ -374,7 +374,7 @@ def _without_empty_new_keys(doc: dict) -> dict:
         assert row.pop("wire_bytes_per_file_byte") is None and row.pop("retransmitted_share") is None
         assert row.pop("unverifiable") is None
         for sample in row["samples"]:
-            assert sample.pop("tcp") is None
+            assert sample.pop("tcp") is None and sample.pop("client_wait_s") is None
     return doc
 
 

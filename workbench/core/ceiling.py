@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.protocols.details import ClientDetails
+from workbench.protocols.smb_negotiated import default_signing_algorithm, dialect_of, usual_cipher
 
 LABELS = ("link", "raw-tcp", "window", "requests", "ssh-window", "per-file", "cpu", "crypto")
 TIE = 0.05  # ceilings this close are one limit (see binding_bound)
@@ -148,13 +149,18 @@ def per_file_bound(
     server_per_file_s: float | None = None,
     client_per_file_s: float | None = None,
     set_round_trips: float = 0.0,
+    waited_per_file_s: float | None = None,
 ) -> Bound:
     """A set of `files` small files when each costs `round_trips_per_file` round trips, its bytes at the
     path's rate and, where charged, the server's turnaround and the client's CPU time on it, `files_in_flight`
-    at a time, and the set `set_round_trips` once: the set's rate, explained in files/s."""
+    at a time, and the set `set_round_trips` once: the set's rate, explained in files/s.
+
+    `waited_per_file_s` is time the client was measured waiting for a core (its run-queue wait, beyond what
+    overlapped its bytes): charged like its CPU, and named for what it is, so a row slowed by other work on the
+    host says so rather than reading as the client's own cost."""
     per_file = set_bytes / files
     file_s = round_trips_per_file * rtt_s + (per_file / path_bytes_per_s if path_bytes_per_s else 0.0)
-    file_s += (server_per_file_s or 0.0) + (client_per_file_s or 0.0)
+    file_s += (server_per_file_s or 0.0) + (client_per_file_s or 0.0) + (waited_per_file_s or 0.0)
     set_s = set_round_trips * rtt_s + files * file_s / max(1, files_in_flight)
     files_per_s = files / set_s
     rate = set_bytes / set_s
@@ -163,6 +169,8 @@ def per_file_bound(
         parts.append(f"{format_ms(server_per_file_s)} server")
     if client_per_file_s:
         parts.append(f"{format_ms(client_per_file_s)} client")
+    if waited_per_file_s:
+        parts.append(f"{format_ms(waited_per_file_s)} client waiting for a core")
     return Bound(
         "per-file",
         rate,
@@ -268,12 +276,8 @@ def _cpu_bound(
 
 # --- The crypto ceiling: what SMB's signing or encryption lets a host's CPU carry ---
 CRYPTO_SHARE = 0.25  # crypto at least this share of a host's CPU per byte names that CPU's limit after it
-# The algorithm a session uses when the client cannot say: SMB 2.x signs with HMAC-SHA256, 3.0 and 3.0.2 with
-# AES-128-CMAC and encrypt with AES-128-CCM. 3.1.1 negotiates both: Samba's first cipher is AES-128-GCM, which
-# every 3.1.1 client offers; its signing is AES-128-GMAC with a client that offers it (smbclient, recent
-# Windows) and CMAC with one that does not (the kernel's), so an unsaid 3.1.1 signing algorithm stays unknown.
-_SIGNING_BY_DIALECT = {"2.0.2": "HMAC-SHA256", "2.1": "HMAC-SHA256", "3.0": "AES-128-CMAC", "3.0.2": "AES-128-CMAC"}
-_CIPHER_BY_DIALECT = {"3.0": "AES-128-CCM", "3.0.2": "AES-128-CCM", "3.1.1": "AES-128-GCM"}
+# The algorithm a session uses when the client cannot say is its dialect's (workbench.protocols.smb_negotiated's
+# table: 3.1.1's usual cipher is assumed, its signing algorithm stays unknown).
 
 
 @dataclass(frozen=True)
@@ -301,27 +305,18 @@ def crypto_in_use(details: ClientDetails) -> CryptoUse | None:
 
     An encrypted message is not signed as well: SMB 3's transform header authenticates it with the cipher
     (CCM and GCM are authenticated encryption), so encryption costs only its cipher."""
-    dialect = _dialect(details.dialect)
+    dialect = dialect_of(details.dialect)
     if details.encryption:
         if details.encryption_cipher:
             return CryptoUse("encryption", details.encryption_cipher)
-        assumed = _CIPHER_BY_DIALECT.get(dialect or "")
+        assumed = usual_cipher(dialect)
         return CryptoUse("encryption", assumed, True) if assumed else None
     if details.signing:
         if details.signing_algorithm:
             return CryptoUse("signing", details.signing_algorithm)
-        assumed = _SIGNING_BY_DIALECT.get(dialect or "")
+        assumed = default_signing_algorithm(dialect)
         return CryptoUse("signing", assumed, True) if assumed else None
     return None
-
-
-def _dialect(text: str | None) -> str | None:
-    """'3.1.1' from '3.1.1', 'SMB 3.1.1' or 'SMB3_11'."""
-    if not text:
-        return None
-    digits = "".join(ch for ch in text if ch.isdigit())
-    known = {"202": "2.0.2", "210": "2.1", "21": "2.1", "300": "3.0", "30": "3.0", "302": "3.0.2", "311": "3.1.1"}
-    return known.get(digits)
 
 
 def crypto_bound(use: CryptoUse, sides: Sequence[CryptoSide]) -> Bound | None:

@@ -112,8 +112,10 @@ def _per_file_ceiling(
     before its next exchange. A client that copies one file at a time spends its own CPU between its waits, never
     during one (it has nothing to do while the answer it waits for travels), but may spend it while its file's
     bytes move: its CPU per file is charged beyond the bytes' time (fixedcost.client_cpu_per_file_s, less what
-    its start-up could have taken). A client with files in flight may overlap it with anything: not charged. A
-    row with a fixed cost pays its set's login in that cost, so the set's own exchanges are not charged twice.
+    its start-up could have taken), and so is the time it was measured ready to run but waiting for a core (its
+    threads' run-queue wait, fixedcost.client_wait_per_file_s): what a loaded host took from the copy, named as
+    such. A client with files in flight may overlap either with anything: not charged. A row with a fixed cost
+    pays its set's login in that cost, so the set's own exchanges are not charged twice.
     """
     trips = _per_file_trips(row)
     if trips is None or not rtt_s:
@@ -123,11 +125,24 @@ def _per_file_ceiling(
     # a clock tick left out: the figure may be a tick over what the server spent (fixedcost.CPU_TICK_S)
     server_s = max(0.0, server_cpu - fixedcost.CPU_TICK_S) / row.files if server_cpu else None
     set_trips = 0.0 if cost is not None else per_set
-    client_cpu = fixedcost.client_cpu_per_file_s(row, cost) if (row.details.files_in_flight or 1) == 1 else None
+    one_at_a_time = (row.details.files_in_flight or 1) == 1
+    client_cpu = fixedcost.client_cpu_per_file_s(row, cost) if one_at_a_time else None
+    waited = (fixedcost.client_wait_per_file_s(row, cost) or 0.0) if one_at_a_time else 0.0
     bytes_s = row.bytes / row.files / path_bytes_per_s if path_bytes_per_s else 0.0
-    client_s = max(0.0, client_cpu - bytes_s) if client_cpu else None  # beyond what overlaps its bytes
+    client_s = max(0.0, (client_cpu or 0.0) - bytes_s)  # beyond what overlaps its bytes
+    # its wait for a core is time it was ready to work: charged as its CPU is, beyond what its bytes overlap
+    waited_s = max(0.0, (client_cpu or 0.0) + waited - bytes_s) - client_s
     bound = per_file_bound(
-        row.bytes, row.files, per_file, rtt_s, path_bytes_per_s, in_flight, server_s, client_s or None, set_trips
+        row.bytes,
+        row.files,
+        per_file,
+        rtt_s,
+        path_bytes_per_s,
+        in_flight,
+        server_s,
+        client_s or None,
+        set_trips,
+        waited_s or None,
     )
     return with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound
 
@@ -193,6 +208,20 @@ def _streamed_cpu(row: Result) -> str:
     )
 
 
+def _off_cpu(row: Result) -> str:
+    """Where a one-file-at-a-time client's time beyond its charged CPU and wait may have gone."""
+    measured = any(s.client_wait_s is not None for s in row.good_samples)
+    if measured:  # its own wait for a core is charged already: what is left is no wait of its own threads
+        return (
+            " and off its CPU: the server waiting for a core (its wait is not measured), or the client's child "
+            "processes, or its own threads waiting on each other"
+        )
+    return (
+        " and off its CPU: waiting for a core on a loaded host, or on the client's own threads (CPU wait is not "
+        "measured)"
+    )
+
+
 def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, fixed_s: float | None) -> str:
     """What a row's time holds beyond its lowest ceiling, in words: per file for a set, else per copy."""
     spent_s = row.bytes / median
@@ -206,12 +235,8 @@ def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, f
             else ""
         )
         # a per-file ceiling of a client one file at a time charged both sides' CPU already (see _per_file_ceiling)
-        cpu = (
-            " and off its CPU: waiting for a core on a loaded host, or on the client's own threads (CPU wait is not "
-            "measured)"
-            if bound.label == "per-file" and (row.details.files_in_flight or 1) == 1
-            else _streamed_cpu(row)
-        )
+        one_at_a_time = bound.label == "per-file" and (row.details.files_in_flight or 1) == 1
+        cpu = _off_cpu(row) if one_at_a_time else _streamed_cpu(row)
         per_file = format_ms(gap_s / row.files)
         return f"≈{per_file} per file{trips}: time the client or server spends off the wire{cpu}{setup}"
     triage = row.tcp

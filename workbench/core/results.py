@@ -40,6 +40,7 @@ class Sample:
     intervals: tuple[int, ...] = ()  # bytes moved in each INTERVAL_S slot, from the first request
     error: str | None = None
     tcp: TcpTriage | None = None  # what the kernel's TCP counters said of the copy's connections
+    client_wait_s: float | None = None  # run-queue wait of the client process's threads (schedstat); None: unread
 
     @property
     def bytes_per_s(self) -> float:

@@ -146,6 +146,7 @@ class _Copier:
             intervals=intervals,
             error=error,
             tcp=triage.seen(seen.triage, moved, seconds),
+            client_wait_s=meter.wait_s,
         )
 
     def _verify(self, file_set: FileSet, jobs: list[FileCopy], direction: str) -> tuple[bool | None, str | None]:

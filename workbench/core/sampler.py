@@ -1,4 +1,5 @@
-"""Byte counting for a copy in progress, sampled every 100 ms on a background thread."""
+"""Byte counting for a copy in progress, sampled every 100 ms on a background thread, and the run-queue wait of
+this process's threads over the copy (workbench.shared.schedstat)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ import time
 from collections.abc import Callable
 
 from workbench.core.results import INTERVAL_S
+from workbench.shared import schedstat
+
+# Threads of this process that watch a copy rather than make it (this meter, the TCP triage's sampling): the
+# time they wait for a core is not the copy's.
+WATCHING_THREADS = frozenset({"copy-meter", "tcp-watch"})
 
 
 class CopyMeter:
@@ -21,12 +27,15 @@ class CopyMeter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
+        self._threads0: dict[int, tuple[int, int]] | None = None
+        self.wait_s: float | None = None  # run-queue wait of the copying threads, once stopped; None: not measured
 
     def __call__(self, n: int) -> None:
         # Only the copying thread adds; the sampler only reads, so no lock is needed.
         self.total += n
 
     def start(self) -> None:
+        self._threads0 = schedstat.threads()
         self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._run, name="copy-meter", daemon=True)
         self._thread.start()
@@ -44,6 +53,10 @@ class CopyMeter:
         self._stop.set()
         if self._thread:
             self._thread.join()
+        threads1 = schedstat.threads()
+        if self._threads0 is not None and threads1 is not None:
+            skip = {t.native_id for t in threading.enumerate() if t.name in WATCHING_THREADS and t.native_id}
+            self.wait_s = round(schedstat.between(self._threads0, threads1, skip).wait_s, 4)
         marks = [*self._marks, self.total]
         intervals = [marks[0]] + [b - a for a, b in itertools.pairwise(marks)]
         return tuple(intervals)
