@@ -11,10 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
-# The spellings of SMB's signing algorithms and encryption ciphers in ClientDetails (and so in the JSON).
-SIGNING_ALGORITHMS = ("HMAC-SHA256", "AES-128-CMAC", "AES-128-GMAC")
-ENCRYPTION_CIPHERS = ("AES-128-CCM", "AES-128-GCM", "AES-256-CCM", "AES-256-GCM")
-
 
 @dataclass(frozen=True)
 class ClientDetails:
@@ -41,7 +37,7 @@ class ClientDetails:
     signing: bool | None = None  # SMB: every message is signed
     encryption: bool | None = None  # SMB: the session is encrypted
     # SMB, what the session negotiated (None: the client cannot say). Names of algorithms and ciphers are
-    # spelt as in SIGNING_ALGORITHMS / ENCRYPTION_CIPHERS so that readers can compare them.
+    # spelt as in cryptocost.SIGNING_ALGORITHMS / ENCRYPTION_CIPHERS so that readers can compare them.
     signing_required: bool | None = None  # signing is required (by either side), not merely enabled
     signing_algorithm: str | None = None  # "HMAC-SHA256", "AES-128-CMAC" or "AES-128-GMAC"
     encryption_required: bool | None = None  # encryption is required (by either side)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from workbench.protocols.smb_negotiated import SIGNING_IDS, default_signing_algorithm, dialect_name
 from workbench.shared.errors import from_os_error
 
 # -- zero-copy READ/WRITE on top of the library's session ---------------------------------------
@@ -25,7 +26,6 @@ from workbench.shared.errors import from_os_error
 Buffer = bytes | bytearray | memoryview
 _WRITE_FIXED = struct.Struct("<HHIQ16sIIHHI")  # SMB2 WRITE request body before its data (48 bytes)
 _SIGNED = 0x00000008  # SMB2_FLAGS_SIGNED
-_HMAC_SHA256, _AES_CMAC, _AES_GMAC = 0, 1, 2
 _SMB2_WRITE = 0x0009
 
 
@@ -34,22 +34,19 @@ def _signer(conn: Any, key: bytes) -> Callable[[Sequence[Buffer], int, bool], by
     from cryptography.hazmat.primitives import cmac
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-    if conn.dialect >= 0x0311 and conn.signing_algorithm_id is not None:
-        algorithm = conn.signing_algorithm_id
-    elif conn.dialect >= 0x0300:
-        algorithm = _AES_CMAC
-    else:
-        algorithm = _HMAC_SHA256
+    negotiated = SIGNING_IDS.get(conn.signing_algorithm_id) if conn.signing_algorithm_id is not None else None
+    # a 3.1.1 session that negotiated no algorithm signs as 3.0 does, with AES-128-CMAC
+    algorithm = negotiated or default_signing_algorithm(dialect_name(conn.dialect)) or "AES-128-CMAC"
 
     def sign(parts: Sequence[Buffer], message_id: int, response: bool) -> bytes:
-        if algorithm == _AES_GMAC:
+        if algorithm == "AES-128-GMAC":
             nonce = message_id.to_bytes(8, "little") + (1 if response else 0).to_bytes(4, "little")
             gmac = Cipher(algorithms.AES(key), modes.GCM(nonce)).encryptor()
             for part in parts:
                 gmac.authenticate_additional_data(part)
             gmac.finalize()
             return gmac.tag
-        if algorithm == _AES_CMAC:
+        if algorithm == "AES-128-CMAC":
             mac = cmac.CMAC(algorithms.AES(key))
             for part in parts:
                 mac.update(part)  # type: ignore[arg-type]  # its stub says bytes; it takes any buffer, as GMAC does

@@ -12,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from workbench.protocols.details import ENCRYPTION_CIPHERS, SIGNING_ALGORITHMS, ClientDetails
+from workbench.protocols.details import ClientDetails
+from workbench.shared.cryptocost import ENCRYPTION_CIPHERS, SIGNING_ALGORITHMS
 
 # The negotiated fields a reader fills, in the order the note line names them.
 NEGOTIATED_FIELDS = (
@@ -32,8 +34,38 @@ NEGOTIATED_FIELDS = (
     "negotiated_from",
 )
 
-# MS-SMB2 2.2.3: dialect revision numbers.
-DIALECTS = {0x0202: "2.0.2", 0x0210: "2.1", 0x0300: "3.0", 0x0302: "3.0.2", 0x0311: "3.1.1"}
+
+@dataclass(frozen=True)
+class Dialect:
+    """One SMB 2/3 dialect in every spelling the code meets, and the algorithms it signs and encrypts with."""
+
+    name: str  # SMB's documents' spelling: the settings' words and ClientDetails.dialect, "3.1.1"
+    revision: int  # MS-SMB2 2.2.3's DialectRevision, 0x0311
+    samba: str  # Samba's protocol name (smb.conf's `server max protocol`, smbclient's words and debug output)
+    cifs_vers: str  # mount.cifs's vers=, which offers exactly this dialect
+    smbutil: str  # macOS `smbutil statshares`' SMB_VERSION
+    signing: str | None  # the one algorithm it signs with; None: negotiated per session (3.1.1)
+    cipher: str | None  # the one cipher it encrypts with; None: negotiated (3.1.1), or no encryption (2.x)
+    encrypts: bool  # SMB 2.x has no encryption: a server requiring it refuses every 2.x session
+
+
+# Every dialect, oldest first (the order "highest dialect" compares by); algorithms spelt as in ClientDetails.
+SMB_DIALECTS = (
+    Dialect("2.0.2", 0x0202, "SMB2_02", "2.0", "SMB_2.002", "HMAC-SHA256", None, encrypts=False),
+    Dialect("2.1", 0x0210, "SMB2_10", "2.1", "SMB_2.1", "HMAC-SHA256", None, encrypts=False),
+    Dialect("3.0", 0x0300, "SMB3_00", "3.0", "SMB_3.0", "AES-128-CMAC", "AES-128-CCM", encrypts=True),
+    Dialect("3.0.2", 0x0302, "SMB3_02", "3.02", "SMB_3.0.2", "AES-128-CMAC", "AES-128-CCM", encrypts=True),
+    Dialect("3.1.1", 0x0311, "SMB3_11", "3.1.1", "SMB_3.1.1", None, None, encrypts=True),
+)
+SMB1 = "1.0"  # a session older than SMB 2 (pysmb against a server without SMB2, smbutil's "SMB_1")
+BY_NAME = {d.name: d for d in SMB_DIALECTS}
+DIALECT_NAMES = tuple(BY_NAME)  # the words smb_max_dialect and --smb-server's max-dialect accept
+DIALECTS = {d.revision: d.name for d in SMB_DIALECTS}
+SAMBA_PROTOCOLS = {d.samba: d.name for d in SMB_DIALECTS}
+# 3.1.1 negotiates its cipher: Samba's first choice is AES-128-GCM, which every 3.1.1 client offers, so a row
+# whose client did not say is taken to use it. Its signing has no such stand-in: Samba signs with AES-128-GMAC
+# for a client that offers it (smbclient, recent Windows) and CMAC for one that does not (the kernel's).
+USUAL_NEGOTIATED_CIPHER = "AES-128-GCM"
 # MS-SMB2 2.2.3.1.7 and 2.2.3.1.2: the ids of signing algorithms and ciphers, in the spellings of details.py.
 SIGNING_IDS = dict(zip((0, 1, 2), SIGNING_ALGORITHMS, strict=True))
 CIPHER_IDS = dict(zip((1, 2, 3, 4), ENCRYPTION_CIPHERS, strict=True))
@@ -46,18 +78,37 @@ def dialect_name(revision: int | None) -> str | None:
     return DIALECTS.get(revision, f"0x{revision:04x}")
 
 
+def dialect_of(text: str | None) -> str | None:
+    """'3.1.1' from '3.1.1', 'SMB 3.1.1' or 'SMB3_11'; None for anything else."""
+    if not text:
+        return None
+    digits = "".join(ch for ch in text if ch.isdigit())
+    return next((d.name for d in SMB_DIALECTS if digits in (_digits(d.name), _digits(d.samba))), None)
+
+
+def _digits(text: str) -> str:
+    return "".join(ch for ch in text if ch.isdigit())
+
+
 def default_signing_algorithm(dialect: str | None) -> str | None:
     """The one algorithm a dialect before 3.1.1 signs with (3.1.1 negotiates it)."""
-    if dialect in ("2.0.2", "2.1"):
-        return "HMAC-SHA256"
-    if dialect in ("3.0", "3.0.2"):
-        return "AES-128-CMAC"
-    return None
+    found = BY_NAME.get(dialect or "")
+    return found.signing if found else None
 
 
 def default_cipher(dialect: str | None) -> str | None:
     """The one cipher SMB 3.0 and 3.0.2 encrypt with (3.1.1 negotiates it; 2.x cannot encrypt)."""
-    return "AES-128-CCM" if dialect in ("3.0", "3.0.2") else None
+    found = BY_NAME.get(dialect or "")
+    return found.cipher if found else None
+
+
+def usual_cipher(dialect: str | None) -> str | None:
+    """The cipher a session of `dialect` is taken to use when its client cannot say: its one cipher, or for 3.1.1
+    the one Samba picks first (USUAL_NEGOTIATED_CIPHER); None for a dialect without encryption."""
+    found = BY_NAME.get(dialect or "")
+    if found is None or not found.encrypts:
+        return None
+    return found.cipher or USUAL_NEGOTIATED_CIPHER
 
 
 def merge(details: ClientDetails, negotiated: ClientDetails) -> ClientDetails:
@@ -97,7 +148,7 @@ def from_pysmb(conn: Any, client_requires_signing: bool) -> ClientDetails:
     if conn is None:
         return ClientDetails()
     revision = getattr(conn, "dialect_revision", None)
-    dialect = dialect_name(revision) if revision else "1.0"
+    dialect = dialect_name(revision) if revision else SMB1
     signed = bool(conn.is_signing_active)
     server_requires = bool(conn.security_mode & _SMB2_SIGNING_REQUIRED) if revision else None
     return ClientDetails(
@@ -123,8 +174,6 @@ _SMBCLIENT_DIALECT = re.compile(r"negotiated dialect\[(\w+)\]")
 _SMBCLIENT_SIGNED = re.compile(r"signed SMB2 message \(sign_algo_id=(\d+)\)")
 _SMBCLIENT_ENCRYPTED = "Encrypted SMB2 message"
 _SMBCLIENT_TREE = " tconx ok"  # the tree is connected: every message after it is the session's own traffic
-# Samba's protocol names (its `client max protocol` words) -> dialects.
-SAMBA_PROTOCOLS = {"SMB2_02": "2.0.2", "SMB2_10": "2.1", "SMB3_00": "3.0", "SMB3_02": "3.0.2", "SMB3_11": "3.1.1"}
 
 
 def from_smbclient_output(text: str, signing: str | None, encryption: str | None) -> ClientDetails:
@@ -245,8 +294,7 @@ def sizes_from_cifs_mount_options(options: str) -> ClientDetails:
 
 
 # `smbutil statshares -m MOUNTPOINT -f json` on macOS: a JSON array with one object per share.
-_SMBUTIL_VERSIONS = {"SMB_2.002": "2.0.2", "SMB_2.1": "2.1", "SMB_3.0": "3.0", "SMB_3.0.2": "3.0.2",
-                     "SMB_3.1.1": "3.1.1", "SMB_1": "1.0"}  # fmt: skip
+_SMBUTIL_VERSIONS = {**{d.smbutil: d.name for d in SMB_DIALECTS}, "SMB_1": SMB1}
 
 
 def from_smbutil_json(text: str, share: str | None = None) -> ClientDetails:

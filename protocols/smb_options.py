@@ -6,11 +6,12 @@ None everywhere means "the client's own default": nothing is passed and behaviou
 
 from __future__ import annotations
 
+from workbench.protocols.smb_negotiated import DIALECT_NAMES
 from workbench.shared.errors import UnavailableError, UsageError
 
 SIGNING_CHOICES = ("off", "on", "required")  # off: never sign; on: sign when the server allows; required: insist
 ENCRYPTION_CHOICES = ("off", "required")
-DIALECT_CHOICES = ("2.0.2", "2.1", "3.0", "3.0.2", "3.1.1")
+DIALECT_CHOICES = DIALECT_NAMES
 
 
 def check_signing(value: str) -> str:

@@ -20,7 +20,7 @@ from workbench.protocols.base import Client, ClientOptions, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
 from workbench.protocols.process import Completed, run_native
 from workbench.protocols.smb import share_path
-from workbench.protocols.smb_negotiated import SAMBA_PROTOCOLS, from_smbclient_output, merge
+from workbench.protocols.smb_negotiated import BY_NAME, from_smbclient_output, merge
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, UsageError, WorkbenchError
 
 BINARY = "smbclient"
@@ -244,8 +244,6 @@ class SmbclientClient(Client):
 
 # smb_signing -> Samba's `client signing`: never, whenever the server allows (desired), or insist.
 _SIGNING = {"off": "off", "on": "desired", "required": "required"}
-# smb_max_dialect -> Samba's protocol names for `client max protocol`.
-_PROTOCOLS = {dialect: name for name, dialect in SAMBA_PROTOCOLS.items()}
 
 
 def _protection_options(options: ClientOptions) -> list[str]:
@@ -257,7 +255,7 @@ def _protection_options(options: ClientOptions) -> list[str]:
     if options.smb_encryption is not None:
         said.append(f"--option=client smb encrypt={options.smb_encryption}")
     if options.smb_max_dialect is not None:
-        said.append(f"--option=client max protocol={_PROTOCOLS[options.smb_max_dialect]}")
+        said.append(f"--option=client max protocol={BY_NAME[options.smb_max_dialect].samba}")
     return said
 
 

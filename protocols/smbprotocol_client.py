@@ -36,7 +36,7 @@ from workbench.protocols.smb import (
     share_path,
 )
 from workbench.protocols.smb_fastpath import FastPath, read_all, read_payload, size_of
-from workbench.protocols.smb_negotiated import DIALECTS, dialect_name, from_smbprotocol, merge
+from workbench.protocols.smb_negotiated import BY_NAME, dialect_name, from_smbprotocol, merge
 from workbench.protocols.smb_options import cannot
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 
@@ -44,7 +44,6 @@ DEPTH = 4  # requests kept in flight per file
 FILES_IN_FLIGHT = 8  # small files of a set copied at once, each as one CREATE+READ/WRITE+CLOSE compound
 MAX_REQUEST = 8 * 1024 * 1024  # bytes per read/write, capped further by what the server negotiates
 CREDIT_UNIT = 64 * 1024  # one SMB2 credit pays for this many bytes of a read or write
-SMB_3_1_1 = 0x0311
 
 
 class SmbprotocolClient(Client):
@@ -105,7 +104,7 @@ class SmbprotocolClient(Client):
             try:
                 self._guard(tree.connect, what=f"opening share {self.target.share!r}")
             except AuthError as exc:
-                if signing == "off" and conn.dialect == SMB_3_1_1:
+                if signing == "off" and dialect_name(conn.dialect) == "3.1.1":
                     # SMB 3.1.1 has the tree connect signed; the library signs nothing unless it signs all
                     raise cannot(
                         "smbprotocol",
@@ -552,8 +551,7 @@ def _chosen(options: ClientOptions) -> tuple[str | None, str | None, int | None]
 
     smbprotocol offers either every dialect or exactly one: a highest dialect is offered alone, so a server
     without it refuses the session rather than settling lower."""
-    dialect = options.smb_max_dialect
-    revision = next((number for number, name in DIALECTS.items() if name == dialect), None)
+    revision = BY_NAME[options.smb_max_dialect].revision if options.smb_max_dialect is not None else None
     return options.smb_signing, options.smb_encryption, revision
 
 

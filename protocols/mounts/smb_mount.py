@@ -23,6 +23,7 @@ from workbench.protocols.mounts.base import MountClient, classify, which
 from workbench.protocols.mounts.commands import CommandRunner, Outcome
 from workbench.protocols.mounts.stale import owned_prefix
 from workbench.protocols.smb_negotiated import (
+    BY_NAME,
     from_cifs_debugdata,
     from_smbutil_json,
     max_in_flight_from_cifs_stats,
@@ -53,8 +54,6 @@ _SMBFS_FAILURES: tuple[tuple[str, type[WorkbenchError]], ...] = (
 
 
 CIFS_PROC = Path("/proc/fs/cifs")  # the kernel SMB client's own account of its sessions
-# smb_max_dialect -> mount.cifs's vers=, which offers exactly that dialect
-_CIFS_VERS = {"2.0.2": "2.0", "2.1": "2.1", "3.0": "3.0", "3.0.2": "3.02", "3.1.1": "3.1.1"}
 
 
 def _cifs_protection(options: ClientOptions) -> list[str]:
@@ -67,7 +66,7 @@ def _cifs_protection(options: ClientOptions) -> list[str]:
     if options.smb_encryption == "required":
         said.append("seal")
     if options.smb_max_dialect is not None:
-        said.append(f"vers={_CIFS_VERS[options.smb_max_dialect]}")
+        said.append(f"vers={BY_NAME[options.smb_max_dialect].cifs_vers}")  # offers exactly that dialect
     return said
 
 

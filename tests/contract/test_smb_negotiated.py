@@ -16,11 +16,12 @@ from tests.contract.suite import Counter
 from tests.helpers import write_random
 from tests.smb_fixtures import SmbdRunner, client_factory
 from workbench.protocols.base import Client
-from workbench.protocols.details import ENCRYPTION_CIPHERS, ClientDetails
+from workbench.protocols.details import ClientDetails
 from workbench.protocols.smb import PysmbClient
 from workbench.protocols.smbclient_cli import SmbclientClient
 from workbench.protocols.smbprotocol_client import SmbprotocolClient
 from workbench.server.daemons.smbd import Smbd
+from workbench.shared.cryptocost import ENCRYPTION_CIPHERS
 from workbench.shared.errors import UnavailableError, WorkbenchError
 
 MiB = 1 << 20

@@ -21,7 +21,7 @@ from workbench.cli.export_html import render_html
 from workbench.cli.summary import summary_rows
 from workbench.core.results import Run
 from workbench.protocols.base import ClientOptions
-from workbench.protocols.details import ENCRYPTION_CIPHERS, SIGNING_ALGORITHMS, ClientDetails
+from workbench.protocols.details import ClientDetails
 from workbench.protocols.mount import CifsClient, CommandRunner, Outcome, SmbfsClient
 from workbench.protocols.smb_negotiated import (
     from_cifs_debugdata,
@@ -33,7 +33,8 @@ from workbench.protocols.smb_negotiated import (
     sizes_from_cifs_mount_options,
 )
 from workbench.shared.credentials import Credentials
-from workbench.shared.errors import UnavailableError
+from workbench.shared.cryptocost import ENCRYPTION_CIPHERS, SIGNING_ALGORITHMS
+from workbench.shared.errors import UnavailableError, UsageError
 from workbench.shared.target import Target
 
 DEBUGDATA_6X = """Display Internal CIFS Data Structures for Debugging
@@ -489,3 +490,29 @@ def test_the_notes_and_the_html_say_the_negotiated_line() -> None:
     smb = next(line for line in summary_rows(run) if line.group == "smb")
     assert LINE in smb.notes
     assert LINE in render_html(run)
+
+
+def test_one_dialect_table_feeds_every_spelling_and_algorithm() -> None:
+    from workbench.core.ceiling import crypto_in_use
+    from workbench.protocols.smb_negotiated import BY_NAME, SMB_DIALECTS, dialect_of, usual_cipher
+    from workbench.protocols.smb_options import DIALECT_CHOICES
+    from workbench.protocols.smbclient_cli import _protection_options
+    from workbench.server.daemons.smbd import MIN_PROTOCOL, SmbServerOptions
+
+    assert [d.name for d in SMB_DIALECTS] == ["2.0.2", "2.1", "3.0", "3.0.2", "3.1.1"] == list(DIALECT_CHOICES)
+    assert MIN_PROTOCOL == "SMB2_02" and SmbServerOptions().max_dialect == "3.1.1"
+    for d in SMB_DIALECTS:
+        assert dialect_of(d.name) == dialect_of(f"SMB {d.name}") == dialect_of(d.samba) == d.name
+        assert SmbServerOptions(max_dialect=d.name).conf()["server max protocol"] == d.samba
+        assert _protection_options(ClientOptions(smb_max_dialect=d.name)) == [f"--option=client max protocol={d.samba}"]
+        assert from_smbutil_json(json.dumps({"SMB_VERSION": d.smbutil})).dialect == d.name
+        signed = crypto_in_use(ClientDetails(dialect=d.name, signing=True))
+        sealed = crypto_in_use(ClientDetails(dialect=d.name, encryption=True))
+        assert (signed.algorithm if signed else None) == d.signing  # 3.1.1's signing stays unknown
+        assert (sealed.algorithm if sealed else None) == usual_cipher(d.name)
+    assert dialect_of("SMB 4.0") is None and dialect_of(None) is None
+    assert usual_cipher("3.1.1") == "AES-128-GCM" and BY_NAME["3.1.1"].cipher is None  # assumed, never read
+    assert usual_cipher("2.1") is None and usual_cipher("3.0.2") == "AES-128-CCM"
+    with pytest.raises(UsageError, match="has no encryption"):
+        SmbServerOptions.parse("encryption=required,max-dialect=2.1")
+    SmbServerOptions.parse("encryption=required,max-dialect=3.0")  # the first dialect that encrypts

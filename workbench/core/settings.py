@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from workbench.core.first_lab import FIRST_LAB_PROTOCOLS, FIRST_LAB_SIZES
+from workbench.protocols.smb_negotiated import DIALECT_NAMES
 from workbench.shared.validate import TCP_DURATION_MAX_S, Range, flag
 
 if TYPE_CHECKING:
@@ -299,9 +300,9 @@ SETTINGS: tuple[Setting, ...] = (
         "smb_max_dialect",
         str | None,
         None,
-        "The highest SMB dialect the clients offer: 2.0.2, 2.1, 3.0, 3.0.2 or 3.1.1 (default: each client's "
-        "own). A client that cannot keep to it fails its row as unavailable.",
-        "one of 2.0.2, 2.1, 3.0, 3.0.2, 3.1.1",
+        f"The highest SMB dialect the clients offer: {', '.join(DIALECT_NAMES[:-1])} or {DIALECT_NAMES[-1]} "
+        "(default: each client's own). A client that cannot keep to it fails its row as unavailable.",
+        f"one of {', '.join(DIALECT_NAMES)}",
         'smb_max_dialect = "2.1"',
         meta="smb_max_dialect",
         from_plan=lambda plan: plan.options.smb_max_dialect,
@@ -493,7 +494,7 @@ SETTINGS: tuple[Setting, ...] = (
         str | None,
         None,
         "How the lab's Samba treats SMB sessions, as a NAS set up that way: signing=offered|required, "
-        "encryption=offered|desired|required|off, max-dialect=2.0.2|2.1|3.0|3.0.2|3.1.1, e.g. "
+        f"encryption=offered|desired|required|off, max-dialect={'|'.join(DIALECT_NAMES)}, e.g. "
         "signing=required,max-dialect=2.0.2 (default: signing and encryption offered, SMB 3.1.1).",
         "a string of KEY=VALUE pairs such as signing=required,encryption=required,max-dialect=3.0",
         'smb_server = "signing=required"',

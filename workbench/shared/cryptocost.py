@@ -28,7 +28,8 @@ from typing import Any
 
 from workbench.shared import gnutls_calls
 
-# The spellings ClientDetails uses (signing_algorithm, encryption_cipher).
+# Every algorithm SMB 2/3 signs or encrypts with, spelt as ClientDetails spells them (signing_algorithm,
+# encryption_cipher); each dialect's own are in workbench.protocols.smb_negotiated's table.
 SIGNING_ALGORITHMS = ("HMAC-SHA256", "AES-128-CMAC", "AES-128-GMAC")
 ENCRYPTION_CIPHERS = ("AES-128-CCM", "AES-128-GCM", "AES-256-CCM", "AES-256-GCM")
 ALGORITHMS = SIGNING_ALGORITHMS + ENCRYPTION_CIPHERS

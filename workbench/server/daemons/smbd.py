@@ -25,10 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.protocols.smb_negotiated import BY_NAME, DIALECT_NAMES, SMB_DIALECTS
 from workbench.server.daemons.base import ManagedServer
 from workbench.shared.errors import AuthError, NotFoundError, UsageError
 
-MIN_PROTOCOL = "SMB2_02"
+MIN_PROTOCOL = SMB_DIALECTS[0].samba  # SMB 2.0.2: pysmb speaks nothing newer
 
 # A unix socket's path holds at most 107 bytes. smbd makes its messaging sockets as
 # '<lock directory>/msg.sock/<pid>' and its RPC ones under the ncalrpc dir: this much room is kept for
@@ -37,15 +38,8 @@ SOCKET_SUFFIX_ROOM = 40
 SOCKET_PATH_MAX = 107
 
 
-# The dialects a server can be capped at, by the names SMB's documents use, and smb.conf's names for them.
-DIALECTS: dict[str, str] = {
-    "2.0.2": "SMB2_02",
-    "2.1": "SMB2_10",
-    "3.0": "SMB3_00",
-    "3.0.2": "SMB3_02",
-    "3.1.1": "SMB3_11",
-}
-FIRST_ENCRYPTING_DIALECT = "3.0"  # SMB 2.x has no encryption: a server requiring it refuses every 2.x session
+# The first dialect with encryption: a server requiring it refuses every older session
+FIRST_ENCRYPTING_DIALECT = next(d.name for d in SMB_DIALECTS if d.encrypts)
 # signing: offered (Samba's "auto": on when the client asks) or required ("mandatory", every session signs)
 SIGNING = {"offered": "auto", "required": "mandatory"}
 # encryption ("server smb encrypt", Samba 4.14 and later): offered (Samba's default "if_required": on when the
@@ -61,12 +55,12 @@ class SmbServerOptions:
 
     signing: str = "offered"
     encryption: str = "offered"
-    max_dialect: str = "3.1.1"
+    max_dialect: str = SMB_DIALECTS[-1].name  # the newest, 3.1.1
 
     @classmethod
     def parse(cls, text: str, where: str = "--smb-server") -> SmbServerOptions:
         """'signing=required,encryption=required,max-dialect=2.0.2': each key at most once, nothing else."""
-        choices = {"signing": tuple(SIGNING), "encryption": tuple(ENCRYPTION), "max-dialect": tuple(DIALECTS)}
+        choices = {"signing": tuple(SIGNING), "encryption": tuple(ENCRYPTION), "max-dialect": DIALECT_NAMES}
         found: dict[str, str] = {}
         for part in text.split(","):
             key, sep, value = (p.strip() for p in part.partition("="))
@@ -84,9 +78,7 @@ class SmbServerOptions:
         return options
 
     def check(self, where: str = "--smb-server") -> None:
-        order = list(DIALECTS)
-        below = order.index(self.max_dialect) < order.index(FIRST_ENCRYPTING_DIALECT)
-        if self.encryption == "required" and below:
+        if self.encryption == "required" and not BY_NAME[self.max_dialect].encrypts:
             raise UsageError(
                 f"{where}: encryption=required with max-dialect={self.max_dialect} refuses every client "
                 f"(SMB {self.max_dialect} has no encryption)",
@@ -97,7 +89,7 @@ class SmbServerOptions:
     def from_json(cls, found: Mapping[str, str]) -> SmbServerOptions:
         """From to_json()'s form (a ServerContext carries it); an empty one is the defaults."""
         options = cls(**{k: v for k, v in found.items() if k in ("signing", "encryption", "max_dialect")})
-        known = (options.signing in SIGNING, options.encryption in ENCRYPTION, options.max_dialect in DIALECTS)
+        known = (options.signing in SIGNING, options.encryption in ENCRYPTION, options.max_dialect in BY_NAME)
         if not all(known):
             raise UsageError(f"SMB server options {dict(found)!r} are unknown", SMB_SERVER_HINT)
         options.check()
@@ -108,7 +100,7 @@ class SmbServerOptions:
         return {
             "server signing": SIGNING[self.signing],
             "server smb encrypt": ENCRYPTION[self.encryption],
-            "server max protocol": DIALECTS[self.max_dialect],
+            "server max protocol": BY_NAME[self.max_dialect].samba,
         }
 
     def to_json(self) -> dict[str, str]:
