@@ -74,6 +74,7 @@ class Control:
         self.timeout = min(timeout, CALL_TIMEOUT_S)
         self._opener = urllib.request.build_opener(_DeadlineHandler(connect_timeout))
         self._where = (target.host, target.port("http"))
+        self.wait_s: float | None = None  # the servers' run-queue wait as of the last cpu_seconds(); None: unread
 
     def _call(
         self,
@@ -159,9 +160,14 @@ class Control:
             return None
 
     def cpu_seconds(self) -> float | None:
+        """CPU seconds of the far host's servers so far; their run-queue wait, read with it, is kept in wait_s."""
+        self.wait_s = None
         try:
-            return float(self._call("GET", "cpu")["cpu_s"])
-        except (WorkbenchError, KeyError, TypeError, ValueError):
+            answer = self._call("GET", "cpu")
+            wait = answer.get("wait_s")  # an older serve says none
+            self.wait_s = float(wait) if isinstance(wait, int | float) else None
+            return float(answer["cpu_s"])
+        except (WorkbenchError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
     def crypto_costs(self) -> dict[str, Any] | None:

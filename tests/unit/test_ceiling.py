@@ -238,6 +238,7 @@ def _set_row(
     server_cpu_s: float,
     client_cpu_s: float,
     client_wait_s: float | None = None,
+    server_wait_s: float | None = None,
 ) -> Result:
     protocol, client = label.split("/")
     samples = tuple(
@@ -249,6 +250,7 @@ def _set_row(
             client_cpu_s=client_cpu_s,
             server_cpu_s=server_cpu_s,
             client_wait_s=client_wait_s,
+            server_wait_s=server_wait_s,
         )
         for s in seconds
     )
@@ -329,6 +331,11 @@ def test_a_client_that_waited_for_a_core_is_charged_its_wait_and_the_ceiling_say
     # a wait that cannot account for the time leaves the row unexplained, naming what is not measured
     short = _explained(_set_row("sftp/paramiko", "upload", [1.5, 1.5, 1.5], **starved))
     assert short.bound == "unexplained" and "the server waiting for a core" in (short.bound_explanation or "")
+    # the server's wait delays each answer: charged too, and then no longer named as unmeasured
+    both = _explained(_set_row("sftp/paramiko", "upload", [1.5, 1.5, 1.5], **starved, server_wait_s=0.25))
+    per_file = next(b for b in both.bounds or () if b.label == "per-file")
+    assert per_file.bytes_per_s == pytest.approx(65536 / (wire_s + cpu_s + 0.006 + 0.005))
+    assert "the server waiting" not in (both.bound_explanation or "")
 
 
 def test_a_goodput_meter_off_raw_tcp_by_more_than_two_percent_is_said_and_which_fell_short() -> None:

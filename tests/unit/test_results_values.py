@@ -375,6 +375,7 @@ def _without_empty_new_keys(doc: dict) -> dict:
         assert row.pop("unverifiable") is None
         for sample in row["samples"]:
             assert sample.pop("tcp") is None and sample.pop("client_wait_s") is None
+            assert sample.pop("server_wait_s") is None
     return doc
 
 

@@ -56,3 +56,13 @@ def test_a_meter_reports_its_copys_wait_once_stopped() -> None:
         assert meter.wait_s is None
     else:
         assert meter.wait_s is not None and meter.wait_s >= 0
+
+
+def test_a_process_trees_cpu_and_wait_are_read_together() -> None:
+    import os
+
+    cpu_s, wait_s = schedstat.tree_cpu_and_wait({os.getpgid(0)})
+    assert cpu_s > 0  # this test process is in its own group's tree
+    if schedstat.threads() is not None:
+        assert wait_s is not None and wait_s >= 0
+    assert schedstat.tree_cpu_and_wait({2**22 + 7}) == (0.0, None)  # no such group: nothing read

@@ -155,9 +155,9 @@ def per_file_bound(
     path's rate and, where charged, the server's turnaround and the client's CPU time on it, `files_in_flight`
     at a time, and the set `set_round_trips` once: the set's rate, explained in files/s.
 
-    `waited_per_file_s` is time the client was measured waiting for a core (its run-queue wait, beyond what
-    overlapped its bytes): charged like its CPU, and named for what it is, so a row slowed by other work on the
-    host says so rather than reading as the client's own cost."""
+    `waited_per_file_s` is time the client or server was measured waiting for a core (their run-queue wait,
+    the client's beyond what overlapped its bytes): charged like their CPU, and named for what it is, so a row
+    slowed by other work on the host says so rather than reading as the client's own cost."""
     per_file = set_bytes / files
     file_s = round_trips_per_file * rtt_s + (per_file / path_bytes_per_s if path_bytes_per_s else 0.0)
     file_s += (server_per_file_s or 0.0) + (client_per_file_s or 0.0) + (waited_per_file_s or 0.0)
@@ -170,7 +170,7 @@ def per_file_bound(
     if client_per_file_s:
         parts.append(f"{format_ms(client_per_file_s)} client")
     if waited_per_file_s:
-        parts.append(f"{format_ms(waited_per_file_s)} client waiting for a core")
+        parts.append(f"{format_ms(waited_per_file_s)} waiting for a core")
     return Bound(
         "per-file",
         rate,

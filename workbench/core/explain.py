@@ -113,9 +113,10 @@ def _per_file_ceiling(
     during one (it has nothing to do while the answer it waits for travels), but may spend it while its file's
     bytes move: its CPU per file is charged beyond the bytes' time (fixedcost.client_cpu_per_file_s, less what
     its start-up could have taken), and so is the time it was measured ready to run but waiting for a core (its
-    threads' run-queue wait, fixedcost.client_wait_per_file_s): what a loaded host took from the copy, named as
-    such. A client with files in flight may overlap either with anything: not charged. A row with a fixed cost
-    pays its set's login in that cost, so the set's own exchanges are not charged twice.
+    threads' run-queue wait, fixedcost.client_wait_per_file_s), with the server's wait (which delays each answer
+    it waits for): what a loaded host took from the copy, named as such. A client with files in flight may overlap
+    either with anything: not charged. A row with a fixed cost pays its set's login in that cost, so the set's own
+    exchanges are not charged twice.
     """
     trips = _per_file_trips(row)
     if trips is None or not rtt_s:
@@ -132,6 +133,9 @@ def _per_file_ceiling(
     client_s = max(0.0, (client_cpu or 0.0) - bytes_s)  # beyond what overlaps its bytes
     # its wait for a core is time it was ready to work: charged as its CPU is, beyond what its bytes overlap
     waited_s = max(0.0, (client_cpu or 0.0) + waited - bytes_s) - client_s
+    server_waits = [w for s in row.good_samples if (w := s.server_wait_s) is not None] if one_at_a_time else []
+    if server_waits:  # the server's wait delays each answer the client waits for, as its CPU does
+        waited_s += statistics.median(server_waits) / row.files
     bound = per_file_bound(
         row.bytes,
         row.files,
@@ -210,12 +214,11 @@ def _streamed_cpu(row: Result) -> str:
 
 def _off_cpu(row: Result) -> str:
     """Where a one-file-at-a-time client's time beyond its charged CPU and wait may have gone."""
-    measured = any(s.client_wait_s is not None for s in row.good_samples)
-    if measured:  # its own wait for a core is charged already: what is left is no wait of its own threads
-        return (
-            " and off its CPU: the server waiting for a core (its wait is not measured), or the client's child "
-            "processes, or its own threads waiting on each other"
-        )
+    client = any(s.client_wait_s is not None for s in row.good_samples)
+    server = any(s.server_wait_s is not None for s in row.good_samples)
+    if client:  # its own wait for a core is charged already: what is left is no wait of its own threads
+        unread = "" if server else "the server waiting for a core (its wait is not measured), or "
+        return f" and off its CPU: {unread}the client's child processes, or its own threads waiting on each other"
     return (
         " and off its CPU: waiting for a core on a loaded host, or on the client's own threads (CPU wait is not "
         "measured)"

@@ -11,10 +11,6 @@ from collections.abc import Callable
 from workbench.core.results import INTERVAL_S
 from workbench.shared import schedstat
 
-# Threads of this process that watch a copy rather than make it (this meter, the TCP triage's sampling): the
-# time they wait for a core is not the copy's.
-WATCHING_THREADS = frozenset({"copy-meter", "tcp-watch"})
-
 
 class CopyMeter:
     """The `progress` callback for one copy, plus per-interval sampling and a live-display hook."""
@@ -55,8 +51,7 @@ class CopyMeter:
             self._thread.join()
         threads1 = schedstat.threads()
         if self._threads0 is not None and threads1 is not None:
-            skip = {t.native_id for t in threading.enumerate() if t.name in WATCHING_THREADS and t.native_id}
-            self.wait_s = round(schedstat.between(self._threads0, threads1, skip).wait_s, 4)
+            self.wait_s = round(schedstat.between(self._threads0, threads1, schedstat.watching_threads()).wait_s, 4)
         marks = [*self._marks, self.total]
         intervals = [marks[0]] + [b - a for a, b in itertools.pairwise(marks)]
         return tuple(intervals)

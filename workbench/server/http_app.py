@@ -44,7 +44,7 @@ from aiohttp import web
 from workbench.fixtures import generate
 from workbench.server.confine import PathRefused, ServedRoot, create_temp, replace_from_temp, split_rel
 from workbench.server.remote_watches import Watches, WatchRefused
-from workbench.shared import hostinfo
+from workbench.shared import hostinfo, schedstat
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import UsageError, WorkbenchError
 from workbench.shared.paths import FILES_DIR, INCOMING_DIR
@@ -315,10 +315,11 @@ async def ctl_iperf3_key(request: web.Request) -> web.Response:
 
 async def ctl_cpu(request: web.Request) -> web.Response:
     pgids = {os.getpgid(0), *request.app[PGIDS_KEY]()}
-    seconds = await asyncio.get_running_loop().run_in_executor(None, hostinfo.process_tree_cpu, pgids)
+    seconds, wait_s = await asyncio.get_running_loop().run_in_executor(None, schedstat.tree_cpu_and_wait, pgids)
     # the TCP triage's sampling runs in this process but is no server's work on the copies
     seconds = max(0.0, seconds - request.app[WATCHES_KEY].sampling_cpu_s())
-    return web.json_response({"cpu_s": seconds, "pgids": sorted(pgids)})
+    # wait_s: the servers' threads' run-queue wait so far (schedstat), what a loaded host takes from their turns
+    return web.json_response({"cpu_s": seconds, "wait_s": wait_s, "pgids": sorted(pgids)})
 
 
 async def ctl_crypto_cost(request: web.Request) -> web.Response:

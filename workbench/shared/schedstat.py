@@ -12,10 +12,16 @@ process), so a difference is an undercount, never read below zero.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from workbench.shared import procs
+
 NS_PER_S = 1e9
+# Threads that watch a copy rather than make it (the copy meter, the TCP triage's sampling): the time they wait
+# for a core is not the copy's, on either host.
+WATCHING_THREADS = frozenset({"copy-meter", "tcp-watch"})
 
 
 @dataclass(frozen=True)
@@ -67,3 +73,29 @@ def between(
         run_ns += max(0, run - run0)
         wait_ns += max(0, wait - wait0)
     return TaskTimes(run_ns / NS_PER_S, wait_ns / NS_PER_S)
+
+
+def watching_threads() -> set[int]:
+    """Thread ids of this process's threads in WATCHING_THREADS."""
+    return {t.native_id for t in threading.enumerate() if t.name in WATCHING_THREADS and t.native_id is not None}
+
+
+def tree_cpu_and_wait(pgids: Collection[int]) -> tuple[float, float | None]:
+    """CPU seconds (user+system, reaped children included) of the given process groups and every process below
+    them, and their threads' run-queue wait in seconds (None: no schedstat here), from one process snapshot.
+
+    The wait is read after the CPU, so reading it is not in the next reading's CPU figure; this process's
+    watching threads (`watching_threads`) are left out of it."""
+    snap = procs.snapshot()
+    groups = [pid for pid, fields in snap.items() if int(fields[2]) in pgids]
+    members = procs.tree(groups, snap)
+    cpu_s = procs.cpu_seconds(members, snap)
+    wait_ns = 0
+    read = False
+    skip = watching_threads()
+    for pid in members:
+        found = threads(pid)
+        if found is not None:
+            read = True
+            wait_ns += sum(wait for tid, (_, wait) in found.items() if tid not in skip)
+    return cpu_s, (wait_ns / NS_PER_S if read else None)
