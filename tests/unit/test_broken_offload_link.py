@@ -163,3 +163,22 @@ def test_the_broken_tso_story_breaks_the_line_in_both_variants_and_switches_the_
         assert on.offloads == () and off.offloads == (("server", (("tso", False), ("gso", False))),)
         for _, request in planned:  # downloads only, bounded: one copy, a capped file where the flow collapses
             assert request.settings["directions"] == "download" and request.settings["repeat"] == 1
+
+
+def test_an_unknown_link_breaks_is_refused_in_one_wording_from_the_flag_and_from_a_spec_built_in_code() -> None:
+    import dataclasses
+
+    from workbench.lab import scenarios
+    from workbench.lab.link import LinkSpec
+    from workbench.lab.run import link_spec
+    from workbench.shared.errors import UsageError
+
+    [(_, request), *_] = scenarios.requests(scenarios.find("broken-tso"), {}, set(), True)
+    where = request.settings.where("link_breaks")
+    with pytest.raises(UsageError) as from_flag:
+        link_spec(dataclasses.replace(request, link_breaks="sometimes"))
+    with pytest.raises(UsageError) as from_code:
+        LinkSpec(rate_bits_per_s=100_000_000, rtt_ms=1.0, breaks="sometimes").validate()
+    assert from_flag.value.message == f"{where}: unknown 'sometimes'"
+    assert from_code.value.message == "--link-breaks: unknown 'sometimes'"
+    assert from_flag.value.hint == from_code.value.hint == "choose from offloaded"

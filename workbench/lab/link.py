@@ -91,6 +91,14 @@ class Stall:
         return f"{self.duration_s * 1000:g} ms stalls, {gaps} {self.every_s:g} s, {self.direction}"
 
 
+def check_breaks(value: str | None, where: str = "--link-breaks") -> str | None:
+    """`value` if the line can be asked to mishandle it (linkemu.BREAKS) or None; a usage error naming `where`
+    (the flag, or the config file's key) if not."""
+    if value is not None and value not in BREAKS:
+        raise UsageError(f"{where}: unknown {value!r}", f"choose from {', '.join(BREAKS)}")
+    return value
+
+
 @dataclass(frozen=True)
 class LinkSpec:
     """An emulated link: rate (by direction if asked), round-trip time, loss, MTU, congestion control, queue
@@ -158,8 +166,7 @@ class LinkSpec:
         for host, wanted in self.offloads:
             if host not in ("client", "server") or any(name not in offloads.GROUPS for name, _ in wanted):
                 raise UsageError(f"offloads {host}:{dict(wanted)} are not a lab host's", "e.g. server:tso=off")
-        if self.breaks is not None and self.breaks not in BREAKS:
-            raise UsageError(f"--link-breaks {self.breaks!r} is unknown", f"use {' or '.join(BREAKS)}")
+        check_breaks(self.breaks)  # a spec built in code is held to the flag's check
         if self.host_buffers not in HOST_BUFFERS:
             raise UsageError(f"host buffers {self.host_buffers!r} are unknown", f"use {' or '.join(HOST_BUFFERS)}")
         if not 0 <= self.rtt_ms <= 10_000:

@@ -97,7 +97,7 @@ def lab_request(settings: Settings) -> LabRequest:
 
 def link_spec(req: LabRequest) -> Any:
     from workbench.lab import PRESETS
-    from workbench.lab.link import Stall
+    from workbench.lab.link import Stall, check_breaks
     from workbench.shared.sizes import parse_duration_ms, parse_rate, parse_size
     from workbench.shared.validate import named
 
@@ -122,11 +122,7 @@ def link_spec(req: LabRequest) -> Any:
         changes["offloads"] = offloads.parse_switches(req.offload, ("client", "server"), where("offload"))
     changes["host_buffers"] = req.host_buffers
     if req.link_breaks is not None:
-        from workbench.lab.linkemu import BREAKS
-
-        if req.link_breaks not in BREAKS:
-            raise UsageError(f"{where('link_breaks')}: unknown {req.link_breaks!r}", f"choose from {', '.join(BREAKS)}")
-        changes["breaks"] = req.link_breaks
+        changes["breaks"] = check_breaks(req.link_breaks, where("link_breaks"))
     spec = dataclasses.replace(spec, **changes)
     spec.validate()
     return spec
