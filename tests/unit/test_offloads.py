@@ -275,3 +275,20 @@ def test_macos_tso_is_off_when_the_host_switch_is_off_and_not_known_when_nothing
     bare = "en0: flags=8863<UP,BROADCAST,RUNNING> mtu 1500\n"
     assert _darwin(monkeypatch, "net.inet.tcp.tso: 0\n", bare)["tso"] is False
     assert "tso" not in _darwin(monkeypatch, "net.inet.tcp.tso: 1\n", bare)  # the switch on says nothing of en0
+
+
+def test_the_size_limits_are_one_list_recorded_and_compared_alike() -> None:
+    from workbench.shared import rtnetlink
+
+    assert rtnetlink.SIZE_LIMITS == (
+        "gso_max_size_bytes",
+        "gso_max_segs",
+        "gro_max_size_bytes",
+        "tso_max_size_bytes",
+        "tso_max_segs",
+    )
+    limits = {name: 1000 + i for i, name in enumerate(rtnetlink.SIZE_LIMITS)}
+    record = offloads.Offloads(interface="eth0", source="test", **limits).to_json()
+    assert {name: record[name] for name in limits} == limits
+    for name in rtnetlink.SIZE_LIMITS:  # a difference in any of them is told, tso_max_segs included
+        assert offloads.differences(record, {**record, name: 1}) == [f"{name} {limits[name]} → 1"]

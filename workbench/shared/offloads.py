@@ -107,7 +107,7 @@ class Feature:
 
 
 @dataclass(frozen=True)
-class Offloads:
+class Offloads(rtnetlink.SizeLimits):
     """The send-path state of one interface. Absent knowledge is None (a feature missing from `features`)."""
 
     interface: str
@@ -115,12 +115,7 @@ class Offloads:
     features: tuple[Feature, ...] = ()  # the kernel features named in GROUPS, those the device has
     mtu_bytes: int | None = None
     qdisc: str | None = None
-    tx_queue_len: int | None = None
-    gso_max_size_bytes: int | None = None
-    gso_max_segs: int | None = None
-    gro_max_size_bytes: int | None = None
-    tso_max_size_bytes: int | None = None
-    tso_max_segs: int | None = None
+    tx_queue_len: int | None = None  # and the size limits (rtnetlink.SizeLimits)
     # macOS only: what the group states come from when there is no per-bit kernel feature (e.g. "tso": True)
     group_states: tuple[tuple[str, bool], ...] = ()
     unmet: tuple[str, ...] = ()  # after set_offloads: the short names asked for whose read-back differs
@@ -165,11 +160,7 @@ class Offloads:
             "mtu_bytes": self.mtu_bytes,
             "qdisc": self.qdisc,
             "tx_queue_len": self.tx_queue_len,
-            "gso_max_size_bytes": self.gso_max_size_bytes,
-            "gso_max_segs": self.gso_max_segs,
-            "gro_max_size_bytes": self.gro_max_size_bytes,
-            "tso_max_size_bytes": self.tso_max_size_bytes,
-            "tso_max_segs": self.tso_max_segs,
+            **self.size_limits(),
             "unmet": list(self.unmet),
             "note": self.note,
         }
@@ -294,11 +285,7 @@ def _link_fields(link: rtnetlink.Link) -> dict[str, Any]:
         "mtu_bytes": link.mtu_bytes,
         "qdisc": link.qdisc,
         "tx_queue_len": link.tx_queue_len,
-        "gso_max_size_bytes": link.gso_max_size_bytes,
-        "gso_max_segs": link.gso_max_segs,
-        "gro_max_size_bytes": link.gro_max_size_bytes,
-        "tso_max_size_bytes": link.tso_max_size_bytes,
-        "tso_max_segs": link.tso_max_segs,
+        **link.size_limits(),
     }
     return {key: value for key, value in fields.items() if value is not None and value != ""}
 
@@ -411,13 +398,14 @@ def read_offloads(ifname: str) -> Offloads:
         mtu_bytes=link.get("mtu_bytes"),
         qdisc=link.get("qdisc"),
         tx_queue_len=link.get("tx_queue_len"),
-        gso_max_size_bytes=link.get("gso_max_size_bytes"),
-        gso_max_segs=link.get("gso_max_segs"),
-        gro_max_size_bytes=link.get("gro_max_size_bytes"),
-        tso_max_size_bytes=link.get("tso_max_size_bytes"),
-        tso_max_segs=link.get("tso_max_segs"),
+        **_size_limits(link),
         note=note,
     )
+
+
+def _size_limits(link: Mapping[str, Any]) -> dict[str, Any]:
+    """The size limits of a read link's fields (parse_link), those it has; the rest stay None."""
+    return {name: link[name] for name in rtnetlink.SIZE_LIMITS if name in link}
 
 
 def _kernel_names(name: str, present: list[str]) -> tuple[str, ...]:
@@ -522,8 +510,7 @@ def path_record(peer_host: str) -> dict[str, Any]:
 
 
 # The recorded values that change what a sender hands its device, in the order a difference is told.
-_COMPARED = ("mtu_bytes", "gso_max_size_bytes", "gso_max_segs", "gro_max_size_bytes", "tso_max_size_bytes", "qdisc",
-             "tx_queue_len")  # fmt: skip
+_COMPARED = ("mtu_bytes", *rtnetlink.SIZE_LIMITS, "qdisc", "tx_queue_len")
 
 
 def differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:

@@ -19,7 +19,8 @@ import os
 import socket
 import struct
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 NETLINK_ROUTE = 0
 RTM_NEWLINK = 16
@@ -65,10 +66,34 @@ class Stats64:
     tx_bytes: int
 
 
+def _limit(ifla: int) -> Any:
+    return field(default=None, metadata={"ifla": ifla})
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizeLimits:
+    """The largest packets the kernel builds for one device (GSO, TSO) and assembles from it (GRO), each read from
+    its RTM_GETLINK attribute; None where the kernel did not say (an older kernel has no TSO limits). The one list
+    of these fields: the netlink Link and offloads.Offloads both hold them."""
+
+    gso_max_size_bytes: int | None = _limit(IFLA_GSO_MAX_SIZE)
+    gso_max_segs: int | None = _limit(IFLA_GSO_MAX_SEGS)
+    gro_max_size_bytes: int | None = _limit(IFLA_GRO_MAX_SIZE)
+    tso_max_size_bytes: int | None = _limit(IFLA_TSO_MAX_SIZE)
+    tso_max_segs: int | None = _limit(IFLA_TSO_MAX_SEGS)
+
+    def size_limits(self) -> dict[str, int | None]:
+        """The limits by field name, in SIZE_LIMITS order."""
+        return {name: getattr(self, name) for name in SIZE_LIMITS}
+
+
+SIZE_LIMITS = tuple(f.name for f in fields(SizeLimits))
+
+
 @dataclass(frozen=True)
-class Link:
-    """One interface as RTM_GETLINK tells it; None where the kernel did not say (an older kernel has no TSO
-    limits; a device without 64-bit counters has no `stats`)."""
+class Link(SizeLimits):
+    """One interface as RTM_GETLINK tells it; None where the kernel did not say (a device without 64-bit counters
+    has no `stats`)."""
 
     index: int
     name: str
@@ -76,11 +101,6 @@ class Link:
     mtu_bytes: int | None = None
     qdisc: str | None = None
     tx_queue_len: int | None = None
-    gso_max_size_bytes: int | None = None
-    gso_max_segs: int | None = None
-    gro_max_size_bytes: int | None = None
-    tso_max_size_bytes: int | None = None
-    tso_max_segs: int | None = None
     stats: Stats64 | None = None
 
 
@@ -124,11 +144,7 @@ def parse_link(payload: bytes) -> Link:
         mtu_bytes=_u32(attrs, IFLA_MTU),
         qdisc=_text(attrs[IFLA_QDISC]) if IFLA_QDISC in attrs else None,
         tx_queue_len=_u32(attrs, IFLA_TXQLEN),
-        gso_max_size_bytes=_u32(attrs, IFLA_GSO_MAX_SIZE),
-        gso_max_segs=_u32(attrs, IFLA_GSO_MAX_SEGS),
-        gro_max_size_bytes=_u32(attrs, IFLA_GRO_MAX_SIZE),
-        tso_max_size_bytes=_u32(attrs, IFLA_TSO_MAX_SIZE),
-        tso_max_segs=_u32(attrs, IFLA_TSO_MAX_SEGS),
+        **{f.name: _u32(attrs, f.metadata["ifla"]) for f in fields(SizeLimits)},
         stats=Stats64(*_STATS64_HEAD.unpack_from(stats)[1:]) if len(stats) >= _STATS64_HEAD.size else None,
     )
 
