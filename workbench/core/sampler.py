@@ -51,7 +51,7 @@ class CopyMeter:
             self._thread.join()
         threads1 = schedstat.threads()
         if self._threads0 is not None and threads1 is not None:
-            self.wait_s = round(schedstat.between(self._threads0, threads1, schedstat.watching_threads()).wait_s, 4)
+            self.wait_s = round(schedstat.between(self._threads0, threads1, schedstat.watching_threads()), 4)
         marks = [*self._marks, self.total]
         intervals = [marks[0]] + [b - a for a, b in itertools.pairwise(marks)]
         return tuple(intervals)

@@ -11,7 +11,11 @@ Their CPU gives each side's CPU per file the same way, and what the sets took be
 trips by the per-file ceiling's rule is the set's setup (`with_setups`).
 
 `predicted_s` carries them to another link through the `per-file` ceiling: round trips × its RTT + bytes at its
-rate or the client's CPU where longer + the server's CPU, and the setup once per set.
+rate or the client's CPU where longer + the server's CPU, and the setup once per set. CPU figures are time on a
+core, which a loaded host does not stretch; the time either side waited for a core (their run-queue wait,
+workbench.shared.schedstat) is what load adds. It is left out of the counts (a set's setup is what remains once
+the counted run's waits are taken off) and, where the predicted copies measured theirs, charged as the per-file
+ceiling charges it: a prediction then says how long a set takes on that link under that load.
 """
 
 from __future__ import annotations
@@ -179,13 +183,16 @@ def file_s(count: ClientCount, rtt_s: float, path_bytes_per_s: float, file_bytes
 
 def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
     """`counts` with each one's setup_s from `run`, the run they were counted in: the median over its two sets
-    of the set's time less its files (`file_s`) and its round trips per set, never below 0."""
+    of the set's time less its files (`file_s`), its round trips per set and the time it waited for a core,
+    never below 0."""
     rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
     seconds: dict[tuple[str, str, int], float] = {}
+    waits_by_row: dict[tuple[str, str, int], Waits] = {}
     for row in run.results:
         times = [s.seconds for s in row.good_samples]
         if row.files > 1 and times and row.error is None:
             seconds[(row.label, row.direction, row.files)] = statistics.median(times)
+            waits_by_row[(row.label, row.direction, row.files)] = waits_of(row)
     found = []
     for count in counts:
         path = link_goodput_bytes_per_s(run.link, count.direction) or run.baseline.for_direction(count.direction)
@@ -194,11 +201,51 @@ def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
         if per_file is None or None in sets:
             found.append(count)
             continue
+        trips_s = count.per_set * rtt_s
+        waits = [waits_by_row.get((count.label, count.direction, n)) for n in count.files]
         spare = [
-            max(0.0, d - n * per_file - count.per_set * rtt_s) for n, d in zip(count.files, sets, strict=True) if d
+            max(0.0, d - charged_wait_s(count, n, COUNTED_FILE_BYTES, path or 0.0, w) - n * per_file - trips_s)
+            for n, d, w in zip(count.files, sets, waits, strict=True)
+            if d
         ]
         found.append(dataclasses.replace(count, setup_s=statistics.median(spare)))
     return found
+
+
+@dataclass(frozen=True)
+class Waits:
+    """The median time one copy of a set waited for a core, on each side; None: not measured."""
+
+    client_s: float | None = None
+    server_s: float | None = None
+
+
+def waits_of(row: Result) -> Waits:
+    """A row's median run-queue wait per copy, client and server, where the per-file ceiling charges it: a
+    client with files in flight may overlap it with anything, so none for that one."""
+    if (row.details.files_in_flight or 1) > 1:
+        return Waits()
+    client = [w for s in row.good_samples if (w := s.client_wait_s) is not None]
+    server = [w for s in row.good_samples if (w := s.server_wait_s) is not None]
+    return Waits(statistics.median(client) if client else None, statistics.median(server) if server else None)
+
+
+def _waited_per_file_s(count: ClientCount, files: int, file_bytes: int, path_bytes_per_s: float, waits: Waits) -> float:
+    """Per file, the wait the per-file ceiling charges (workbench.core.explain): the client's beyond what its CPU
+    leaves of its bytes' time, and the server's whole."""
+    if files <= 0 or path_bytes_per_s <= 0:
+        return 0.0
+    cpu_s = count.client_cpu_per_file_s or 0.0
+    bytes_s = file_bytes / path_bytes_per_s
+    client = max(0.0, cpu_s + (waits.client_s or 0.0) / files - bytes_s) - max(0.0, cpu_s - bytes_s)
+    return client + (waits.server_s or 0.0) / files
+
+
+def charged_wait_s(
+    count: ClientCount, files: int, file_bytes: int, path_bytes_per_s: float, waits: Waits | None
+) -> float:
+    """The seconds of a set of `files` that the per-file ceiling charges as waiting for a core."""
+    return files * _waited_per_file_s(count, files, file_bytes, path_bytes_per_s, waits) if waits else 0.0
 
 
 def _median_cpu(row: Result, side: str) -> float | None:
@@ -219,10 +266,18 @@ def _per_file(
     return max(0.0, (high - low) / (large - small)) if low is not None and high is not None else None
 
 
-def predicted_s(count: ClientCount, files: int, file_bytes: int, rtt_s: float, path_bytes_per_s: float) -> float:
+def predicted_s(
+    count: ClientCount,
+    files: int,
+    file_bytes: int,
+    rtt_s: float,
+    path_bytes_per_s: float,
+    waits: Waits | None = None,
+) -> float:
     """The seconds a set of `files` files of `file_bytes` takes on a link of `rtt_s` and `path_bytes_per_s`:
     the counted round trips at its RTT, the bytes at its rate, each side's CPU per file as counted (the client's
     beyond its bytes' time) and the set's setup; a count without CPU figures, its turnaround as counted instead.
+    `waits`: what the predicted copies measured waiting for a core, charged as the per-file ceiling does.
 
     Through the ceiling users see (`per_file_bound`, and the set's setup or turnaround as a fixed cost per copy,
     which like every fixed cost is never negative), so checking a prediction checks that model."""
@@ -238,6 +293,7 @@ def predicted_s(count: ClientCount, files: int, file_bytes: int, rtt_s: float, p
             server_per_file_s=count.server_cpu_per_file_s,
             client_per_file_s=client_s or None,
             set_round_trips=count.per_set,
+            waited_per_file_s=_waited_per_file_s(count, files, file_bytes, path_bytes_per_s, waits) if waits else None,
         )
         return set_bytes / with_fixed_cost(bound, count.setup_s, set_bytes).bytes_per_s
     bound = per_file_bound(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 
 from workbench.shared import procs
 
@@ -22,14 +21,6 @@ NS_PER_S = 1e9
 # Threads that watch a copy rather than make it (the copy meter, the TCP triage's sampling): the time they wait
 # for a core is not the copy's, on either host.
 WATCHING_THREADS = frozenset({"copy-meter", "tcp-watch"})
-
-
-@dataclass(frozen=True)
-class TaskTimes:
-    """Seconds on a CPU and seconds waiting on a run queue, summed over threads."""
-
-    run_s: float
-    wait_s: float
 
 
 def parse(text: str) -> tuple[int, int] | None:
@@ -62,17 +53,14 @@ def threads(pid: int | str = "self") -> dict[int, tuple[int, int]] | None:
 
 def between(
     before: Mapping[int, tuple[int, int]], after: Mapping[int, tuple[int, int]], skip: Collection[int] = ()
-) -> TaskTimes:
-    """What the threads of `after` ran and waited since `before` (a thread new since then from zero), those in
-    `skip` left out: threads that watch the copy rather than make it."""
-    run_ns = wait_ns = 0
-    for tid, (run, wait) in after.items():
-        if tid in skip:
-            continue
-        run0, wait0 = before.get(tid, (0, 0))
-        run_ns += max(0, run - run0)
-        wait_ns += max(0, wait - wait0)
-    return TaskTimes(run_ns / NS_PER_S, wait_ns / NS_PER_S)
+) -> float:
+    """Seconds the threads of `after` waited for a core since `before` (a thread new since then from zero), those
+    in `skip` left out: threads that watch the copy rather than make it."""
+    wait_ns = 0
+    for tid, (_, wait) in after.items():
+        if tid not in skip:
+            wait_ns += max(0, wait - before.get(tid, (0, 0))[1])
+    return wait_ns / NS_PER_S
 
 
 def watching_threads() -> set[int]:
