@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.far_host import fleet_members, saved_rows, start_workbench, wait_for
+from tests.helpers import lab_unavailable
 from tests.schema_check import assert_valid_run_document
 from workbench.lab import expected_goodput_bits_per_s
 from workbench.shared.errors import ExitCode
@@ -27,12 +28,10 @@ PLAN = ["--link", "wifi-ac", "--directions", "download", "--small", "none", "--w
 
 
 def _lab_reason() -> str | None:
-    try:
-        from workbench.lab import check_available
-
-        check_available()
-    except Exception as exc:  # any reason the lab cannot run here is a reason to skip
-        return str(exc)
+    """Why the lab cannot run here, or why its client hosts cannot (they log in over OpenSSH), or None."""
+    reason = lab_unavailable()
+    if reason is not None:
+        return reason
     if not os.path.exists("/usr/sbin/sshd") or shutil.which("ssh") is None:
         return "OpenSSH server or client not installed"
     return None

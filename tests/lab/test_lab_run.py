@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import assert_lab_rtt_honest
+from tests.helpers import assert_lab_rtt_honest, lab_unavailable
 from tests.platform_clients import expected_clients
 from tests.schema_check import assert_valid_run_document
 from workbench.core.ceiling import LABELS, UNEXPLAINED
@@ -33,18 +33,12 @@ EMULATOR_CPU_FLOOR = 0.015
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _lab_reason() -> str | None:
-    try:
-        from workbench.lab import check_available
-
-        check_available()
-    except Exception as exc:  # any reason the lab cannot run here is a reason to skip
-        return str(exc)
-    return None
+# test_exchanges.py skips by this name
+_lab_reason = lab_unavailable
 
 
 @pytest.mark.lab
-@pytest.mark.skipif(_lab_reason() is not None, reason=f"lab unavailable: {_lab_reason()}")
+@pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab unavailable: {lab_unavailable()}")
 def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
     doc_path = tmp_path / "lab.json"
     env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
@@ -181,7 +175,7 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
 
 
 @pytest.mark.lab
-@pytest.mark.skipif(_lab_reason() is not None, reason=f"lab unavailable: {_lab_reason()}")
+@pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab unavailable: {lab_unavailable()}")
 def test_ctrl_c_mid_run_tears_everything_down(tmp_path: Path) -> None:
     import shutil
     import signal
