@@ -74,7 +74,8 @@ class Control:
         self.timeout = min(timeout, CALL_TIMEOUT_S)
         self._opener = urllib.request.build_opener(_DeadlineHandler(connect_timeout))
         self._where = (target.host, target.port("http"))
-        self.wait_s: float | None = None  # the servers' run-queue wait as of the last cpu_seconds(); None: unread
+        # each server thread's run-queue wait (ns) as of the last cpu_seconds(), by thread id; None: unread
+        self.waits_ns: dict[int, int] | None = None
 
     def _call(
         self,
@@ -160,12 +161,13 @@ class Control:
             return None
 
     def cpu_seconds(self) -> float | None:
-        """CPU seconds of the far host's servers so far; their run-queue wait, read with it, is kept in wait_s."""
-        self.wait_s = None
+        """CPU seconds of the far host's servers so far; their threads' run-queue waits, read with it, are kept
+        in waits_ns."""
+        self.waits_ns = None
         try:
             answer = self._call("GET", "cpu")
-            wait = answer.get("wait_s")  # an older serve says none
-            self.wait_s = float(wait) if isinstance(wait, int | float) else None
+            waits = answer.get("waits_ns")  # an older serve says none
+            self.waits_ns = {int(t): int(ns) for t, ns in waits.items()} if isinstance(waits, dict) else None
             return float(answer["cpu_s"])
         except (WorkbenchError, KeyError, TypeError, ValueError, AttributeError):
             return None

@@ -40,8 +40,8 @@ class Sample:
     intervals: tuple[int, ...] = ()  # bytes moved in each INTERVAL_S slot, from the first request
     error: str | None = None
     tcp: TcpTriage | None = None  # what the kernel's TCP counters said of the copy's connections
-    client_wait_s: float | None = None  # run-queue wait of the client process's threads (schedstat); None: unread
-    server_wait_s: float | None = None  # the same of the server's processes, when its host reports it
+    client_wait_s: float | None = None  # run-queue wait of the client's most-waiting thread (schedstat); None: unread
+    server_wait_s: float | None = None  # the same of the server's most-waiting thread, when its host reports it
 
     @property
     def bytes_per_s(self) -> float:

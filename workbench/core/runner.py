@@ -44,7 +44,7 @@ from workbench.fixtures import generate
 from workbench.fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
 from workbench.protocols import registry
 from workbench.protocols.base import Client, FileCopy
-from workbench.shared import cryptocost, hostinfo, procs, triage
+from workbench.shared import cryptocost, hostinfo, procs, schedstat, triage
 from workbench.shared.errors import UnavailableError, WorkbenchError, from_os_error
 from workbench.shared.paths import FILES_DIR
 
@@ -60,9 +60,9 @@ def _cpu_now() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def _waited(before: float | None, after: float | None) -> float | None:
-    """Run-queue wait between two readings, never below zero (a process that ended took its wait with it)."""
-    return round(max(0.0, after - before), 4) if before is not None and after is not None else None
+def _waited(before: dict[int, int] | None, after: dict[int, int] | None) -> float | None:
+    """The most-waiting thread's run-queue wait between two readings of each thread's (schedstat.most_waited)."""
+    return round(schedstat.most_waited(before, after), 4) if before is not None and after is not None else None
 
 
 def _slug(text: str) -> str:
@@ -96,7 +96,7 @@ class _Copier:
         with self.watcher.watch(direction) as seen:  # the TCP triage: started before t0, stopped after it
             # CPU is read inside the watch, so that starting and stopping it (control calls) stay out of it
             server_cpu0 = self.control.cpu_seconds()
-            server_wait0 = getattr(self.control, "wait_s", None)  # a served far host's, read with its CPU
+            server_wait0 = getattr(self.control, "waits_ns", None)  # a served far host's, read with its CPU
             # the helper's CPU is read first here and last below, so the /proc scans stay out of the figure
             cpu0 = self.client.helper_cpu_seconds() + _cpu_now()
             meter.start()
@@ -128,7 +128,7 @@ class _Copier:
                 seconds, intervals = own_s, ()
             cpu1 = _cpu_now() + self.client.helper_cpu_seconds()
             server_cpu1 = self.control.cpu_seconds()
-            server_wait1 = getattr(self.control, "wait_s", None)
+            server_wait1 = getattr(self.control, "waits_ns", None)
         # 0 if the helper died; the triage's sampling thread ran in this process but is not the client's work
         cpu = max(0.0, cpu1 - cpu0 - seen.sampling_cpu_s)
         # A process of the server's tree that ended between the readings, unreaped inside the tree, takes its CPU

@@ -23,8 +23,9 @@ class CopyMeter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
-        self._threads0: dict[int, tuple[int, int]] | None = None
-        self.wait_s: float | None = None  # run-queue wait of the copying threads, once stopped; None: not measured
+        self._threads0: dict[int, int] | None = None
+        # the most-waiting copying thread's run-queue wait (schedstat.most_waited), once stopped; None: not measured
+        self.wait_s: float | None = None
 
     def __call__(self, n: int) -> None:
         # Only the copying thread adds; the sampler only reads, so no lock is needed.
@@ -51,7 +52,7 @@ class CopyMeter:
             self._thread.join()
         threads1 = schedstat.threads()
         if self._threads0 is not None and threads1 is not None:
-            self.wait_s = round(schedstat.between(self._threads0, threads1, schedstat.watching_threads()), 4)
+            self.wait_s = round(schedstat.most_waited(self._threads0, threads1, schedstat.watching_threads()), 4)
         marks = [*self._marks, self.total]
         intervals = [marks[0]] + [b - a for a, b in itertools.pairwise(marks)]
         return tuple(intervals)

@@ -315,11 +315,12 @@ async def ctl_iperf3_key(request: web.Request) -> web.Response:
 
 async def ctl_cpu(request: web.Request) -> web.Response:
     pgids = {os.getpgid(0), *request.app[PGIDS_KEY]()}
-    seconds, wait_s = await asyncio.get_running_loop().run_in_executor(None, schedstat.tree_cpu_and_wait, pgids)
+    seconds, waits = await asyncio.get_running_loop().run_in_executor(None, schedstat.tree_cpu_and_waits, pgids)
     # the TCP triage's sampling runs in this process but is no server's work on the copies
     seconds = max(0.0, seconds - request.app[WATCHES_KEY].sampling_cpu_s())
-    # wait_s: the servers' threads' run-queue wait so far (schedstat), what a loaded host takes from their turns
-    return web.json_response({"cpu_s": seconds, "wait_s": wait_s, "pgids": sorted(pgids)})
+    # waits_ns: each server thread's run-queue wait so far (schedstat), what a loaded host takes from their turns
+    waits_ns = {str(tid): ns for tid, ns in waits.items()} if waits is not None else None
+    return web.json_response({"cpu_s": seconds, "waits_ns": waits_ns, "pgids": sorted(pgids)})
 
 
 async def ctl_crypto_cost(request: web.Request) -> web.Response:

@@ -1,12 +1,16 @@
-"""How long a process's threads ran and how long they waited for a core, from the kernel's schedstat.
+"""How long a process's threads waited for a core, from the kernel's schedstat.
 
 /proc/<pid>/task/<tid>/schedstat holds three numbers per thread: nanoseconds on a CPU, nanoseconds runnable but
 waiting on a run queue, and timeslices run. The wait is what a loaded host takes from a copy: time the copy was
 ready to work and no core ran it. CPU time (utime + stime) never shows it, so a per-file CPU figure taken on a
 busy host and one taken on a quiet host agree, while the copies' wall-clock times do not.
 
-A thread that ends between two readings takes its figures with it (the kernel adds no thread's wait to its
-process), so a difference is an undercount, never read below zero.
+What a copy lost is read as its most-waiting thread's wait between two readings (`most_waited`), not the sum
+over threads: threads that wait at the same time (a client's receiving thread and its caller, woken by one
+answer; an idle server's timer) lose the copy that time once or not at all, so a sum can exceed the copy's own
+duration, while the thread that waited most waited that long on the copy's way at most. A lower bound, which
+is what a ceiling may charge. A thread that ends between two readings takes its figures with it (the kernel
+adds no thread's wait to its process), another undercount.
 """
 
 from __future__ import annotations
@@ -23,17 +27,15 @@ NS_PER_S = 1e9
 WATCHING_THREADS = frozenset({"copy-meter", "tcp-watch"})
 
 
-def parse(text: str) -> tuple[int, int] | None:
-    """(run ns, wait ns) of one schedstat line; None when it is not one."""
+def parse(text: str) -> int | None:
+    """The run-queue wait (ns) of one schedstat line (run ns, wait ns, timeslices); None when it is not one."""
     fields = text.split()
-    if len(fields) < 2 or not fields[0].isdigit() or not fields[1].isdigit():
-        return None
-    return int(fields[0]), int(fields[1])
+    return int(fields[1]) if len(fields) >= 2 and fields[1].isdigit() else None
 
 
-def threads(pid: int | str = "self") -> dict[int, tuple[int, int]] | None:
-    """(run ns, wait ns) of each thread of `pid` now, by thread id; None where the kernel keeps no schedstat
-    (built without it) or the process is gone."""
+def threads(pid: int | str = "self") -> dict[int, int] | None:
+    """The run-queue wait (ns) so far of each thread of `pid`, by thread id; None where the kernel keeps no
+    schedstat (built without it) or the process is gone."""
     base = f"/proc/{pid}/task"
     try:
         tids = os.listdir(base)
@@ -43,24 +45,20 @@ def threads(pid: int | str = "self") -> dict[int, tuple[int, int]] | None:
     for tid in tids:
         try:
             with open(f"{base}/{tid}/schedstat") as fh:
-                read = parse(fh.read())
+                wait = parse(fh.read())
         except OSError:
             continue  # the thread ended, or no schedstat: said below when none reads
-        if read is not None and tid.isdigit():
-            found[int(tid)] = read
+        if wait is not None and tid.isdigit():
+            found[int(tid)] = wait
     return found or None
 
 
-def between(
-    before: Mapping[int, tuple[int, int]], after: Mapping[int, tuple[int, int]], skip: Collection[int] = ()
-) -> float:
-    """Seconds the threads of `after` waited for a core since `before` (a thread new since then from zero), those
-    in `skip` left out: threads that watch the copy rather than make it."""
-    wait_ns = 0
-    for tid, (_, wait) in after.items():
-        if tid not in skip:
-            wait_ns += max(0, wait - before.get(tid, (0, 0))[1])
-    return wait_ns / NS_PER_S
+def most_waited(before: Mapping[int, int], after: Mapping[int, int], skip: Collection[int] = ()) -> float:
+    """Seconds the most-waiting thread of `after` waited for a core since `before` (a thread new since then from
+    zero), those in `skip` left out: threads that watch the copy rather than make it."""
+    return (
+        max((max(0, wait - before.get(tid, 0)) for tid, wait in after.items() if tid not in skip), default=0) / NS_PER_S
+    )
 
 
 def watching_threads() -> set[int]:
@@ -68,22 +66,23 @@ def watching_threads() -> set[int]:
     return {t.native_id for t in threading.enumerate() if t.name in WATCHING_THREADS and t.native_id is not None}
 
 
-def tree_cpu_and_wait(pgids: Collection[int]) -> tuple[float, float | None]:
+def tree_cpu_and_waits(pgids: Collection[int]) -> tuple[float, dict[int, int] | None]:
     """CPU seconds (user+system, reaped children included) of the given process groups and every process below
-    them, and their threads' run-queue wait in seconds (None: no schedstat here), from one process snapshot.
+    them, and the run-queue wait (ns) so far of each of their threads (None: no schedstat here), from one process
+    snapshot.
 
-    The wait is read after the CPU, so reading it is not in the next reading's CPU figure; this process's
-    watching threads (`watching_threads`) are left out of it."""
+    The waits are read after the CPU, so reading them is not in the next reading's CPU figure; this process's
+    watching threads (`watching_threads`) and the thread reading are left out of them."""
     snap = procs.snapshot()
     groups = [pid for pid, fields in snap.items() if int(fields[2]) in pgids]
     members = procs.tree(groups, snap)
     cpu_s = procs.cpu_seconds(members, snap)
-    wait_ns = 0
+    skip = watching_threads() | {threading.get_native_id()}  # and the thread reading them
+    waits: dict[int, int] = {}
     read = False
-    skip = watching_threads()
     for pid in members:
         found = threads(pid)
         if found is not None:
             read = True
-            wait_ns += sum(wait for tid, (_, wait) in found.items() if tid not in skip)
-    return cpu_s, (wait_ns / NS_PER_S if read else None)
+            waits.update((tid, wait) for tid, wait in found.items() if tid not in skip)
+    return cpu_s, (waits if read else None)
