@@ -119,3 +119,39 @@ def test_a_watch_without_a_group_reports_the_client_host_only() -> None:
     report = watch.report()
     assert report is not None and report["server_cpu_s"] is None and report["server_cpu_s_per_s"] is None
     assert report["client_cpu_s"] > 0 and report["seconds"] > 0
+
+
+class _Said:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def status(self, text: str) -> None:
+        self.lines.append(text)
+
+
+class _StockHost:
+    def __init__(self, problem: str | None) -> None:
+        self.problem = problem
+
+    def iperf3_check(self) -> str | None:
+        return self.problem
+
+
+class _CappedLab:
+    def __init__(self) -> None:
+        self.capped = 0
+
+    def cap_server_host(self) -> int:
+        self.capped += 1
+        return 1
+
+
+def test_a_stock_iperf3_started_again_mid_run_goes_back_into_the_server_hosts_cgroup() -> None:
+    from workbench.lab.run import _check_iperf3
+
+    lab, said = _CappedLab(), _Said()
+    _check_iperf3(lab, _StockHost(None), said)  # type: ignore[arg-type]
+    assert lab.capped == 0 and said.lines == []  # alive: left where it is
+    restarted = "stock-iperf3 had exited (status 1); started again"
+    _check_iperf3(lab, _StockHost(restarted), said)  # type: ignore[arg-type]
+    assert lab.capped == 1 and said.lines == [f"lab: {restarted}"]  # the new one joins the cap, then it is said

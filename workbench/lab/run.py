@@ -429,9 +429,7 @@ def _stock_runs(
                     observer.status(f"lab: {url}: --protocols selects none of its clients; not run")
                     continue
                 observer.status(f"lab: measuring {url}…")
-                problem = host.iperf3_check()  # the baseline's server, started again if it died meanwhile
-                if problem:
-                    observer.status(f"lab: {problem}")
+                _check_iperf3(lab, host, observer)
 
                 def start(recorder: Recorder, run_observer: RunObserver, url: str = url, name: str = name) -> Run:
                     return _stock_run(lab, host, url, plan, link, recorder, run_observer, f"{label} {name}")
@@ -474,6 +472,15 @@ def _stock_run(
         far.close()  # logged in, nothing made yet: execute() would have finished it
         raise
     return runner.execute(url_run_plan, recorder, observer, far=far, lab=context, label=label)
+
+
+def _check_iperf3(lab: Lab, host: StockDaemons, observer: RunObserver) -> None:
+    """The baseline's iperf3, started again if it died meanwhile: the new one joins the server host's cgroup, so
+    it runs under the same CPU cap (and is counted) as the one it replaces."""
+    problem = host.iperf3_check()
+    if problem:
+        lab.cap_server_host()
+        observer.status(f"lab: {problem}")
 
 
 def _cap_server_host(lab: Lab, req: LabRequest, observer: RunObserver) -> None:
