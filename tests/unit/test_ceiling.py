@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from workbench.core.ceiling import (
@@ -336,6 +338,24 @@ def test_a_client_that_waited_for_a_core_is_charged_its_wait_and_the_ceiling_say
     per_file = next(b for b in both.bounds or () if b.label == "per-file")
     assert per_file.bytes_per_s == pytest.approx(65536 / (wire_s + cpu_s + 0.006 + 0.005))
     assert "the server waiting" not in (both.bound_explanation or "")
+
+
+def test_a_single_copy_that_waited_for_a_core_says_it_was_cpu_starved_and_the_run_says_the_host_was_loaded() -> None:
+    sample = Sample(bytes=64 << 20, seconds=2.0, verified=True, client_cpu_s=0.5, client_wait_s=0.6, server_wait_s=0.1)
+    row = Result("smb", "pysmb", "download", "64M", 64 << 20, 1, samples=(sample,) * 3, details=ClientDetails())
+    run = Run(id=1, meta={}, baseline=Baseline(62.5e6, 62.5e6, rtt_ms=2.8), results=(row,))
+    said = explain(run, "10.77.0.2")
+    why = said.rows[0]
+    # 33.5 MB/s against a 62.5 MB/s raw TCP: no ceiling within reach, and the row says what it lost
+    assert why.bound == "unexplained" and "CPU-starved: the client waited for a core 30% of the copy" in (
+        why.bound_explanation or ""
+    )
+    assert "the server waited" not in (why.bound_explanation or "")  # 5 %: not starved
+    (note,) = [n for n in said.notes if n.startswith("a loaded host")]
+    assert "the client's 30% (up to 30%), the server's 5% (up to 5%)" in note
+    quiet = Run(id=1, meta={}, baseline=run.baseline, results=(dataclasses.replace(row, samples=(
+        dataclasses.replace(sample, client_wait_s=0.01),) * 3),))  # fmt: skip
+    assert not any(n.startswith("a loaded host") for n in explain(quiet, "10.77.0.2").notes)
 
 
 def test_a_goodput_meter_off_raw_tcp_by_more_than_two_percent_is_said_and_which_fell_short() -> None:

@@ -241,15 +241,54 @@ def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, f
         one_at_a_time = bound.label == "per-file" and (row.details.files_in_flight or 1) == 1
         cpu = _off_cpu(row) if one_at_a_time else _streamed_cpu(row)
         per_file = format_ms(gap_s / row.files)
-        return f"≈{per_file} per file{trips}: time the client or server spends off the wire{cpu}{setup}"
+        starved = "" if one_at_a_time else _starved(row)  # a per-file ceiling of one at a time charged it
+        return f"≈{per_file} per file{trips}: time the client or server spends off the wire{cpu}{setup}{starved}"
     triage = row.tcp
     said = f"; the {triage.side}'s TCP counters say {triage.limit}" if triage is not None and triage.limit else ""
+    said += _starved(row)
     if row.details.timed_includes_setup and fixed_s is None:
         return (
             f"≈{format_ms(gap_s)} per copy, the process start and login each copy pays: no fixed cost could be "
             f"fitted (it needs single files of two sizes){said}"
         )
     return f"≈{format_ms(gap_s)} per copy that no ceiling counts{said}"
+
+
+STARVED = 0.1  # a copy whose client or server waited for a core a tenth of its time or more was CPU-starved
+
+
+def _wait_shares(row: Result, side: str) -> list[float]:
+    """Each good copy's wait for a core on one side (its most-waiting thread's) as a share of the copy's time."""
+    attr = f"{side}_wait_s"
+    return [w / s.seconds for s in row.good_samples if (w := getattr(s, attr)) is not None and s.seconds > 0]
+
+
+def _starved(row: Result) -> str:
+    """'; CPU-starved: …' when a side of a single copy waited for a core STARVED of its time or more (median over
+    the copies): what the copy lost to other work on a loaded host, which no ceiling of one copy charges."""
+    said = []
+    for side in ("client", "server"):
+        shares = _wait_shares(row, side)
+        if shares and statistics.median(shares) >= STARVED:
+            said.append(f"the {side} waited for a core {statistics.median(shares):.0%} of the copy")
+    return f"; CPU-starved: {' and '.join(said)}" if said else ""
+
+
+def _load_note(run: Run) -> str | None:
+    """How much of the copies' time their threads waited for a core (median over copies, each side's
+    most-waiting thread), where that is STARVED or more on either side: the host was loaded by other work."""
+    said = []
+    for side in ("client", "server"):
+        shares = [share for row in run.results for share in _wait_shares(row, side)]
+        if shares:
+            said.append((side, statistics.median(shares), max(shares)))
+    if not any(median >= STARVED for _, median, _ in said):
+        return None
+    parts = ", ".join(f"the {side}'s {median:.0%} (up to {most:.0%})" for side, median, most in said)
+    return (
+        f"a loaded host: the copies waited for a core a median {parts} of their time; per-file ceilings charge it "
+        "as 'waiting for a core', and other rows that lost more than a tenth say so"
+    )
 
 
 METER_AGREES = 0.02  # the lab's goodput meter and raw TCP up within 2 % are one figure
@@ -311,6 +350,9 @@ def explain(run: Run, host: str) -> Explanation:
     meter = _goodput_note(run)
     if meter:
         notes.append(meter)
+    load = _load_note(run)
+    if load:
+        notes.append(load)
     stalled = [f"{r.label} {r.direction} {r.file_set}" for r in run.results if r.stall_count]
     if stalled:
         notes.append(f"stalls (100 ms intervals with almost no progress mid-copy) in: {', '.join(stalled)}")
