@@ -1,5 +1,7 @@
 """The TCP triage and the ceilings on the default wifi-ac lab (533 Mbit/s, 2.8 ms): the kernel's counters,
-sampled from outside the clients, say what limited each copy, and the ceilings explain the rates they name."""
+sampled from outside the clients, say what limited each copy, and the ceilings explain the rates they name. The
+same lab's HTTP copies show the wire: the interface carrying the path and the connections' own count of what went
+on the wire agree within the stated tolerance, for a copy each way (its sender on either host)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,12 @@ import sys
 
 import pytest
 
-from tests.lab.test_lab_run import REPO, _lab_reason
+from tests.helpers import lab_unavailable
+from tests.lab.test_lab_run import REPO
 from tests.schema_check import assert_valid_run_document
 from workbench.core.ceiling import UNEXPLAINED
+from workbench.core.results import Run
+from workbench.shared.wire import IFACE_TOLERANCE
 
 FRACTIONS = ("app_limited", "rwnd_limited", "sndbuf_limited", "network_limited")
 
@@ -50,7 +55,7 @@ def _fractions_add_up(tcp: dict) -> None:
     assert all(0.0 <= tcp[k] <= 1.0 for k in FRACTIONS), tcp
 
 
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_lab_reason() is not None, reason=f"lab: {_lab_reason()}")]
+pytestmark = [pytest.mark.lab, pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab: {lab_unavailable()}")]
 
 
 def test_the_probe_through_the_rate_limit_is_network_limited(lab_doc: dict) -> None:
@@ -108,3 +113,21 @@ def test_the_verdict_is_three_to_six_sentences_from_the_rows(lab_doc: dict) -> N
     assert verdict[0].startswith("Raw TCP reached")
     said = [*verdict, *lab_doc["warnings"]]  # the verdict's worst client, or the notes' other shortfalls
     assert any("smb/pysmb" in s and "not the network" in s for s in said), said
+
+
+def test_the_interface_and_the_connections_count_the_same_wire_bytes(lab_doc: dict) -> None:
+    run = Run.from_json(lab_doc)
+    http = [r for r in run.results if f"{r.protocol}/{r.client}" == "http/aiohttp" and r.file_set == "16M"]
+    assert {r.direction for r in http} == {"upload", "download"}
+    for row in http:
+        tcp = row.tcp
+        assert tcp is not None and tcp.side == "sender", row
+        assert tcp.host == ("client" if row.direction == "upload" else "server")
+        # the lab's link device on the sender's host, not loopback: its counters are compared
+        assert tcp.iface_name and tcp.iface_kind != "loopback" and tcp.iface_bytes, tcp
+        assert tcp.iface_to_wire is not None and abs(tcp.iface_to_wire - 1.0) <= IFACE_TOLERANCE, tcp
+        per_file = row.wire_bytes_per_file_byte
+        assert per_file is not None and 1.0 <= per_file < 1.2, tcp
+    disagree = [w for w in lab_doc["warnings"] if w.startswith("http/aiohttp ") and "connections' wire bytes (" in w]
+    assert not disagree, lab_doc["warnings"]
+    assert any(w.startswith("wire bytes per file byte") and " http 1." in w for w in lab_doc["warnings"])
