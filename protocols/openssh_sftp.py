@@ -20,7 +20,7 @@ from workbench.shared.errors import AuthError, NetworkError, NotFoundError, Work
 from workbench.shared.sshconfig import config_args
 from workbench.shared.target import Target, url_host
 
-DEFAULT_CIPHER = "aes128-gcm@openssh.com"  # 20-45 % faster than chacha20-poly1305 with AES-NI (measured here)
+DEFAULT_CIPHER = "aes128-gcm@openssh.com"  # 20-45 % faster than chacha20-poly1305 with AES-NI (OpenSSH 9.2, x86-64)
 REQUEST_BYTES = 32768  # sftp -B default
 REQUESTS_IN_FLIGHT = 64  # sftp -R default
 MAX_BUDGET_BYTES = 1 << 40  # caps the deadline when a download's size is unknown

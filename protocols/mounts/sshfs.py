@@ -31,7 +31,7 @@ from workbench.shared.sshconfig import config_args
 from workbench.shared.target import Target, url_host
 
 REQUEST_BYTES = 32 * 1024  # the kernel splits FUSE reads and writes into SFTP requests of this size
-DEFAULT_CIPHER = "aes128-gcm@openssh.com"  # AES-NI: 20-45 % faster than chacha20-poly1305 (measured here)
+DEFAULT_CIPHER = "aes128-gcm@openssh.com"  # AES-NI: 20-45 % faster than chacha20-poly1305 (OpenSSH 9.2, x86-64)
 
 _SSHFS_FAILURES: tuple[tuple[str, type[WorkbenchError]], ...] = (
     ("host key verification failed", AuthError),

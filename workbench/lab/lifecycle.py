@@ -201,7 +201,7 @@ class Lifecycle:
                 self.cc[ns] = f"{self._route_cc} (per-route congctl on the lab link)"
 
     def _hold_cores_awake(self) -> None:
-        # A halted vCPU takes 0.1-0.3 ms to wake here (cpuidle-haltpoll in a VM), and every emulated round
+        # A halted vCPU can take 0.1-0.3 ms to wake (cpuidle-haltpoll in a VM), and every emulated round
         # trip crosses two such wake-ups: idle RTT wandered 0.2-0.55 ms on a 0 ms line. A PM QoS request of
         # 0 µs (what cyclictest holds) keeps idle cores polling instead of halting, which left 0.08-0.13 ms
         # and steadied a 2.8 ms link to ±0.02 ms. The kernel drops the request when this fd closes, even

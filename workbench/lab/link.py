@@ -34,9 +34,9 @@ MIN_QUEUE = 256 * 1024  # four 64 KiB GSO super-packets: below that one burst ov
 # so a window-limited flow sees the RTT it was given (window/RTT within a few %, measured 0.95 at 533 Mbit/s)
 BURST_RTT_SHARE = 1 / 32
 # ... but never more pieces per second than the emulator can cut and write at line rate: each costs about
-# 26 µs of its CPU here (8-segment pieces at 1 Gbit/s took it from 40 % to 66 % of a core)
+# 26 µs of its CPU on a 2-core VM (8-segment pieces at 1 Gbit/s took it from 40 % to 66 % of a core)
 MAX_PIECES_PER_S = 12_000
-# What the delay line adds to a round trip by itself here (TUN, Python, wake-ups): 0.05 ms measured with
+# What the delay line adds to a round trip by itself (TUN, Python, wake-ups): 0.05 ms measured on a 2-core VM with
 # the cores held awake. A link asked for no more than that needs no line: the kernel builds it (veth + tbf).
 LINE_OWN_RTT_MS = 0.05
 
@@ -108,7 +108,7 @@ class LinkSpec:
     rtt_ms: float
     mtu: int = 1500
     loss: float = 0.0
-    cc: str | None = None  # None keeps the host's default (BBR here)
+    cc: str | None = None  # None keeps the host's default (net.ipv4.tcp_congestion_control)
     queue_bytes: int | None = None  # None: one bandwidth-delay product, at least MIN_QUEUE
     burst: int | None = None  # segments delivered at once; None: chosen from rate and RTT (burst_segments)
     offloads: Switches = ()  # offloads switched on a host's link device: (("server", (("tso", False),)),)

@@ -346,9 +346,10 @@ def run_fleet_lab(req: LabRequest, clients: int, drive: DriveFleet, observer: Ru
         raise UsageError(f"--clients {clients} is out of range", f"use 1 to {MAX_FLEET_CLIENTS}")
     cc_note = None
     if req.cc is None:
-        # Clients share one bottleneck here, so their congestion control decides the shares. BBR (this kernel's
-        # default here) left one of three streams 470 of the link's 502 Mbit/s in the lab; CUBIC, the default of
-        # Windows, macOS and stock Linux, shared it evenly (Jain's index 0.9-1.0). The clients a user has run CUBIC.
+        # Clients share one bottleneck here, so their congestion control decides the shares. BBR (a host's default
+        # where so configured) left one of three streams 470 of the link's 502 Mbit/s in the lab; CUBIC, the default
+        # of Windows, macOS and stock Linux, shared it evenly (Jain's index 0.9-1.0). The clients a user has run
+        # CUBIC.
         req = dataclasses.replace(req, cc="cubic")
         cc_note = "congestion control cubic on every lab host (what Windows, macOS and stock Linux use); --cc to change"
     stall_note = "stalls run from the start: the clients' baselines, alone and at once, meet them too"

@@ -2,7 +2,7 @@
 
 Unlike workbench's own sshd (server/daemons/sshd.py) nothing confines the session: SFTP is OpenSSH's
 `sftp-server` binary, `scp -O` and rsync over SSH run through the login shell, every session starts in
-the user's home directory. What this machine needs to run it privately (measured on Debian 12): the
+the user's home directory. What a host needs to run it privately (OpenSSH 9.2 on Debian 12): the
 directory /run/sshd, an absolute path to the binary, `UsePAM no` and `StrictModes no` (the keys live
 under a temporary tree). prepare() writes a host key, a client key (its public half the only authorized
 key) and a known_hosts line for the address, all in this server's directory. With `UsePAM no` a
