@@ -136,6 +136,21 @@ def test_several_urls_go_on_past_one_that_cannot_run(monkeypatch: pytest.MonkeyP
         session.start(session.Urls(urls[:1]), resolve("run", {}), _Screen([NetworkError("a is down")]))
 
 
+class _StockSide:
+    """A stock lab's side that hands each server's URL to `present` in turn, as lab/run.py does."""
+
+    def run_stock(self, request: Any, present: Any, observer: RunObserver, label: str | None) -> list[Run]:
+        found = [present(name, lambda recorder, observer: _run(None)) for name in ("ftp", "sftp", "smb")]
+        return [run for run in found if run is not None]
+
+
+def test_a_stock_lab_goes_on_past_a_server_that_cannot_run_and_combines_the_codes_once() -> None:
+    screen = _Screen([NetworkError("ftp is down"), _run("hash mismatch"), _run(None)])
+    outcome = session.start(session.StockLab(None, _StockSide()), resolve("lab", {}), screen)  # type: ignore[arg-type]
+    assert outcome.exit_code == ExitCode.NETWORK and len(outcome.runs) == 2  # the first failure's code
+    assert screen.said.count(("could not", "ftp")) == 1 and ("rows failed", 1) in screen.said
+
+
 # ---------------------------------------------------------------- the run's metadata
 class _FrozenMetaRecorder(ListRecorder):
     """Keeps the metadata begin() was given, to compare with what it holds at the end."""

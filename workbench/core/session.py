@@ -98,7 +98,7 @@ class LabSide(Protocol):
         ...
 
     def run_stock(
-        self, request: Any, present: Callable[[str, Start], Run], observer: RunObserver, label: str | None
+        self, request: Any, present: Callable[[str, Start], Run | None], observer: RunObserver, label: str | None
     ) -> list[Run]:
         """Build the lab with stock daemons, one run per daemon's URL through `present(scheme, start)`."""
         ...
@@ -399,15 +399,21 @@ def _lab(session: Lab, screen: Screen, label: str | None, outcome: Outcome) -> N
 
 
 def _stock_lab(session: StockLab, screen: Screen, label: str | None, outcome: Outcome) -> None:
-    """One run per stock server's URL, each shown and recorded as `run URL` shows one."""
+    """One run per stock server's URL, each shown and recorded as `run URL` shows one; a server that cannot be
+    measured at all is said and the others still run, the exit codes combined once as for several URLs."""
 
-    def present(name: str, one: Start) -> Run:
-        return screen.present(Part(name=name), one)
+    def present(name: str, one: Start) -> Run | None:
+        part = Part(name=name, title=name)
+        try:
+            run = screen.present(part, one)
+        except WorkbenchError as exc:  # said, and its code counted: the other servers still run
+            outcome.could_not(part, exc, screen)
+            return None
+        outcome.ran(run, screen)
+        return run
 
     with screen.status() as observer:
-        runs = session.side.run_stock(session.request, present, observer, label)
-    for run in runs:
-        outcome.ran(run, screen)
+        session.side.run_stock(session.request, present, observer, label)
 
 
 def _fleet_lab(session: FleetLab, screen: Screen, label: str | None, outcome: Outcome) -> None:

@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 SERVER_KINDS = ("workbench", "stock")  # --servers: workbench's own (`servers up`), or plainly configured daemons
 
 # A stock lab is one run per URL. Its session shows each as `run` does: present(name, start) calls start(recorder,
-# observer) inside its own recorder and progress display, shows the table and returns the run.
-Present = Callable[[str, Start], Run]
+# observer) inside its own recorder and progress display, shows the table and returns the run; None when the URL
+# could not be measured at all (present said why, and its exit code counts with the others').
+Present = Callable[[str, Start], Run | None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -399,7 +400,7 @@ def run_stock_lab(req: LabRequest, present: Present, observer: RunObserver, labe
 
     `present` shows each run (see Present); `observer` the lab's own status lines. Everything is torn down
     however it ends (Ctrl-C, SIGTERM, a failure). A URL that cannot be measured at all (its login refused,
-    say) does not stop the others: once they ran, the first such failure is raised.
+    say) does not stop the others: `present` says so and the next URL runs.
     """
     with _built_lab(req, observer) as (lab, work, link):
         return _stock_runs(lab, req, work, link, present, observer, label or f"lab {req.preset} stock")
@@ -422,7 +423,6 @@ def _stock_runs(
         # --protocols as typed (the lab's default is every client); each URL keeps the clients of its protocol
         plan = url_plan(req.settings)
         runs: list[Run] = []
-        failures: list[WorkbenchError] = []
         with host.client_environment(), lab.in_client():
             for url in host.urls():
                 name = parse(url).scheme
@@ -435,13 +435,9 @@ def _stock_runs(
                 def start(recorder: Recorder, run_observer: RunObserver, url: str = url, name: str = name) -> Run:
                     return _stock_run(lab, host, url, plan, link, recorder, run_observer, f"{label} {name}")
 
-                try:
-                    runs.append(present(name, start))
-                except WorkbenchError as exc:
-                    observer.status(f"lab: {url} could not be measured: {exc.one_line()}")
-                    failures.append(exc)
-        if failures:
-            raise failures[0]
+                run = present(name, start)
+                if run is not None:
+                    runs.append(run)
         return runs
     finally:
         for line in host.down():
