@@ -116,3 +116,9 @@ LABELS
 AGGREGATE_KEYS
 LIMITS
 json_schema
+
+# Size limits read by field name (workbench/shared/rtnetlink.py SizeLimits: SIZE_LIMITS, parse_link).
+gso_max_segs
+gro_max_size_bytes
+tso_max_size_bytes
+tso_max_segs
