@@ -189,42 +189,40 @@ class DsiConnection:
         self._recv_into(memoryview(buf))
         return bytes(buf)
 
+    def _reply_header(self, request_id: int) -> Header:
+        """The header of the reply to `request_id`, which must be the next reply the server sends; requests the
+        server interleaves are answered on the way."""
+        while True:
+            header = parse_header(self._recv(HEADER_BYTES))
+            if header.flags == FLAG_REQUEST:
+                self._serve(header)
+                continue
+            if header.flags != FLAG_REPLY:
+                raise DsiError(f"{self.where} sent a DSI message with flags {header.flags}")
+            if header.request_id != request_id:
+                raise DsiError(f"{self.where} answered request {header.request_id} while {request_id} was due")
+            return header
+
     def read_reply(self, request_id: int, into: memoryview | None = None) -> Reply:
         """The reply to `request_id` (the next reply the server sends). Its data goes into `into` when given (a
         read's buffer, which must be large enough), else into Reply.data. Requests the server interleaves are
         answered on the way."""
-        while True:
-            header = parse_header(self._recv(HEADER_BYTES))
-            if header.flags == FLAG_REQUEST:
-                self._serve(header)
-                continue
-            if header.flags != FLAG_REPLY:
-                raise DsiError(f"{self.where} sent a DSI message with flags {header.flags}")
-            if header.request_id != request_id:
-                raise DsiError(f"{self.where} answered request {header.request_id} while {request_id} was due")
-            if into is not None and header.length <= len(into):
-                self._recv_into(into[: header.length])
-                return Reply(header.request_id, header.code, b"", header.length)
-            if into is not None or header.length > MAX_CONTROL_REPLY_BYTES:
-                raise DsiError(f"{self.where} sent a reply of {header.length} bytes, more than was asked for")
-            return Reply(header.request_id, header.code, self._recv(header.length), header.length)
+        header = self._reply_header(request_id)
+        if into is not None and header.length <= len(into):
+            self._recv_into(into[: header.length])
+            return Reply(header.request_id, header.code, b"", header.length)
+        if into is not None or header.length > MAX_CONTROL_REPLY_BYTES:
+            raise DsiError(f"{self.where} sent a reply of {header.length} bytes, more than was asked for")
+        return Reply(header.request_id, header.code, self._recv(header.length), header.length)
 
     def read_reply_to_file(self, request_id: int, fd: int, offset: int, max_bytes: int) -> Reply:
         """As read_reply with `into`, but the data (at most `max_bytes`) go straight into the file `fd` at
         `offset`, spliced through a pipe."""
-        while True:
-            header = parse_header(self._recv(HEADER_BYTES))
-            if header.flags == FLAG_REQUEST:
-                self._serve(header)
-                continue
-            if header.flags != FLAG_REPLY:
-                raise DsiError(f"{self.where} sent a DSI message with flags {header.flags}")
-            if header.request_id != request_id:
-                raise DsiError(f"{self.where} answered request {header.request_id} while {request_id} was due")
-            if header.length > max_bytes:
-                raise DsiError(f"{self.where} sent a reply of {header.length} bytes, more than was asked for")
-            self._splice_to(fd, offset, header.length)
-            return Reply(header.request_id, header.code, b"", header.length)
+        header = self._reply_header(request_id)
+        if header.length > max_bytes:
+            raise DsiError(f"{self.where} sent a reply of {header.length} bytes, more than was asked for")
+        self._splice_to(fd, offset, header.length)
+        return Reply(header.request_id, header.code, b"", header.length)
 
     def _splice_to(self, fd: int, offset: int, length: int) -> None:
         pipe_r, pipe_w = self._splice_pipe()
