@@ -350,3 +350,41 @@ def test_a_failed_copy_leaves_the_session_usable(afpd: AfpServed, tmp_path: Path
             client.download("files/none.bin", tmp_path / "none.bin", Counter())
         client.download("files/f.bin", tmp_path / "ok.bin", Counter())
     assert (tmp_path / "ok.bin").read_bytes() == data
+
+
+def test_a_local_file_that_shrinks_under_an_upload_is_one_error(afpd: AfpServed, tmp_path: Path) -> None:
+    """The upload sends from the file mapped into memory: a file cut short under it fails the copy with one
+    line (the kernel's copy meets the end of the file), it does not kill the process."""
+    source = tmp_path / "shrinks.bin"
+    write_random(source, 8 * 1024 * 1024)
+    (afpd.root / "files").mkdir()
+    cut: list[int] = []
+
+    def shrink(n: int) -> None:
+        if not cut:
+            cut.append(n)
+            os.truncate(source, 0)
+
+    with _client(afpd, block_size=256 * 1024, requests_in_flight=2) as client, pytest.raises(WorkbenchError) as caught:
+        client.upload(source, "files/shrinks.bin", shrink)
+    assert cut
+    assert "shrank" in caught.value.one_line() and "\n" not in caught.value.one_line()
+
+
+def test_an_upload_from_a_pipe_goes_through_a_buffer(afpd: AfpServed, tmp_path: Path) -> None:
+    """What cannot be mapped (a pipe) is read into a buffer and sent from it: the same bytes arrive."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    data = os.urandom(3 * 1024 * 1024 + 7)
+
+    def feed() -> None:
+        with open(fifo, "wb") as fh:
+            fh.write(data)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    (afpd.root / "files").mkdir()
+    with _client(afpd, block_size=1 << 20, requests_in_flight=3) as client:
+        client.upload(fifo, "files/piped.bin", Counter())
+    feeder.join(timeout=10)
+    assert (afpd.root / "files" / "piped.bin").read_bytes() == data
