@@ -4,7 +4,10 @@ Part 1, on loopback and on the lab's wifi-ac link: one netatalk afpd (workbench'
 lab's reference volume); per direction, afp_speedtest's timed Read or Write of its own SIZE-MiB file, through the
 registered reference client (protocols/afp_speedtest.py: the same argv and parsing as the lab's afp/afp_speedtest
 rows), and afp/python's download or upload of a SIZE-MiB file, with the same request size (the server's quantum)
-and requests in flight; medians of REPEAT and the ratio python / native (goal: >= 0.9). What afp_speedtest
+and requests in flight; REPEAT alternating pairs (native then python, python then native, ...: a load that comes
+and goes on a shared machine falls on both), each client's median and spread, the ratio python / native of the
+medians (goal: >= 0.9) and the median and spread of the pairs' ratios, with the load average before and after
+(loopback figures are CPU-bound: a busy machine moves them). What afp_speedtest
 measures: Read writes a file of its own (untimed), then times FPReadExt requests over it, -r at a time, from
 the first request to the last reply, the data thrown away; Write times FPWriteExt requests of its own data into
 a file of its own, without FPFlushFork (-a: afp/python flushes nothing). Its figures cannot be verified (it
@@ -23,7 +26,9 @@ Part 2, on wifi-ac: `workbench lab --link wifi-ac` with afp/python, afp/afp_spee
 http/curl, the same file: AFP against SMB and HTTP on the same link (Mbit/s, median).
 
 Usage (root; netatalk prepared by scripts/afp_root.sh; about 3 minutes; a lab, so under the lab lock):
-  python bench/bench_afp.py [--size-mib 64] [--repeat 3] [--in-flight 4] [--skip-lab] [--skip-loopback]
+  python bench/bench_afp.py [--size-mib 64] [--repeat 5] [--in-flight 4] [--skip-lab] [--skip-loopback]
+The files live in a temporary folder under TMPDIR: TMPDIR=/dev/shm keeps the disk's writeback of the written
+files out of the loopback figures.
 """
 
 from __future__ import annotations
@@ -93,8 +98,26 @@ def python_bytes_per_s(
     return size / seconds
 
 
-def median_of(repeat: int, measure: Callable[[], float]) -> float:
-    return statistics.median(measure() for _ in range(repeat))
+def alternating(
+    repeat: int, native: Callable[[], float], python: Callable[[], float]
+) -> tuple[list[float], list[float]]:
+    """`repeat` pairs of samples, the order swapped every pair; (native samples, python samples)."""
+    natives: list[float] = []
+    pythons: list[float] = []
+    for i in range(repeat):
+        if i % 2:
+            pythons.append(python())
+            natives.append(native())
+        else:
+            natives.append(native())
+            pythons.append(python())
+    return natives, pythons
+
+
+def spread(samples: list[float], scale: float = 1.0, fmt: str = ",.0f") -> str:
+    """The median of `samples` (times `scale`) and their range: '1,234 (1,100-1,300)'."""
+    low, mid, high = (f"{x * scale:{fmt}}" for x in (min(samples), statistics.median(samples), max(samples)))
+    return f"{mid} ({low}-{high})"
 
 
 def compare(
@@ -134,12 +157,15 @@ def compare(
             def python_once(d: str = direction) -> float:
                 return python_bytes_per_s(bind, port, creds, d, ctx.root, size, quantum, flight, ns, scratch)
 
-            native_rate = median_of(args.repeat, native_once)
-            python = median_of(args.repeat, python_once)
+            load_before = os.getloadavg()[0]
+            natives, pythons = alternating(args.repeat, native_once, python_once)
+            ratio = statistics.median(pythons) / statistics.median(natives)
+            pairs = [p / n for p, n in zip(pythons, natives, strict=True)]
             lines.append(
-                f"{where:9} {direction:8} afp_speedtest {native_rate * 8 / 1e6:9,.0f} Mbit/s   afp/python "
-                f"{python * 8 / 1e6:9,.0f} Mbit/s   ratio {python / native_rate:5.2f}   "
-                f"({args.size_mib} MiB, {quantum >> 10} KiB x {args.in_flight} in flight, median of {args.repeat})"
+                f"{where:9} {direction:8} afp_speedtest {spread(natives, 8e-6)} Mbit/s   afp/python "
+                f"{spread(pythons, 8e-6)} Mbit/s   ratio {ratio:4.2f}, of pairs {spread(pairs, fmt='.2f')}   "
+                f"({args.size_mib} MiB, {quantum >> 10} KiB x {args.in_flight} in flight, {args.repeat} pairs, "
+                f"load {load_before:.1f}-{os.getloadavg()[0]:.1f})"
             )
     finally:
         server.stop()
@@ -171,7 +197,7 @@ def lab_protocols(args: argparse.Namespace, work: Path) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--size-mib", type=int, default=64)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--in-flight", type=int, default=4)
     parser.add_argument("--skip-lab", action="store_true")
     parser.add_argument("--skip-loopback", action="store_true")
