@@ -72,12 +72,14 @@ def tree_cpu_and_waits(pgids: Collection[int]) -> tuple[float, dict[int, int] | 
     snapshot.
 
     The waits are read after the CPU, so reading them is not in the next reading's CPU figure; this process's
-    watching threads (`watching_threads`) and the thread reading are left out of them."""
+    watching threads (`watching_threads`) are left out of them."""
     snap = procs.snapshot()
     groups = [pid for pid, fields in snap.items() if int(fields[2]) in pgids]
     members = procs.tree(groups, snap)
     cpu_s = procs.cpu_seconds(members, snap)
-    skip = watching_threads() | {threading.get_native_id()}  # and the thread reading them
+    # The thread reading is not left out: serve reads in whichever worker thread is free, and a worker left out
+    # of one reading and not of the next would be read as waiting its whole life between them.
+    skip = watching_threads()
     waits: dict[int, int] = {}
     read = False
     for pid in members:
