@@ -21,10 +21,12 @@ if TYPE_CHECKING:
 
 class TestScpContract(SshdClientContract):
     client_class = ScpClient
+    small_set_files = 6  # a login per downloaded file
 
 
 class TestScpLegacyContract(SshdClientContract):
     client_class = ScpLegacyClient
+    small_set_files = 6  # a login per downloaded file
 
 
 @pytest.mark.parametrize("client_class", [ScpClient, ScpLegacyClient])

@@ -199,10 +199,12 @@ class TestOpenSSHSftpStock(_StockFixtures, ClientContract):
 
 class TestScpStock(_StockFixtures, ClientContract):
     client_class = ScpClient
+    small_set_files = 6  # a login per downloaded file
 
 
 class TestScpLegacyStock(_StockFixtures, ClientContract):
     client_class = ScpLegacyClient
+    small_set_files = 6  # a login per downloaded file
 
 
 class TestRsyncSshStock(_StockFixtures, ClientContract):
