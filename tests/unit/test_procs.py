@@ -8,7 +8,7 @@ import sys
 import textwrap
 import time
 
-from workbench.shared import hostinfo, procs
+from workbench.shared import procs, schedstat
 
 BURN_S = 0.3
 
@@ -47,12 +47,12 @@ def test_process_tree_cpu_counts_children_in_new_sessions_live_and_reaped() -> N
         child = int(parent.stdout.readline())
         assert os.getpgid(child) != parent.pid and child in procs.descendants(parent.pid)
         group_only = procs.cpu_seconds([pid for pid, f in procs.snapshot().items() if int(f[2]) == parent.pid])
-        live = hostinfo.process_tree_cpu({parent.pid})
+        live = schedstat.tree_cpu_and_waits({parent.pid})[0]
         assert group_only < BURN_S / 2  # the listener's group alone misses the session's work...
         assert live >= BURN_S * 0.9  # ...the tree has it
         parent.stdin.close()
         assert parent.stdout.readline().strip() == "reaped"
-        reaped = hostinfo.process_tree_cpu({parent.pid})
+        reaped = schedstat.tree_cpu_and_waits({parent.pid})[0]
         assert reaped >= live - 0.02  # once reaped, the child's CPU is in its parent's cutime: not lost, not doubled
         assert reaped < live + BURN_S / 2
     finally:

@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from workbench.shared import offloads, procs
+from workbench.shared import offloads
 
 _SYSCTLS = {
     "tcp_rmem": "net/ipv4/tcp_rmem",
@@ -65,14 +65,3 @@ def describe(peer: str | None = None) -> dict[str, Any]:
         info["mtu"] = record.get("mtu_bytes")
         info["offloads"] = record
     return info
-
-
-def process_tree_cpu(pgids: set[int]) -> float:
-    """CPU seconds (user+system, incl. reaped children) of the given process groups and all their descendants.
-
-    Descendants matter: sshd runs each session (and its sftp-server or rsync) in a new session and process
-    group, so counting the listener's group alone saw 1 % of a core while a session decrypted 60 MB/s.
-    """
-    snap = procs.snapshot()
-    groups = [pid for pid, fields in snap.items() if int(fields[2]) in pgids]
-    return procs.cpu_seconds(procs.tree(groups, snap), snap)

@@ -71,6 +71,8 @@ def tree_cpu_and_waits(pgids: Collection[int]) -> tuple[float, dict[int, int] | 
     them, and the run-queue wait (ns) so far of each of their threads (None: no schedstat here), from one process
     snapshot.
 
+    Descendants matter: sshd runs each session (and its sftp-server or rsync) in a new session and process
+    group, so counting the listener's group alone saw 1 % of a core while a session decrypted 60 MB/s.
     The waits are read after the CPU, so reading them is not in the next reading's CPU figure; this process's
     watching threads (`watching_threads`) are left out of them."""
     snap = procs.snapshot()
