@@ -106,3 +106,17 @@ def test_a_run_without_rows_or_baseline_says_so() -> None:
     run = _run("4096 87380 6291456")
     bare = Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=run.results)
     assert explain(bare, "10.77.0.2").verdict[0].startswith("There is no raw-TCP baseline")
+
+
+def test_a_window_the_labs_link_clamps_is_named_as_the_runs_own_setting() -> None:
+    # --client-window 64K: the link rewrites the client's window; no host setting or application is to blame
+    row = _row("afp/python", "download", 21e6, _triage("server", 0.0, 0.97, window=64 * 1024))
+    base = _run("4096 87380 6291456")
+    clamped = dataclasses.replace(base, results=(row,), link={"client_window_bytes": 65536})
+    said = explain(clamped, "10.77.0.2")
+    text = " ".join(said.verdict + said.notes)
+    assert "afp/python download is receive-window-limited (a window of 64 KiB): the lab's link holds" in text
+    assert "to 64 KiB (--client-window)" in text and "sets its own" not in text
+    # without the clamp the same row blames the client's buffer
+    free = " ".join(explain(dataclasses.replace(clamped, link=None), "10.77.0.2").notes)
+    assert "afp/python download is receive-window-limited" in free and "lab's link" not in free

@@ -169,6 +169,13 @@ def _advice(run: Run, measured: Sequence[tuple[Result, RowExplanation]], short: 
         need = f"the path needs about {format_bytes(bdp)} (its bandwidth-delay product)" if bdp else ""
         seen = f"a {what} of {format_bytes(seen_bytes)}" if seen_bytes else f"its {what} unknown"
         where = f"{row.label} {row.direction} is {t.limit}-limited ({seen})"
+        clamp = (run.link or {}).get("client_window_bytes")  # the lab's wire holds the client's window there
+        if host == "client" and t.limit == "receive-window" and clamp and seen_bytes and seen_bytes >= clamp:
+            said.append(
+                f"{'Biggest cause: ' if short else ''}{where}: the lab's link holds every window the client host "
+                f"advertises to {format_bytes(clamp)} (--client-window), as this run asked."
+            )
+            continue
         if short:
             now = format_bytes(current) if current is not None else "unknown"
             needs = f"; the path needs {format_bytes(bdp)}" if bdp else ""
