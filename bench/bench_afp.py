@@ -15,8 +15,10 @@ keeps no data it read, and what it wrote is its own); afp/python's copy is compa
 
 afp/python downloads into a new local file each time, as the runner does (a file truncated and written again
 is flushed to disk on close by ext4, which would charge the client for the local disk), and uploads from a file
-in the page cache into a new file on the server (removed before each timed copy, for the same reason). The
-local file is beyond what afp_speedtest does (it neither keeps nor reads one), so the ratio holds its cost too.
+in the page cache (mapped: the kernel copies its pages into the socket) into a new file on the server (removed
+before each timed copy, for the same reason). The local file is beyond what afp_speedtest does (it neither keeps
+nor reads one, and its Write sends the same request-sized buffer every time, cache-hot, where afp/python's bytes
+come from the file's pages), so the ratio holds its cost too.
 
 No password goes on a command line: afp_speedtest logs in as afpd's password-less unprivileged account, on the
 reference volume only (an empty folder in the server's private state); afp/python logs in as the served user
