@@ -17,8 +17,11 @@ SCAN_PAUSE_S = 0.002  # between two passes over /proc: short-lived helpers (an a
 class ArgvWatch:
     """Reads every process's command line until stopped; keeps any that holds the secret, and the programs seen."""
 
-    def __init__(self, secret: str) -> None:
+    def __init__(self, secret: str, pause_s: float = SCAN_PAUSE_S) -> None:
+        """`pause_s` between passes: the default catches a helper of ~10 ms; a long run's own processes (a fleet's
+        ssh sessions and members) are seen with a longer one, at a fraction of the CPU."""
         self.secret = secret.encode()
+        self.pause_s = pause_s
         self.hits: list[str] = []
         self.programs: set[str] = set()
         self.scans = 0
@@ -26,7 +29,7 @@ class ArgvWatch:
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
     def _watch(self) -> None:
-        while not self._stop.wait(SCAN_PAUSE_S):
+        while not self._stop.wait(self.pause_s):
             self.scan()
 
     def scan(self) -> None:

@@ -10,12 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.argv_watch import ArgvWatch
 from tests.far_host import fleet_members, saved_rows
 from tests.ssh_login import REMOTE_WORKBENCH, LoginHost, keygen
 from tests.stock_urls import StockSite, workbench_argv
@@ -64,46 +64,15 @@ def _gone(timeout_s: float = 30) -> list[int]:
     return left
 
 
-class _ArgvWatch:
-    """Every command line on this host, sampled while the fleet runs, searched for the password afterwards."""
-
-    def __init__(self, secret: str) -> None:
-        self.secret = secret.encode()
-        self.hits: list[str] = []
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for pid in filter(str.isdigit, os.listdir("/proc")):
-                try:
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if self.secret in cmd:
-                    self.hits.append(cmd.replace(b"\0", b" ").decode(errors="replace"))
-            self.samples += 1
-            time.sleep(0.05)
-
-    def __enter__(self) -> _ArgvWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def test_fleet_of_two_gives_aggregate_and_per_client_rows(
     site: StockSite, login_host: LoginHost, tmp_path: Path
 ) -> None:
     hosts = _hosts(login_host, tmp_path)
-    with _ArgvWatch(site.credentials.password) as watch:
+    with ArgvWatch(site.credentials.password, pause_s=0.05) as watch:
         proc = _start(site, login_host, tmp_path, hosts)
         out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, out + err
-    assert watch.samples > 5 and watch.hits == []  # the password went down the SSH channels only
+    assert watch.scans > 5 and watch.hits == []  # the password went down the SSH channels only
     doc = json.loads((tmp_path / "fleet.json").read_text())
     assert doc["schema"] == 3
     rows = doc["results"]
