@@ -687,7 +687,7 @@ def _mapped(fh: BinaryIO) -> memoryview | None:
     except (OSError, AttributeError, ValueError):
         return None
     with suppress(OSError, AttributeError):
-        mapping.madvise(mmap.MADV_SEQUENTIAL)  # read ahead, and drop pages behind
+        mapping.madvise(mmap.MADV_SEQUENTIAL)  # read ahead where the file is not in the page cache
     # the mapping is unmapped when the last view of it is released (the caller's, and the requests' slices)
     return memoryview(mapping)
 
