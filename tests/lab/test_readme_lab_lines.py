@@ -9,8 +9,8 @@ http/aiohttp` where the line names no protocols of its own (a line's own `--prot
 subject and is kept). The bare `workbench lab` line also carries the lab's output and plan options (`--db`,
 `--markdown`, `--csv`, `--label`, `--wide`, `--stall-timeout`), so each of the lab's options runs from the console
 script somewhere (tests/integration/test_commands.py checks that). Every line must exit 0 with no traceback; a line
-writing `--json` must leave a valid document. About 40 s a line on a quiet 2-core machine, most of it building the lab:
-two lines run at once.
+writing `--json` must leave a valid document. About 40 s a line on a quiet 2-core machine, most of it building the lab
+(waiting on namespaces, devices and servers to come up): three lines run at once.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import lab_unavailable
 from tests.readme_lines import ReadmeLine, readme_lines, with_flags
 from tests.schema_check import assert_valid_run_document
 
@@ -35,7 +36,7 @@ SMALLEST += ["--tcp-duration", "1"]
 OUTPUTS = ["--db", "lab-runs.sqlite", "--markdown", "lab.md", "--csv", "lab.csv", "--label", "readme lab"]
 OUTPUTS += ["--wide", "--stall-timeout", "20"]
 NO_LAB = (["--scenario", "list"],)  # lines that list and build no lab: run as written
-LAB_WORKERS = 2  # lines run at once: a lab's build and servers are mostly waiting, its copies are 64 KiB
+LAB_WORKERS = 3  # lines run at once: a lab's build and servers are mostly waiting, its copies are 64 KiB
 
 LAB_LINES = [ln for ln in readme_lines() if ln.is_lab]
 # the documented bare `workbench lab` (what setup.sh runs) carries the output options
@@ -54,17 +55,7 @@ def bounds_for(line: ReadmeLine) -> list[str]:
     return flags
 
 
-def _lab_reason() -> str | None:
-    try:
-        from workbench.lab import check_available
-
-        check_available()
-    except Exception as exc:  # any reason the lab cannot run here is a reason to skip
-        return str(exc)
-    return None
-
-
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_lab_reason() is not None, reason=f"lab: {_lab_reason()}")]
+pytestmark = [pytest.mark.lab, pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab: {lab_unavailable()}")]
 
 
 def test_the_readme_has_lab_lines() -> None:
