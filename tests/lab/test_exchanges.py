@@ -17,7 +17,7 @@ from tests.lab.test_lab_run import _lab_reason
 from workbench.core.ceiling import link_goodput_bytes_per_s
 from workbench.core.results import Run
 from workbench.core.settings import default
-from workbench.lab.exchangecount import ClientCount, count_clients, lab_run, predicted_s, waits_of
+from workbench.lab.exchangecount import ClientCount, count_clients, lab_run, predicted_s
 from workbench.protocols import exchanges, registry
 
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(_lab_reason() is not None, reason=f"lab: {_lab_reason()}")]
@@ -102,9 +102,8 @@ def test_counts_from_wifi_ac_predict_another_links_small_files(
 ) -> None:
     """The counted turns are real waits: on another link every set takes at least their share of its time
     (turns × its RTT). The whole prediction adds each side's CPU counted on wifi-ac (time on a core, which load
-    does not stretch) and the time the copies on that link measured waiting for a core: the clients' median
-    prediction holds within 25 % where round trips dominate (wan); bench/bench_per_file_predictions.py prints
-    every client's."""
+    does not stretch): the clients' median prediction holds within 25 % where round trips dominate (wan);
+    bench/bench_per_file_predictions.py prints every client's."""
     run, _, _ = lab_run(_flags(link, [f"{files}x64K"]), f"predictions on {link}")
     rtt_s = float((run.link or {}).get("rtt_ms") or 0) / 1e3
     by_client = {(c.label, c.direction): c for c in counts}
@@ -123,7 +122,7 @@ def test_counts_from_wifi_ac_predict_another_links_small_files(
         overlaps = (row.details.files_in_flight or 1) > 1  # more of its files overlap on a longer link
         if measured < 0.9 * waits_s and not overlaps:
             below.append((row.label, row.direction, round(waits_s, 3), round(measured, 3)))
-        ratios.append(predicted_s(count, row.files, row.bytes // row.files, rtt_s, path, waits_of(row)) / measured)
+        ratios.append(predicted_s(count, row.files, row.bytes // row.files, rtt_s, path) / measured)
     assert len(ratios) >= len(by_client) // 2
     assert not below, below  # a set faster than its counted waits: the count is too high
     if link == "wan":

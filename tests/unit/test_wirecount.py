@@ -174,7 +174,7 @@ def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> No
     )
 
 
-def test_waits_for_a_core_are_left_out_of_the_counts_and_charged_where_the_predicted_copies_measured_them() -> None:
+def test_waits_for_a_core_are_no_part_of_a_count_and_added_only_when_asked() -> None:
     from workbench.core.results import Baseline, Result, Run, Sample
     from workbench.lab.exchangecount import ClientCount, Waits, predicted_s, waits_of, with_setups
 
@@ -195,10 +195,9 @@ def test_waits_for_a_core_are_left_out_of_the_counts_and_charged_where_the_predi
     )
 
     def row(files: int, client_wait_s: float, server_wait_s: float) -> Result:
-        seconds = 0.2 + files * per_file_s + client_wait_s + server_wait_s  # the counting host was loaded
         sample = Sample(
             bytes=files * 65536,
-            seconds=seconds,
+            seconds=0.2 + files * per_file_s,
             files=files,
             verified=True,
             client_wait_s=client_wait_s,
@@ -210,12 +209,12 @@ def test_waits_for_a_core_are_left_out_of_the_counts_and_charged_where_the_predi
     loaded = (row(4, 0.02, 0.01), row(12, 0.06, 0.03))
     run = Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=loaded, link=link)
     (counted,) = with_setups(run, [count])
-    assert counted.setup_s == pytest.approx(0.2 - 5 * rtt_s)  # the load's waits are not the set's setup
+    assert counted.setup_s == pytest.approx(0.2 - 5 * rtt_s)  # the waits overlap the rest: none taken off
     assert waits_of(loaded[1]) == Waits(0.06, 0.03)
     quiet = predicted_s(counted, 12, 65536, rtt_s, path)
     assert quiet == pytest.approx(0.2 + 12 * per_file_s)
-    # the same copies measured 90 ms of waits: the prediction for them charges every one
+    # asked, the prediction adds the measured waits: the client's beyond its CPU's share of its bytes, the server's
     assert predicted_s(counted, 12, 65536, rtt_s, path, waits_of(loaded[1])) == pytest.approx(quiet + 0.09)
-    # a client with files in flight may overlap its waits with anything: none charged
+    # a client with files in flight may overlap its waits with anything: none to add
     in_flight = dataclasses.replace(loaded[1], details=dataclasses.replace(loaded[1].details, files_in_flight=4))
     assert waits_of(in_flight) == Waits()

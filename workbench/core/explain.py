@@ -112,11 +112,11 @@ def _per_file_ceiling(
     before its next exchange. A client that copies one file at a time spends its own CPU between its waits, never
     during one (it has nothing to do while the answer it waits for travels), but may spend it while its file's
     bytes move: its CPU per file is charged beyond the bytes' time (fixedcost.client_cpu_per_file_s, less what
-    its start-up could have taken), and so is the time it was measured ready to run but waiting for a core (its
-    threads' run-queue wait, fixedcost.client_wait_per_file_s), with the server's wait (which delays each answer
-    it waits for): what a loaded host took from the copy, named as such. A client with files in flight may overlap
-    either with anything: not charged. A row with a fixed cost pays its set's login in that cost, so the set's own
-    exchanges are not charged twice.
+    its start-up could have taken). A client with files in flight may overlap it with anything: not charged. The
+    time either side waited for a core is not charged: measured per thread, the client's and the server's waits
+    overlap each other, the other side's work and the wire (charged, they put the ceiling under copies on every
+    link); a row that misses its ceiling says how long each side waited. A row with a fixed cost pays its set's
+    login in that cost, so the set's own exchanges are not charged twice.
     """
     trips = _per_file_trips(row)
     if trips is None or not rtt_s:
@@ -128,14 +128,8 @@ def _per_file_ceiling(
     set_trips = 0.0 if cost is not None else per_set
     one_at_a_time = (row.details.files_in_flight or 1) == 1
     client_cpu = fixedcost.client_cpu_per_file_s(row, cost) if one_at_a_time else None
-    waited = (fixedcost.client_wait_per_file_s(row, cost) or 0.0) if one_at_a_time else 0.0
     bytes_s = row.bytes / row.files / path_bytes_per_s if path_bytes_per_s else 0.0
     client_s = max(0.0, (client_cpu or 0.0) - bytes_s)  # beyond what overlaps its bytes
-    # its wait for a core is time it was ready to work: charged as its CPU is, beyond what its bytes overlap
-    waited_s = max(0.0, (client_cpu or 0.0) + waited - bytes_s) - client_s
-    server_waits = [w for s in row.good_samples if (w := s.server_wait_s) is not None] if one_at_a_time else []
-    if server_waits:  # the server's wait delays each answer the client waits for, as its CPU does
-        waited_s += statistics.median(server_waits) / row.files
     bound = per_file_bound(
         row.bytes,
         row.files,
@@ -146,7 +140,6 @@ def _per_file_ceiling(
         server_s,
         client_s or None,
         set_trips,
-        waited_s or None,
     )
     return with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound
 
@@ -213,12 +206,18 @@ def _streamed_cpu(row: Result) -> str:
 
 
 def _off_cpu(row: Result) -> str:
-    """Where a one-file-at-a-time client's time beyond its charged CPU and wait may have gone."""
-    client = any(s.client_wait_s is not None for s in row.good_samples)
-    server = any(s.server_wait_s is not None for s in row.good_samples)
-    if client:  # its own wait for a core is charged already: what is left is no wait of its own threads
-        unread = "" if server else "the server waiting for a core (its wait is not measured), or "
-        return f" and off its CPU: {unread}the client's child processes, or its own threads waiting on each other"
+    """Where a one-file-at-a-time client's time beyond its charged CPU may have gone: waiting for a core, with
+    how long each side's most-waiting thread waited per file where measured (not charged, see _per_file_ceiling)."""
+    said = []
+    for side in ("client", "server"):
+        waits = [w for s in row.good_samples if (w := getattr(s, f"{side}_wait_s")) is not None]
+        if waits:
+            said.append(f"the {side} ≈{format_ms(statistics.median(waits) / row.files)}")
+    if said:
+        return (
+            f" and off its CPU: waiting for a core ({' and '.join(said)} per file, measured; waits overlap each "
+            "other and the wire, so they are not charged), or on the client's own threads"
+        )
     return (
         " and off its CPU: waiting for a core on a loaded host, or on the client's own threads (CPU wait is not "
         "measured)"
@@ -241,7 +240,7 @@ def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, f
         one_at_a_time = bound.label == "per-file" and (row.details.files_in_flight or 1) == 1
         cpu = _off_cpu(row) if one_at_a_time else _streamed_cpu(row)
         per_file = format_ms(gap_s / row.files)
-        starved = "" if one_at_a_time else _starved(row)  # a per-file ceiling of one at a time charged it
+        starved = "" if one_at_a_time else _starved(row)  # said per file by _off_cpu
         return f"≈{per_file} per file{trips}: time the client or server spends off the wire{cpu}{setup}{starved}"
     triage = row.tcp
     said = f"; the {triage.side}'s TCP counters say {triage.limit}" if triage is not None and triage.limit else ""
@@ -286,8 +285,8 @@ def _load_note(run: Run) -> str | None:
         return None
     parts = ", ".join(f"the {side}'s {median:.0%} (up to {most:.0%})" for side, median, most in said)
     return (
-        f"a loaded host: the copies waited for a core a median {parts} of their time; per-file ceilings charge it "
-        "as 'waiting for a core', and other rows that lost more than a tenth say so"
+        f"a loaded host: the copies waited for a core a median {parts} of their time; rows that miss their ceiling "
+        "say how long they waited"
     )
 
 

@@ -39,8 +39,6 @@ class FixedCost:
     # The client's CPU seconds (median) in one copy of the smallest single file measured: a bound on what its
     # start-up costs the client's CPU, since that copy paid its start-up too
     client_cpu_s: float | None = None
-    # The same copy's run-queue wait (median): a bound on what its start-up waited for a core
-    client_wait_s: float | None = None
 
     def share_of(self, nbytes: int) -> float:
         """The part of a copy of `nbytes` that the fixed cost takes."""
@@ -127,19 +125,16 @@ def of_rows(rows: Sequence[Result], path_bytes_per_s: float | None) -> FixedCost
     smallest = min(singles, key=lambda r: r.bytes)
     cpus = [s.client_cpu_s for s in smallest.good_samples if s.client_cpu_s is not None]
     cpu = statistics.median(cpus) if cpus else None
-    waits = [s.client_wait_s for s in smallest.good_samples if s.client_wait_s is not None]
-    wait = statistics.median(waits) if waits else None
     streamed = [r for r in rows if r.files > 1 and r.details.streams_sets and r.good_samples]
     cost = fit([(s.bytes, s.seconds) for r in (*singles, *streamed) for s in r.good_samples])
     # A line that streams faster than the path carries is no fixed cost plus a stream: the smaller copies cost
     # more than their bytes and a start-up (a streamed set's work per file), and its fixed part is overstated.
     if cost is not None and (not path_bytes_per_s or cost.streaming_bytes_per_s <= path_bytes_per_s):
-        return replace(cost, client_cpu_s=cpu, client_wait_s=wait)
+        return replace(cost, client_cpu_s=cpu)
     if not path_bytes_per_s or not all(r.details.timed_includes_setup for r in singles):
         return None
     copies = [Copy(s.bytes, s.seconds, s.intervals, s.client_cpu_s) for r in singles for s in r.good_samples]
-    found = startup(copies, INTERVAL_S, path_bytes_per_s)
-    return replace(found, client_wait_s=wait) if found is not None else None
+    return startup(copies, INTERVAL_S, path_bytes_per_s)
 
 
 def client_cpu_per_file_s(row: Result, cost: FixedCost | None) -> float | None:
@@ -151,14 +146,3 @@ def client_cpu_per_file_s(row: Result, cost: FixedCost | None) -> float | None:
         return None
     startup_cpu_s = cost.client_cpu_s if cost is not None and cost.client_cpu_s is not None else 0.0
     return max(0.0, statistics.median(cpus) - startup_cpu_s - CPU_TICK_S) / row.files
-
-
-def client_wait_per_file_s(row: Result, cost: FixedCost | None) -> float | None:
-    """The time per file of a set that the client's threads were ready to run and waited for a core (median
-    over its copies), less what a fixed cost's start-up could have waited (the whole wait of the client's
-    smallest single-file copy: an over-allowance, as for its CPU), never below zero. None: not measured."""
-    waits = [s.client_wait_s for s in row.good_samples if s.client_wait_s is not None]
-    if row.files <= 1 or not waits:
-        return None
-    startup_wait_s = cost.client_wait_s if cost is not None and cost.client_wait_s is not None else 0.0
-    return max(0.0, statistics.median(waits) - startup_wait_s) / row.files

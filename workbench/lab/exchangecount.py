@@ -12,10 +12,9 @@ trips by the per-file ceiling's rule is the set's setup (`with_setups`).
 
 `predicted_s` carries them to another link through the `per-file` ceiling: round trips × its RTT + bytes at its
 rate or the client's CPU where longer + the server's CPU, and the setup once per set. CPU figures are time on a
-core, which a loaded host does not stretch; the time either side waited for a core (their run-queue wait,
-workbench.shared.schedstat) is what load adds. It is left out of the counts (a set's setup is what remains once
-the counted run's waits are taken off) and, where the predicted copies measured theirs, charged as the per-file
-ceiling charges it: a prediction then says how long a set takes on that link under that load.
+core, which a loaded host does not stretch. The time either side waited for a core (their most-waiting threads'
+run-queue wait, workbench.shared.schedstat) is not added: the two sides' waits overlap each other and the wire,
+and added they made predictions longer than the copies on every link (`predicted_s` can charge them, to show it).
 """
 
 from __future__ import annotations
@@ -183,16 +182,13 @@ def file_s(count: ClientCount, rtt_s: float, path_bytes_per_s: float, file_bytes
 
 def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
     """`counts` with each one's setup_s from `run`, the run they were counted in: the median over its two sets
-    of the set's time less its files (`file_s`), its round trips per set and the time it waited for a core,
-    never below 0."""
+    of the set's time less its files (`file_s`) and its round trips per set, never below 0."""
     rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
     seconds: dict[tuple[str, str, int], float] = {}
-    waits_by_row: dict[tuple[str, str, int], Waits] = {}
     for row in run.results:
         times = [s.seconds for s in row.good_samples]
         if row.files > 1 and times and row.error is None:
             seconds[(row.label, row.direction, row.files)] = statistics.median(times)
-            waits_by_row[(row.label, row.direction, row.files)] = waits_of(row)
     found = []
     for count in counts:
         path = link_goodput_bytes_per_s(run.link, count.direction) or run.baseline.for_direction(count.direction)
@@ -202,12 +198,7 @@ def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
             found.append(count)
             continue
         trips_s = count.per_set * rtt_s
-        waits = [waits_by_row.get((count.label, count.direction, n)) for n in count.files]
-        spare = [
-            max(0.0, d - charged_wait_s(count, n, COUNTED_FILE_BYTES, path or 0.0, w) - n * per_file - trips_s)
-            for n, d, w in zip(count.files, sets, waits, strict=True)
-            if d
-        ]
+        spare = [max(0.0, d - n * per_file - trips_s) for n, d in zip(count.files, sets, strict=True) if d]
         found.append(dataclasses.replace(count, setup_s=statistics.median(spare)))
     return found
 
@@ -239,13 +230,6 @@ def _waited_per_file_s(count: ClientCount, files: int, file_bytes: int, path_byt
     bytes_s = file_bytes / path_bytes_per_s
     client = max(0.0, cpu_s + (waits.client_s or 0.0) / files - bytes_s) - max(0.0, cpu_s - bytes_s)
     return client + (waits.server_s or 0.0) / files
-
-
-def charged_wait_s(
-    count: ClientCount, files: int, file_bytes: int, path_bytes_per_s: float, waits: Waits | None
-) -> float:
-    """The seconds of a set of `files` that the per-file ceiling charges as waiting for a core."""
-    return files * _waited_per_file_s(count, files, file_bytes, path_bytes_per_s, waits) if waits else 0.0
 
 
 def _median_cpu(row: Result, side: str) -> float | None:
