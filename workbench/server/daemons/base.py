@@ -131,18 +131,9 @@ def _alive(pgid: int, pids: list[int]) -> bool:
     for pid in pids:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        pass
-    for pid in pids:
-        try:
-            os.kill(pid, 0)
-            return True
-        except ProcessLookupError:
-            continue
-    return False
+    # Zombies count as dead: a descendant reparented to init stays one until init reaps it, which some inits
+    # do only every second or two; waiting for that would add seconds to every stop.
+    return bool(procs.in_group(pgid)) or any(procs.pid_alive(pid) for pid in pids)
 
 
 def stop_group(pid: int, grace: float = 5.0) -> None:
