@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -57,11 +58,15 @@ class StockFtpServer:
 def _start(base: Path, server_cls: type[StockFtp], monkeypatch: pytest.MonkeyPatch, **kwargs: bool) -> StockFtp:
     server = server_cls(loopback_context(base, "ftp"), **kwargs)
     server.start()
+    _trust(server, monkeypatch)
+    return server
+
+
+def _trust(server: StockFtp, monkeypatch: pytest.MonkeyPatch) -> None:
     if server.tls:
         # Trust this server's certificate as a user trusts their NAS's: through the environment, not an option.
         monkeypatch.setenv("SSL_CERT_FILE", str(server.cert_path))
         monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
-    return server
 
 
 @contextlib.contextmanager
@@ -75,12 +80,40 @@ def _running(server: StockFtp) -> Iterator[StockFtpServer]:
         server.stop()
 
 
-@pytest.fixture(params=[StockFtp, StockFtps], ids=["ftp", "ftps"])
-def stock_ftp(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[StockFtpServer]:
-    with _running(_start(tmp_path / "ftp", request.param, monkeypatch)) as running:
-        yield running
+@pytest.fixture(scope="module", params=[StockFtp, StockFtps], ids=["ftp", "ftps"])
+def _module_ftp(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockFtp]:
+    """One server of each kind for the module's tests: starting one (and its certificate) per test cost more
+    than most tests. `stock_ftp` restarts it when a test killed it."""
+    server = request.param(loopback_context(tmp_path_factory.mktemp("ftp"), "ftp"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _empty(folder: Path) -> None:
+    for entry in folder.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+@pytest.fixture
+def stock_ftp(_module_ftp: StockFtp, monkeypatch: pytest.MonkeyPatch) -> StockFtpServer:
+    """The module's server of this kind, running (restarted if an earlier test killed it) with an empty login
+    directory, so that no test sees another's files."""
+    server = _module_ftp
+    if server.proc is None or server.proc.poll() is not None:
+        server.stop()
+        server.start()
+    _empty(server.ctx.root)
+    _trust(server, monkeypatch)
+    ctx = server.ctx
+    target = Target(HOST, ctx.credentials, ports=dict(ctx.ports), stock=True, prefix=PREFIX, tls=server.tls)
+    (ctx.root / PREFIX).mkdir(parents=True)
+    return StockFtpServer(server, target)
 
 
 class _StockFtpContract(ClientContract):
