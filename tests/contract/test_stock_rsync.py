@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -44,15 +45,33 @@ def target_from_url(url: str, server: StockRsyncd) -> Target:
     )
 
 
-@pytest.fixture
-def stock_rsyncd(tmp_path: Path) -> Iterator[StockRsyncd]:
-    server = StockRsyncd(loopback_context(tmp_path / "rsyncd", "rsync"))
+@pytest.fixture(scope="module")
+def _module_rsyncd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockRsyncd]:
+    """One daemon for the module's tests: rsync lingers 0.4 s on SIGTERM (its handler sleeps), in each of its
+    processes, which stopping one per test added to most tests. `stock_rsyncd` restarts it when a test stopped it."""
+    server = StockRsyncd(loopback_context(tmp_path_factory.mktemp("rsyncd"), "rsync"))
     server.start()
-    (server.ctx.root / PREFIX).mkdir(parents=True)
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def stock_rsyncd(_module_rsyncd: StockRsyncd) -> StockRsyncd:
+    """The module's daemon, running (restarted if an earlier test stopped it) over an empty module, so that no
+    test sees another's files."""
+    server = _module_rsyncd
+    if server.proc is None or server.proc.poll() is not None:
+        server.stop()
+        server.start()
+    for entry in server.ctx.root.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    (server.ctx.root / PREFIX).mkdir(parents=True)
+    return server
 
 
 @pytest.fixture
