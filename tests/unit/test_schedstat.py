@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -75,3 +76,54 @@ def test_a_process_trees_cpu_and_waits_are_read_together() -> None:
         reader.join(timeout=10)
         assert read and read[0] is not None and {threading.main_thread().native_id, reader.native_id} <= set(read[0])
     assert schedstat.tree_cpu_and_waits({2**22 + 7}) == (0.0, None)  # no such group: nothing read
+
+
+def test_run_and_wait_are_read_and_a_threads_run_time_is_counted_between_readings() -> None:
+    assert schedstat.parse_run_and_wait("375733 2000 1\n") == (375733, 2000)
+    assert schedstat.parse_run_and_wait("x 2000 1") is None
+    before = {1: (1_000, 5), 2: (10, 5)}
+    after = {1: (3_000_001_000, 5), 2: (10, 5), 3: (500_000_000, 0)}
+    assert schedstat.ran(before, after, {1, 3}) == pytest.approx(3.5)  # a new thread from zero
+    assert schedstat.ran(before, after, {2, 9}) == 0.0  # one that did not run, one gone
+
+
+def _spin_cpu(seconds: float) -> None:
+    """Keep this thread on a CPU for `seconds` of its own CPU time (never more than 10 s by the wall clock)."""
+    start, deadline = time.thread_time(), time.monotonic() + 10
+    while time.thread_time() - start < seconds and time.monotonic() < deadline:
+        pass
+
+
+def test_a_meter_reads_its_copys_cpu_below_a_clock_tick_and_leaves_the_watching_threads_out() -> None:
+    if schedstat.threads() is None:
+        pytest.skip("this kernel keeps no schedstat")
+    go, spun, done = threading.Event(), threading.Event(), threading.Event()
+
+    def watch() -> None:  # a TCP watch that runs through the copy, busier than the copy itself
+        go.wait(10)
+        _spin_cpu(0.03)
+        spun.set()
+        done.wait(10)
+
+    watcher = threading.Thread(target=watch, name="tcp-watch")
+    watcher.start()
+    meter = CopyMeter(interval=0.01)
+    meter.start()
+    go.set()
+    _spin_cpu(0.003)  # about 3 ms: clock ticks would read 0 or 10 ms
+    spun.wait(10)
+    meter.stop()
+    done.set()
+    watcher.join(timeout=10)
+    assert meter.cpu_s is not None
+    # the copying thread's 3 ms, not the watch's 30 ms with it, and not a whole tick's 0 or 10 ms
+    assert 0.001 <= meter.cpu_s < 0.02 and meter.cpu_s != pytest.approx(0.01, abs=1e-4)
+
+
+def test_a_meter_without_schedstat_leaves_the_cpu_to_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schedstat, "readings", lambda pid="self": None)
+    meter = CopyMeter(interval=0.01)
+    meter.start()
+    meter(1)
+    meter.stop()
+    assert meter.cpu_s is None and meter.wait_s is None

@@ -55,9 +55,11 @@ def _utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _cpu_now() -> float:
+def _cpu_now() -> tuple[float, float]:
+    """This process's CPU seconds and its reaped children's (a copy's curl, scp, rsync, smbclient), both in the
+    kernel's clock ticks (10 ms): a child-process client's CPU per file stays that coarse."""
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    return t.user + t.system, t.children_user + t.children_system
 
 
 def _waited(before: dict[int, int] | None, after: dict[int, int] | None) -> float | None:
@@ -98,7 +100,7 @@ class _Copier:
             server_cpu0 = self.control.cpu_seconds()
             server_wait0 = getattr(self.control, "waits_ns", None)  # a served far host's, read with its CPU
             # the helper's CPU is read first here and last below, so the /proc scans stay out of the figure
-            cpu0 = self.client.helper_cpu_seconds() + _cpu_now()
+            helper_cpu0, (own_cpu0, children_cpu0) = self.client.helper_cpu_seconds(), _cpu_now()
             meter.start()
             t0 = self.started_perf_s = time.perf_counter()
             try:
@@ -126,11 +128,14 @@ class _Copier:
             own_s = self.client.timed_by_itself_s() if error is None else None
             if own_s is not None:  # what the tool timed is the sample; its progress is not seen as it goes
                 seconds, intervals = own_s, ()
-            cpu1 = _cpu_now() + self.client.helper_cpu_seconds()
+            (own_cpu1, children_cpu1), helper_cpu1 = _cpu_now(), self.client.helper_cpu_seconds()
             server_cpu1 = self.control.cpu_seconds()
             server_wait1 = getattr(self.control, "waits_ns", None)
         # 0 if the helper died; the triage's sampling thread ran in this process but is not the client's work
-        cpu = max(0.0, cpu1 - cpu0 - seen.sampling_cpu_s)
+        others_cpu = children_cpu1 - children_cpu0 + helper_cpu1 - helper_cpu0
+        cpu = max(0.0, own_cpu1 - own_cpu0 + others_cpu - seen.sampling_cpu_s)
+        if meter.cpu_s is not None:  # this process's own to the nanosecond, the watching threads already left out
+            cpu = max(0.0, meter.cpu_s + others_cpu)
         # A process of the server's tree that ended between the readings, unreaped inside the tree, takes its CPU
         # with it: the difference is then an undercount, and never read as below zero.
         server_cpu = (

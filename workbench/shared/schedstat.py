@@ -11,6 +11,13 @@ answer; an idle server's timer) lose the copy that time once or not at all, so a
 duration, while the thread that waited most waited that long on the copy's way at most. A lower bound, which
 is what a ceiling may charge. A thread that ends between two readings takes its figures with it (the kernel
 adds no thread's wait to its process), another undercount.
+
+The run time (first field) is in nanoseconds, where CPU time from /proc/<pid>/stat or os.times counts 10 ms
+clock ticks: over sets that differ by tens of files a tick is a millisecond per file, a small file's whole time
+on a fast link. It leaves the watching threads out of a copy's CPU (`ran`). The reading thread's own figure is
+the kernel's last accounting of it, up to a tick old (reading a file does not bring it up to date), so the CPU
+a copy's process used is read from the process clock (time.process_time: the same nanosecond count, brought up
+to date, ended threads included) and only the watchers' run time from here.
 """
 
 from __future__ import annotations
@@ -29,13 +36,21 @@ WATCHING_THREADS = frozenset({"copy-meter", "tcp-watch"})
 
 def parse(text: str) -> int | None:
     """The run-queue wait (ns) of one schedstat line (run ns, wait ns, timeslices); None when it is not one."""
+    both = parse_run_and_wait(text)
+    return both[1] if both is not None else None
+
+
+def parse_run_and_wait(text: str) -> tuple[int, int] | None:
+    """The time on a CPU and the run-queue wait (ns) of one schedstat line; None when it is not one."""
     fields = text.split()
-    return int(fields[1]) if len(fields) >= 2 and fields[1].isdigit() else None
+    return (
+        (int(fields[0]), int(fields[1])) if len(fields) >= 2 and fields[0].isdigit() and fields[1].isdigit() else None
+    )
 
 
-def threads(pid: int | str = "self") -> dict[int, int] | None:
-    """The run-queue wait (ns) so far of each thread of `pid`, by thread id; None where the kernel keeps no
-    schedstat (built without it) or the process is gone."""
+def readings(pid: int | str = "self") -> dict[int, tuple[int, int]] | None:
+    """The time on a CPU and the run-queue wait (ns) so far of each thread of `pid`, by thread id; None where the
+    kernel keeps no schedstat (built without it) or the process is gone."""
     base = f"/proc/{pid}/task"
     try:
         tids = os.listdir(base)
@@ -45,12 +60,29 @@ def threads(pid: int | str = "self") -> dict[int, int] | None:
     for tid in tids:
         try:
             with open(f"{base}/{tid}/schedstat") as fh:
-                wait = parse(fh.read())
+                both = parse_run_and_wait(fh.read())
         except OSError:
             continue  # the thread ended, or no schedstat: said below when none reads
-        if wait is not None and tid.isdigit():
-            found[int(tid)] = wait
+        if both is not None and tid.isdigit():
+            found[int(tid)] = both
     return found or None
+
+
+def threads(pid: int | str = "self") -> dict[int, int] | None:
+    """The run-queue wait (ns) so far of each thread of `pid`, by thread id; None where the kernel keeps no
+    schedstat (built without it) or the process is gone."""
+    found = readings(pid)
+    return waits_of(found) if found is not None else None
+
+
+def waits_of(found: Mapping[int, tuple[int, int]]) -> dict[int, int]:
+    """The run-queue waits (ns) of a `readings` result, by thread id."""
+    return {tid: wait for tid, (_, wait) in found.items()}
+
+
+def ran(before: Mapping[int, tuple[int, int]], after: Mapping[int, tuple[int, int]], only: Collection[int]) -> float:
+    """Seconds the threads in `only` ran on a CPU between two `readings` (a thread new since then from zero)."""
+    return sum(max(0, after[tid][0] - before.get(tid, (0, 0))[0]) for tid in only if tid in after) / NS_PER_S
 
 
 def most_waited(before: Mapping[int, int], after: Mapping[int, int], skip: Collection[int] = ()) -> float:
