@@ -120,3 +120,21 @@ def test_a_window_the_labs_link_clamps_is_named_as_the_runs_own_setting() -> Non
     # without the clamp the same row blames the client's buffer
     free = " ".join(explain(dataclasses.replace(clamped, link=None), "10.77.0.2").notes)
     assert "afp/python download is receive-window-limited" in free and "lab's link" not in free
+
+
+def test_the_labs_clamp_is_named_only_for_windows_it_could_have_made() -> None:
+    base = _run("4096 87380 6291456")
+    # a 4 MiB window on a link that clamps to 64 KiB: the clamp lowers windows, it cannot have made this one
+    wide = _row("http/curl", "download", 60e6, _triage("server", 0.0, 0.97, window=4 << 20))
+    said = explain(dataclasses.replace(base, results=(wide,), link={"client_window_bytes": 65536}), "10.77.0.2")
+    text = " ".join(said.verdict + said.notes)
+    assert "http/curl download is receive-window-limited" in text and "lab's link holds" not in text
+    # --client-window 100000 reaches the wire rounded down to the window scale's step: still the clamp's doing
+    near = _row("afp/python", "download", 21e6, _triage("server", 0.0, 0.97, window=99968))
+    said = explain(dataclasses.replace(base, results=(near,), link={"client_window_bytes": 100000}), "10.77.0.2")
+    assert "lab's link holds" in " ".join(said.verdict + said.notes)
+    # a clamped row does not hide the advice a second, unclamped row of the same host needs
+    both = dataclasses.replace(base, results=(near, wide), link={"client_window_bytes": 100000})
+    said = explain(both, "10.77.0.2")
+    text = " ".join(said.verdict + said.notes)
+    assert "lab's link holds" in text and "http/curl download is receive-window-limited" in text

@@ -142,6 +142,17 @@ def _path_rate(run: Run, direction: str) -> float | None:
     return run.baseline.for_direction(direction)
 
 
+def _held_by_the_lab(run: Run, seen_bytes: int | None) -> bool:
+    """Whether a client window of `seen_bytes` is the lab's `--client-window` clamp: the link can only lower a
+    window, to the clamp rounded down to the window scale's step (at most a sixteenth below it with the scales a
+    clamp of 2 KiB or more needs); a window outside that range was not the clamp's doing (a port the clamp spares,
+    or a window the client chose below it)."""
+    clamp = (run.link or {}).get("client_window_bytes")
+    if not isinstance(clamp, int) or isinstance(clamp, bool) or clamp <= 0 or not seen_bytes:
+        return False
+    return clamp - (clamp >> 4) <= seen_bytes <= clamp
+
+
 def _advice(run: Run, measured: Sequence[tuple[Result, RowExplanation]], short: bool = False) -> list[str]:
     """Where a row was receive-window or send-buffer limited: the setting that bounds it, on the host seen;
     `short`: the verdict's form (the setting, its value and the path's need), the notes have the rest."""
@@ -164,18 +175,18 @@ def _advice(run: Run, measured: Sequence[tuple[Result, RowExplanation]], short: 
             what = "send buffer"
         if (host, setting) in done:
             continue
-        done.add((host, setting))
-        current = _sysctl_max(run.meta, host, setting.rsplit(".", 1)[-1])
-        need = f"the path needs about {format_bytes(bdp)} (its bandwidth-delay product)" if bdp else ""
         seen = f"a {what} of {format_bytes(seen_bytes)}" if seen_bytes else f"its {what} unknown"
         where = f"{row.label} {row.direction} is {t.limit}-limited ({seen})"
-        clamp = (run.link or {}).get("client_window_bytes")  # the lab's wire holds the client's window there
-        if host == "client" and t.limit == "receive-window" and clamp and seen_bytes and seen_bytes >= clamp:
+        if host == "client" and t.limit == "receive-window" and _held_by_the_lab(run, seen_bytes):
             said.append(
                 f"{'Biggest cause: ' if short else ''}{where}: the lab's link holds every window the client host "
-                f"advertises to {format_bytes(clamp)} (--client-window), as this run asked."
+                f"advertises to {format_bytes((run.link or {})['client_window_bytes'])} (--client-window), as this "
+                "run asked."
             )
             continue
+        done.add((host, setting))  # a row the lab's clamp held leaves the host's own setting to the next row
+        current = _sysctl_max(run.meta, host, setting.rsplit(".", 1)[-1])
+        need = f"the path needs about {format_bytes(bdp)} (its bandwidth-delay product)" if bdp else ""
         if short:
             now = format_bytes(current) if current is not None else "unknown"
             needs = f"; the path needs {format_bytes(bdp)}" if bdp else ""
