@@ -1,4 +1,4 @@
-"""`workbench lab`: build the two-host lab, start every available server on the server host, run the
+"""`workbench lab`: build the two-host lab, start the servers its clients need on the server host, run the
 baseline and the comparison from the client host, print the table, and tear everything down.
 
 With `--servers stock` the server host runs stock daemons only (lab/stock_daemons.py), nothing of workbench: each
@@ -18,7 +18,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -376,23 +376,61 @@ def _servers_up(
 ) -> None:
     """workbench's servers on the server host, their lines shown; the client window clamp narrowed to the
     services the request names, now that their ports are known (the servers go down again if that fails)."""
+    from workbench.core.config import shape
     from workbench.server.daemons import supervisor
 
     observer.status(f"lab: starting servers on the server host {lab.server_addr}…")
     smb = _smb_server(req)
+    # the clients the run copies with, from the settings its plan is built from (build_plan, served_job)
+    only = lab_servers(e.label for e in shape(req.settings).entries)
     servers = supervisor.up(
-        root, lab.server_addr, state, netns=lab.server_ns, smb_server=smb.to_json() if smb is not None else None,
+        root, lab.server_addr, state, only=only, netns=lab.server_ns,
+        smb_server=smb.to_json() if smb is not None else None,
         afp_reference=True,  # the lab's private namespaces: afp/afp_speedtest's volume (daemons/afpd.py)
     )  # fmt: skip
     for line in servers.lines():
         observer.status(f"  {line}")
+    skipped = [c.name for c in supervisor.server_classes() if c.name not in only]
+    if skipped:
+        observer.status(f"  not started (no selected client copies over them): {', '.join(skipped)}")
     _cap_server_host(lab, req, observer)
     if req.client_window and req.client_window_services:
+        # every named service's port, started or not: its port is the target's either way, and a server not
+        # started takes no connection the clamp could touch
         try:
             link["client_window_ports"] = _clamp_services(lab, state, req.client_window_services)
         except BaseException:
             supervisor.down(state)
             raise
+
+
+# Started in every workbench lab: `serve` answers the run's control API (/ctl/cpu, /ctl/crypto-cost, clocks,
+# scratch directories), runs the raw-TCP probe and the baseline's iperf3, and serves HTTP and FTP.
+ALWAYS_STARTED = ("serve",)
+
+
+def lab_servers(labels: Iterable[str]) -> list[str]:
+    """The servers (supervisor names, in its start order) a workbench lab starts for clients with these labels
+    ("protocol/client"): ALWAYS_STARTED, and each server listening on a service a chosen client copies over
+    (workbench.core.stock.FAMILIES: sftp, scp and rsync/ssh over ssh, rsync/daemon over rsync, smb, afp). A
+    server no client uses is processes on the server host (its CPU is measured) and a start and a stop for
+    nothing; a label of no known family starts every server, so a new client is never left without its server."""
+    from workbench.core.stock import FAMILIES
+    from workbench.server.daemons.supervisor import server_classes
+
+    names = [cls.name for cls in server_classes()]
+    services: set[str] = set()
+    for label in labels:
+        found = {s for s, family in FAMILIES.items() if any(_in_family(label, f) for f in family)}
+        if not found:
+            return names
+        services |= found
+    return [cls.name for cls in server_classes() if cls.name in ALWAYS_STARTED or services & set(cls.services)]
+
+
+def _in_family(label: str, family: str) -> bool:
+    """`label` ("smb/pysmb") is one of `family`'s clients: that label, or under a "protocol/" prefix."""
+    return label == family or (family.endswith("/") and label.startswith(family))
 
 
 def run_stock_lab(req: LabRequest, present: Present, observer: RunObserver, label: str | None = None) -> list[Run]:
