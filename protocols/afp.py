@@ -424,9 +424,24 @@ class AfpPythonClient(Client):
         """Write `fh` from its start with `in_flight` FPWriteExt requests outstanding, then close the fork right
         behind the last write; each acknowledged write counts as progress. After a failure the replies still due
         are read and dropped and the first failure is raised."""
+        mapping = _mapped(fh)
+        if mapping is None:
+            self._write_from(fork, fh, None, progress, what)
+            return
+        mapped = memoryview(mapping)
+        try:
+            self._write_from(fork, fh, mapped, progress, what)
+        finally:
+            mapped.release()
+            with suppress(BufferError):  # a request's slice still held (by a traceback): freed with it instead
+                mapping.close()
+
+    def _write_from(
+        self, fork: int, fh: BinaryIO, mapped: memoryview | None, progress: Progress, what: str
+    ) -> None:
+        """The writes of `_write_fork`, their data from `mapped` (the whole file) or else read from `fh`."""
         conn, _ = self._require()
         step, in_flight = self.request_bytes, self.in_flight
-        mapped = _mapped(fh)
         file_bytes = len(mapped) if mapped is not None else 0
         view = memoryview(bytearray(step if mapped is None else 0))
         pending: deque[tuple[bool, int, int, int]] = deque()  # (a write?, request id, offset, count)
@@ -439,6 +454,13 @@ class AfpPythonClient(Client):
                     if mapped is not None:
                         count = min(step, file_bytes - offset)
                         data = mapped[offset : offset + count]
+                        if count == 0 and _size_of(fh) != file_bytes:
+                            # a page the file kept but cut short, or data past the mapping, sent no error
+                            failure = WorkbenchError(
+                                f"AFP: {what}: the local file changed size during the copy (it had {file_bytes} "
+                                "bytes)",
+                                "it changed during the copy",
+                            )
                     else:
                         try:
                             count = _read_local(fh, view, what)
@@ -669,7 +691,15 @@ def _read_local(fh: BinaryIO, view: memoryview, what: str) -> int:
         raise from_os_error(exc, f"{what}: reading the local file") from exc
 
 
-def _mapped(fh: BinaryIO) -> memoryview | None:
+def _size_of(fh: BinaryIO) -> int | None:
+    """The size of `fh`'s file now; None if it cannot be told."""
+    try:
+        return os.fstat(fh.fileno()).st_size
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+def _mapped(fh: BinaryIO) -> mmap.mmap | None:
     """`fh` mapped into memory, read-only, where it is a regular file that can be mapped; None otherwise (empty,
     not a regular file, or a file system that maps nothing).
 
@@ -677,19 +707,19 @@ def _mapped(fh: BinaryIO) -> memoryview | None:
     socket, where a read into a buffer and a send from it copy it twice (on loopback the client shares the
     CPU with the server, so that copy costs speed). sendfile, which hands the cached pages to TCP without a
     copy, measured slower: the server then spent more CPU per byte. Only the kernel touches the mapped bytes:
-    a file that shrinks under the copy makes the send fail with EFAULT, never a SIGBUS."""
+    a file that loses whole pages under the copy makes the send fail with EFAULT, never a SIGBUS; any other change
+    of size is found when the last request is sent."""
     try:
         fd = fh.fileno()
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
             return None
         mapping = mmap.mmap(fd, st.st_size, prot=mmap.PROT_READ)
-    except (OSError, AttributeError, ValueError):
+    except (OSError, AttributeError, ValueError, OverflowError):
         return None
     with suppress(OSError, AttributeError):
         mapping.madvise(mmap.MADV_SEQUENTIAL)  # read ahead where the file is not in the page cache
-    # the mapping is unmapped when the last view of it is released (the caller's, and the requests' slices)
-    return memoryview(mapping)
+    return mapping
 
 
 def _file_fd(fh: BinaryIO) -> int | None:

@@ -8,7 +8,7 @@ import math
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -352,23 +352,35 @@ def test_a_failed_copy_leaves_the_session_usable(afpd: AfpServed, tmp_path: Path
     assert (tmp_path / "ok.bin").read_bytes() == data
 
 
-def test_a_local_file_that_shrinks_under_an_upload_is_one_error(afpd: AfpServed, tmp_path: Path) -> None:
-    """The upload sends from the file mapped into memory: a file cut short under it fails the copy with one
-    line (the kernel's copy meets the end of the file), it does not kill the process."""
-    source = tmp_path / "shrinks.bin"
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda path: os.truncate(path, 0), id="cut-to-nothing"),
+        # every page stays mapped, the last one short: the kernel sends zeros for what is gone, no error
+        pytest.param(lambda path: os.truncate(path, (8 << 20) - 100), id="cut-within-a-page"),
+        pytest.param(lambda path: path.open("ab").write(b"more"), id="grown"),
+    ],
+)
+def test_a_local_file_that_changes_size_under_an_upload_is_one_error(
+    afpd: AfpServed, tmp_path: Path, change: Callable[[Path], object]
+) -> None:
+    """The upload sends from the file mapped into memory: a file cut short or grown under it fails the copy with
+    one line, it neither kills the process nor sends a copy of the wrong length as a success."""
+    source = tmp_path / "changes.bin"
     write_random(source, 8 * 1024 * 1024)
     (afpd.root / "files").mkdir()
-    cut: list[int] = []
+    changed: list[int] = []
 
-    def shrink(n: int) -> None:
-        if not cut:
-            cut.append(n)
-            os.truncate(source, 0)
+    def change_once(n: int) -> None:
+        if not changed:
+            changed.append(n)
+            change(source)
 
     with _client(afpd, block_size=256 * 1024, requests_in_flight=2) as client, pytest.raises(WorkbenchError) as caught:
-        client.upload(source, "files/shrinks.bin", shrink)
-    assert cut
-    assert "shrank" in caught.value.one_line() and "\n" not in caught.value.one_line()
+        client.upload(source, "files/changes.bin", change_once)
+    assert changed
+    line = caught.value.one_line()
+    assert ("shrank" in line or "changed size" in line) and "\n" not in line
 
 
 def test_an_upload_from_a_pipe_goes_through_a_buffer(afpd: AfpServed, tmp_path: Path) -> None:
