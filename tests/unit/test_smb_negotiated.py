@@ -500,6 +500,15 @@ def test_one_dialect_table_feeds_every_spelling_and_algorithm() -> None:
     from workbench.server.daemons.smbd import MIN_PROTOCOL, SmbServerOptions
 
     assert [d.name for d in SMB_DIALECTS] == ["2.0.2", "2.1", "3.0", "3.0.2", "3.1.1"] == list(DIALECT_CHOICES)
+    # the spellings as Samba, mount.cifs and smbutil write them, and MS-SMB2's algorithms: written out, so a typo
+    # in the one table cannot pass by being checked against itself
+    assert [(d.revision, d.samba, d.cifs_vers, d.smbutil, d.signing, d.cipher, d.encrypts) for d in SMB_DIALECTS] == [
+        (0x0202, "SMB2_02", "2.0", "SMB_2.002", "HMAC-SHA256", None, False),
+        (0x0210, "SMB2_10", "2.1", "SMB_2.1", "HMAC-SHA256", None, False),
+        (0x0300, "SMB3_00", "3.0", "SMB_3.0", "AES-128-CMAC", "AES-128-CCM", True),
+        (0x0302, "SMB3_02", "3.02", "SMB_3.0.2", "AES-128-CMAC", "AES-128-CCM", True),
+        (0x0311, "SMB3_11", "3.1.1", "SMB_3.1.1", None, None, True),
+    ]
     assert MIN_PROTOCOL == "SMB2_02" and SmbServerOptions().max_dialect == "3.1.1"
     for d in SMB_DIALECTS:
         assert dialect_of(d.name) == dialect_of(f"SMB {d.name}") == dialect_of(d.samba) == d.name
