@@ -22,6 +22,7 @@ from tests.schema_check import assert_valid_run_document
 from workbench.core.stock import clients_for
 from workbench.lab.stock_daemons import STOCK_SERVICES
 from workbench.protocols import registry
+from workbench.shared import procs
 from workbench.shared.urls import parse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -148,7 +149,7 @@ def test_stock_lab_measures_every_client_against_stock_daemons_only(tmp_path: Pa
 
         # Everything went: namespaces, the daemons seen, the lab's work directory with its root, keys and netrc.
         assert not _lab_namespaces(proc.pid)
-        alive = [pid for pid in seen if Path(f"/proc/{pid}").exists()]
+        alive = [pid for pid in seen if procs.pid_alive(pid)]  # a zombie init has yet to reap runs nothing
         assert not alive, {pid: seen[pid] for pid in alive}
         assert not list(lab_tmp.glob("workbench-lab-*")), list(lab_tmp.iterdir())
     finally:
@@ -202,7 +203,7 @@ def test_stock_lab_interrupted_mid_copy_leaves_nothing(tmp_path: Path, sig: int,
         assert {"stock-webdav", "stock-iperf3"} <= {w for line in output.splitlines() for w in line.split()[:1]}
         assert any("wsgidav" in " ".join(argv) for argv in seen.values()), seen  # the daemons were seen running
         assert not _lab_namespaces(proc.pid)
-        alive = [pid for pid in seen if Path(f"/proc/{pid}").exists()]
+        alive = [pid for pid in seen if procs.pid_alive(pid)]  # a zombie init has yet to reap runs nothing
         assert not alive, {pid: seen[pid] for pid in alive}
         # the work directory (root with the scratch directory, keys, netrc, ssh config) and the download scratch
         assert not list(lab_tmp.iterdir()), list(lab_tmp.iterdir())
