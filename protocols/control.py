@@ -172,6 +172,10 @@ class Control:
         except (WorkbenchError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
+    def cpu_waits_ns(self) -> dict[int, int] | None:
+        """The server threads' run-queue waits read with the last cpu_seconds() (None: not known)."""
+        return self.waits_ns
+
     def crypto_costs(self) -> dict[str, Any] | None:
         """The far host's own CPU cost per byte of SMB's signing and encryption (workbench.shared.cryptocost, as
         JSON), or None where it cannot say (an older serve)."""

@@ -134,6 +134,9 @@ class FakeFarHost(WorkbenchSide):
     def cpu_seconds(self) -> float | None:
         return None
 
+    def cpu_waits_ns(self) -> dict[int, int] | None:
+        return None
+
     def baseline(self, plan: Plan) -> Baseline:
         return Baseline(up_bytes_per_s=1e9, down_bytes_per_s=1e9, rtt_ms=0.1)
 

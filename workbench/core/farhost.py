@@ -67,6 +67,11 @@ class FarHost(Protocol):
         """CPU the far host's servers used so far (None when it cannot tell)."""
         ...
 
+    def cpu_waits_ns(self) -> dict[int, int] | None:
+        """Each of the far host's server threads' run-queue wait so far, in nanoseconds, as read with the last
+        cpu_seconds() (None when it cannot tell)."""
+        ...
+
     def crypto_costs(self) -> dict[str, Any] | None:
         """The far host's own CPU cost per byte of SMB's signing and encryption, measured now
         (workbench.shared.cryptocost, as JSON); None when it cannot measure them (a stock server)."""

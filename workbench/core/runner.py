@@ -98,7 +98,7 @@ class _Copier:
         with self.watcher.watch(direction) as seen:  # the TCP triage: started before t0, stopped after it
             # CPU is read inside the watch, so that starting and stopping it (control calls) stay out of it
             server_cpu0 = self.control.cpu_seconds()
-            server_wait0 = getattr(self.control, "waits_ns", None)  # a served far host's, read with its CPU
+            server_wait0 = self.control.cpu_waits_ns()  # read with its CPU
             # the helper's CPU is read first here and last below, so the /proc scans stay out of the figure
             helper_cpu0, (own_cpu0, children_cpu0) = self.client.helper_cpu_seconds(), _cpu_now()
             meter.start()
@@ -130,7 +130,7 @@ class _Copier:
                 seconds, intervals = own_s, ()
             (own_cpu1, children_cpu1), helper_cpu1 = _cpu_now(), self.client.helper_cpu_seconds()
             server_cpu1 = self.control.cpu_seconds()
-            server_wait1 = getattr(self.control, "waits_ns", None)
+            server_wait1 = self.control.cpu_waits_ns()
         # 0 if the helper died; the triage's sampling thread ran in this process but is not the client's work
         others_cpu = children_cpu1 - children_cpu0 + helper_cpu1 - helper_cpu0
         cpu = max(0.0, own_cpu1 - own_cpu0 + others_cpu - seen.sampling_cpu_s)

@@ -358,6 +358,9 @@ class StockFarHost:
     def cpu_seconds(self) -> float | None:
         return None
 
+    def cpu_waits_ns(self) -> dict[int, int] | None:
+        return None  # nothing of workbench runs there to read them
+
     def crypto_costs(self) -> dict[str, Any] | None:
         return None  # nothing of workbench runs there to measure them
 
