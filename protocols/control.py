@@ -166,9 +166,10 @@ class Control:
         self.waits_ns = None
         try:
             answer = self._call("GET", "cpu")
+            cpu_s = float(answer["cpu_s"])
             waits = answer.get("waits_ns")  # an older serve says none
             self.waits_ns = {int(t): int(ns) for t, ns in waits.items()} if isinstance(waits, dict) else None
-            return float(answer["cpu_s"])
+            return cpu_s
         except (WorkbenchError, KeyError, TypeError, ValueError, AttributeError):
             return None
 

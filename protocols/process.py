@@ -78,6 +78,15 @@ class _Watcher:
             self.advance_to(self.total)
 
 
+_native_runs = 0  # tools run_native started in this process so far
+
+
+def native_runs_started() -> int:
+    """How many native tools run_native has started in this process: a copy that started one did its work in
+    a child process, whose CPU this process sees only once it is reaped and whose waits for a core not at all."""
+    return _native_runs
+
+
 def run_native(
     argv: Sequence[str],
     *,
@@ -101,6 +110,8 @@ def run_native(
     Progress is completed to `total_bytes` only when the process exits 0; with total_bytes None (a
     download of unknown size) the caller tops it up from what landed, using `Completed.reported`.
     """
+    global _native_runs
+    _native_runs += 1
     full_env = dict(os.environ)
     if env:
         full_env.update(env)

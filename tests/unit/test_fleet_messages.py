@@ -28,7 +28,8 @@ from workbench.shared.triage import TcpTriage
 
 ROW = Result(
     "http", "aiohttp", "download", "1M", 1_000_000, 1,
-    samples=(Sample(1_000_000, 0.5, intervals=(200_000, 800_000), verified=True,
+    samples=(Sample(1_000_000, 0.5, intervals=(200_000, 800_000), verified=True, client_cpu_s=0.01,
+                    server_cpu_s=0.02, client_wait_s=0.003, server_wait_s=0.004,
                     tcp=TcpTriage("receiver", "client", 0.5, 1, 1_000_000)),),
 )  # fmt: skip
 

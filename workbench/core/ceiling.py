@@ -156,8 +156,9 @@ def per_file_bound(
     at a time, and the set `set_round_trips` once: the set's rate, explained in files/s.
 
     `waited_per_file_s` is time the client or server was measured waiting for a core (their run-queue wait,
-    the client's beyond what overlapped its bytes): charged like their CPU, and named for what it is, so a row
-    slowed by other work on the host says so rather than reading as the client's own cost."""
+    the client's beyond what overlapped its bytes), added like their CPU and named for what it is. The rows'
+    own ceilings pass none (the two sides' waits overlap each other and the wire, so charging them put the
+    ceiling below what copies reached); a prediction's "with waits" figure passes them."""
     per_file = set_bytes / files
     file_s = round_trips_per_file * rtt_s + (per_file / path_bytes_per_s if path_bytes_per_s else 0.0)
     file_s += (server_per_file_s or 0.0) + (client_per_file_s or 0.0) + (waited_per_file_s or 0.0)

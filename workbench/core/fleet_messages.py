@@ -132,6 +132,8 @@ class SampleDoc(_Strict):
     verified: bool | None = None
     client_cpu_s: Seconds | None = None
     server_cpu_s: Seconds | None = None
+    client_wait_s: Seconds | None = None
+    server_wait_s: Seconds | None = None
     intervals: Annotated[tuple[Count, ...], Field(max_length=MAX_INTERVALS)] = ()
     error: Text | None = None
     tcp: TcpTriage | None = None
@@ -139,8 +141,8 @@ class SampleDoc(_Strict):
     def to_sample(self) -> Sample:
         return Sample(
             bytes=self.bytes, seconds=self.seconds, files=self.files, verified=self.verified,
-            client_cpu_s=self.client_cpu_s, server_cpu_s=self.server_cpu_s, intervals=self.intervals,
-            error=self.error, tcp=self.tcp,
+            client_cpu_s=self.client_cpu_s, server_cpu_s=self.server_cpu_s, client_wait_s=self.client_wait_s,
+            server_wait_s=self.server_wait_s, intervals=self.intervals, error=self.error, tcp=self.tcp,
         )  # fmt: skip
 
 

@@ -35,7 +35,7 @@ class Sample:
     seconds: float
     files: int = 1
     verified: bool | None = None  # None: could not be checked
-    client_cpu_s: float | None = None  # CPU of the client process(es) during the copy (in-process: to the ns)
+    client_cpu_s: float | None = None  # CPU of the client process(es) during the copy (kept to 0.1 ms)
     server_cpu_s: float | None = None  # CPU of the server process(es), when known locally
     intervals: tuple[int, ...] = ()  # bytes moved in each INTERVAL_S slot, from the first request
     error: str | None = None

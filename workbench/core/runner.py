@@ -42,7 +42,7 @@ from workbench.core.results import Baseline, Result, Run, Sample
 from workbench.core.sampler import CopyMeter
 from workbench.fixtures import generate
 from workbench.fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
-from workbench.protocols import registry
+from workbench.protocols import process, registry
 from workbench.protocols.base import Client, FileCopy
 from workbench.shared import cryptocost, hostinfo, procs, schedstat, triage
 from workbench.shared.errors import UnavailableError, WorkbenchError, from_os_error
@@ -101,6 +101,7 @@ class _Copier:
             server_wait0 = self.control.cpu_waits_ns()  # read with its CPU
             # the helper's CPU is read first here and last below, so the /proc scans stay out of the figure
             helper_cpu0, (own_cpu0, children_cpu0) = self.client.helper_cpu_seconds(), _cpu_now()
+            native_runs0 = process.native_runs_started()
             meter.start()
             t0 = self.started_perf_s = time.perf_counter()
             try:
@@ -133,6 +134,7 @@ class _Copier:
             server_wait1 = self.control.cpu_waits_ns()
         # 0 if the helper died; the triage's sampling thread ran in this process but is not the client's work
         others_cpu = children_cpu1 - children_cpu0 + helper_cpu1 - helper_cpu0
+        in_child = process.native_runs_started() != native_runs0
         cpu = max(0.0, own_cpu1 - own_cpu0 + others_cpu - seen.sampling_cpu_s)
         if meter.cpu_s is not None:  # this process's own to the nanosecond, the watching threads already left out
             cpu = max(0.0, meter.cpu_s + others_cpu)
@@ -158,7 +160,9 @@ class _Copier:
             intervals=intervals,
             error=error,
             tcp=triage.seen(seen.triage, moved, seconds),
-            client_wait_s=meter.wait_s,
+            # this process's threads only: a copy done by a child process or a helper (curl, scp, rsync, the sshfs
+            # daemon) waited there, unseen, and this process's idle threads' near-zero would read as measured
+            client_wait_s=None if in_child or helper_cpu1 > 0 else meter.wait_s,
             server_wait_s=_waited(server_wait0, server_wait1),
         )
 

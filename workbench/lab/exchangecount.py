@@ -212,7 +212,7 @@ class Waits:
 
 
 def waits_of(row: Result) -> Waits:
-    """A row's median run-queue wait per copy, client and server, where the per-file ceiling charges it: a
+    """A row's median run-queue wait per copy, client and server, for a prediction's "with waits" figure: a
     client with files in flight may overlap it with anything, so none for that one."""
     if (row.details.files_in_flight or 1) > 1:
         return Waits()
@@ -222,8 +222,8 @@ def waits_of(row: Result) -> Waits:
 
 
 def _waited_per_file_s(count: ClientCount, files: int, file_bytes: int, path_bytes_per_s: float, waits: Waits) -> float:
-    """Per file, the wait the per-file ceiling charges (workbench.core.explain): the client's beyond what its CPU
-    leaves of its bytes' time, and the server's whole."""
+    """Per file, the wait a prediction's "with waits" figure adds: the client's beyond what its CPU leaves of its
+    bytes' time, and the server's whole."""
     if files <= 0 or path_bytes_per_s <= 0:
         return 0.0
     cpu_s = count.client_cpu_per_file_s or 0.0
@@ -261,7 +261,8 @@ def predicted_s(
     """The seconds a set of `files` files of `file_bytes` takes on a link of `rtt_s` and `path_bytes_per_s`:
     the counted round trips at its RTT, the bytes at its rate, each side's CPU per file as counted (the client's
     beyond its bytes' time) and the set's setup; a count without CPU figures, its turnaround as counted instead.
-    `waits`: what the predicted copies measured waiting for a core, charged as the per-file ceiling does.
+    `waits`: what the predicted copies measured waiting for a core, added for the "with waits" figure (the rows'
+    own ceilings leave waits out).
 
     Through the ceiling users see (`per_file_bound`, and the set's setup or turnaround as a fixed cost per copy,
     which like every fixed cost is never negative), so checking a prediction checks that model."""

@@ -65,7 +65,9 @@ def readings(pid: int | str = "self") -> dict[int, tuple[int, int]] | None:
             continue  # the thread ended, or no schedstat: said below when none reads
         if both is not None and tid.isdigit():
             found[int(tid)] = both
-    return found or None
+    if not any(run_ns for run_ns, _ in found.values()):
+        return None  # a kernel that keeps no schedstat writes zeros: a process that ran has run time
+    return found
 
 
 def threads(pid: int | str = "self") -> dict[int, int] | None:
@@ -105,8 +107,9 @@ def tree_cpu_and_waits(pgids: Collection[int]) -> tuple[float, dict[int, int] | 
 
     Descendants matter: sshd runs each session (and its sftp-server or rsync) in a new session and process
     group, so counting the listener's group alone saw 1 % of a core while a session decrypted 60 MB/s.
-    The waits are read after the CPU, so reading them is not in the next reading's CPU figure; this process's
-    watching threads (`watching_threads`) are left out of them."""
+    The waits are read after the CPU, so the scan that reads them falls into the next reading's CPU figure (one
+    /proc scan of the tree, well inside the clock tick the ceilings take off the server's CPU); this process's
+    watching threads (`watching_threads`) are left out of the waits."""
     snap = procs.snapshot()
     groups = [pid for pid, fields in snap.items() if int(fields[2]) in pgids]
     members = procs.tree(groups, snap)
