@@ -8,6 +8,7 @@ import struct
 
 import pytest
 
+from workbench.lab.exchangecount import ClientCount
 from workbench.lab.wirecount import (
     Counted,
     Packet,
@@ -133,7 +134,7 @@ def test_a_runs_copies_give_round_trips_per_file_per_set_and_the_turnaround() ->
 
 def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> None:
     from workbench.core.results import Baseline, Result, Run, Sample
-    from workbench.lab.exchangecount import ClientCount, predicted_s, with_setups
+    from workbench.lab.exchangecount import predicted_s, with_setups
 
     rtt_s, path = 0.0028, 62.5e6
     wire_s = 65536 / path
@@ -141,19 +142,7 @@ def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> No
     # 3 RTT + 3 ms + 1 ms = 12.4 ms per file; the sets of 4 and 12 files took 0.2 s beyond that, 5 RTT of it
     # the set's round trips
     per_file_s = 3 * rtt_s + 0.003 + 0.001
-    count = ClientCount(
-        "sftp/openssh",
-        "upload",
-        3,
-        5,
-        3,
-        0,
-        0.0,
-        0.0,
-        (4, 12),
-        client_cpu_per_file_s=0.003,
-        server_cpu_per_file_s=0.001,
-    )
+    count = _three_round_trips("sftp/openssh")
 
     def row(files: int) -> Result:
         sample = Sample(bytes=files * 65536, seconds=0.2 + files * per_file_s, files=files, verified=True)
@@ -176,23 +165,11 @@ def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> No
 
 def test_waits_for_a_core_are_no_part_of_a_count_and_added_only_when_asked() -> None:
     from workbench.core.results import Baseline, Result, Run, Sample
-    from workbench.lab.exchangecount import ClientCount, Waits, predicted_s, waits_of, with_setups
+    from workbench.lab.exchangecount import Waits, predicted_s, waits_of, with_setups
 
     rtt_s, path = 0.0028, 62.5e6
     per_file_s = 3 * rtt_s + 0.003 + 0.001  # as above: 3 RTT, 3 ms of client CPU, 1 ms of server CPU
-    count = ClientCount(
-        "sftp/paramiko",
-        "upload",
-        3,
-        5,
-        3,
-        0,
-        0.0,
-        0.0,
-        (4, 12),
-        client_cpu_per_file_s=0.003,
-        server_cpu_per_file_s=0.001,
-    )
+    count = _three_round_trips("sftp/paramiko")
 
     def row(files: int, client_wait_s: float, server_wait_s: float) -> Result:
         sample = Sample(
@@ -218,3 +195,11 @@ def test_waits_for_a_core_are_no_part_of_a_count_and_added_only_when_asked() -> 
     # a client with files in flight may overlap its waits with anything: none to add
     in_flight = dataclasses.replace(loaded[1], details=dataclasses.replace(loaded[1].details, files_in_flight=4))
     assert waits_of(in_flight) == Waits()
+
+
+def _three_round_trips(label: str) -> ClientCount:
+    """An upload count of 3 round trips per file and 5 per set, 3 ms of client and 1 ms of server CPU per file,
+    taken from sets of 4 and 12 files."""
+    return ClientCount(
+        label, "upload", 3, 5, 3, 0, 0.0, 0.0, (4, 12), client_cpu_per_file_s=0.003, server_cpu_per_file_s=0.001
+    )
