@@ -33,7 +33,7 @@ from typing import ClassVar
 from workbench.protocols.afp import _afp_port
 from workbench.protocols.base import Client, ClientOptions, FileCopy, Progress
 from workbench.protocols.details import ClientDetails
-from workbench.protocols.process import last_line, run_native
+from workbench.protocols.process import Completed, last_line, run_native
 from workbench.shared.errors import NetworkError, UnavailableError, WorkbenchError, from_os_error
 from workbench.shared.netatalk import GUEST_ACCOUNT, REFERENCE_VOLUME, Netatalk, find
 from workbench.shared.safetext import strip_controls
@@ -125,10 +125,7 @@ class AfpSpeedtestClient(Client):
             raise from_os_error(exc, f"connecting to {self.label}", self.target.host, self._port) from exc
         # The tool's own login, untimed: a 1 MiB Write (no -q: the server's quantum) says whether this server has
         # the password-less account and its volume, and which quantum it announces. Without them: unavailable.
-        done = run_native(
-            self._argv("Write", MIB, None), progress=lambda _n: None, total_bytes=None,
-            timeout=self.options.stall_timeout_s + self.options.connect_timeout_s,
-        )  # fmt: skip
+        done = _run_tool(self._argv("Write", MIB, None), self.options.stall_timeout_s + self.options.connect_timeout_s)
         try:
             quantum = parse_output(done.stdout).request_bytes
         except ValueError as exc:
@@ -174,7 +171,7 @@ class AfpSpeedtestClient(Client):
         test = TESTS[direction]
         argv = self._argv(test, size, self._request_bytes)
         timeout = self.options.stall_timeout_s + self.options.connect_timeout_s + size / MIN_BYTES_PER_S
-        done = run_native(argv, progress=lambda _n: None, total_bytes=None, timeout=timeout)
+        done = _run_tool(argv, timeout)
         try:
             run = parse_output(done.stdout)
         except ValueError as exc:
@@ -211,3 +208,16 @@ class AfpSpeedtestClient(Client):
 
     def row_details(self, direction: str) -> ClientDetails:
         return dataclasses.replace(self.details(), measures=MEASURES.get(direction))
+
+
+
+def _run_tool(argv: list[str], timeout_s: float) -> Completed:
+    """One afp_speedtest run, and once more when it printed its test's header and then no result: the tool reads
+    its test's name from memory it has freed (see the module's docstring), and now and then that memory is
+    already reused when the test starts, so the test stops at once, untimed. A second failure is the row's."""
+    done = run_native(argv, progress=lambda _n: None, total_bytes=None, timeout=timeout_s)
+    lines = done.stdout.splitlines()
+    began = any(_HEADER.match(line.strip()) for line in lines)
+    if not began or any(_RESULT.match(line) for line in lines):
+        return done  # it timed its test, or it never began one (no login, no volume): nothing to try again
+    return run_native(argv, progress=lambda _n: None, total_bytes=None, timeout=timeout_s)

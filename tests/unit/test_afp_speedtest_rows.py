@@ -5,6 +5,7 @@ failure (the exit code ignores it)."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,7 @@ from workbench.cli.export_html import render_html
 from workbench.cli.summary import NOT_VERIFIABLE, notes, status
 from workbench.core.results import Result, RowExplanation, Sample
 from workbench.core.runner import failed_rows
-from workbench.protocols.afp_speedtest import MEASURES, UNVERIFIABLE, parse_output
+from workbench.protocols.afp_speedtest import MEASURES, UNVERIFIABLE, _run_tool, parse_output
 from workbench.protocols.details import ClientDetails
 
 # netatalk 4.2.3's output, as it printed it against workbench's afpd (its first line: no -w was given)
@@ -105,3 +106,28 @@ def test_a_row_without_figures_says_only_why() -> None:
     said = notes(row, RowExplanation())
     assert said[0] == text and status(row) == ""
     assert UNVERIFIABLE not in said and MEASURES["download"] not in said
+
+
+@pytest.mark.parametrize(
+    ("first", "runs"),
+    [
+        ("Write quantum 1048576, size 1048576", 2),  # began its test and timed nothing: once more
+        ("Write quantum 1048576, size 1048576\n1\t 1763\t2436169.75", 1),  # timed: kept
+        ("login failed", 1),  # never began a test: trying again would say the same
+    ],
+)
+def test_the_tool_runs_once_more_only_when_it_began_its_test_and_timed_nothing(
+    tmp_path: Path, first: str, runs: int
+) -> None:
+    # a stand-in for afp_speedtest: its first run prints `first`, every later one a timed Write
+    count = tmp_path / "runs"
+    script = tmp_path / "tool.sh"
+    script.write_text(
+        f'echo x >> "{count}"\n'
+        f'if [ "$(wc -l < "{count}")" -eq 1 ]; then printf \'%b\\n\' \'{first}\'; exit 1; fi\n'
+        "printf 'Write quantum 1048576, size 1048576\\n1\\t 2000\\t512000.00\\n'\n"
+    )
+    done = _run_tool(["sh", str(script)], timeout_s=30)
+    assert len(count.read_text().splitlines()) == runs
+    if runs == 2:
+        assert parse_output(done.stdout).microseconds == (2000,)
