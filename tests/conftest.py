@@ -76,6 +76,7 @@ MACHINE_WIDE_MODULES = frozenset(
         "tests/integration/test_remote_home.py",
         "tests/integration/test_readme_commands.py",
         "tests/integration/test_hangup.py",
+        "tests/integration/test_fleet_cli.py",  # its fleets' members are on the machine-wide list of the others
     }
 )
 
