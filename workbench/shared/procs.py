@@ -21,23 +21,7 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     fields = stat_fields(pid)
-    return not (fields and _finished(pid, fields[0]))
-
-
-def _finished(pid: int | str, state: str) -> bool:
-    """Whether a process in `state` has finished: a zombie whose threads have all ended. A process whose main
-    thread exited while other threads run reads "Z" too, and still holds its sockets and files."""
-    if state != "Z":
-        return False
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return True
-    for tid in tids:
-        fields = stat_fields(f"{pid}/task/{tid}")
-        if fields and fields[0] != "Z":
-            return False
-    return True
+    return not (fields and fields[0] == "Z")
 
 
 def stat_fields(pid: int | str) -> list[str] | None:
@@ -188,7 +172,7 @@ def recorded_is(pid: int, start: int | None, args: list[str] | None, exe: str | 
 def in_group(pgid: int, snap: dict[int, list[str]] | None = None) -> list[int]:
     """Processes of process group `pgid` (zombies excluded: they are already dead)."""
     snap = snap if snap is not None else snapshot()
-    return [pid for pid, fields in snap.items() if int(fields[2]) == pgid and not _finished(pid, fields[0])]
+    return [pid for pid, fields in snap.items() if int(fields[2]) == pgid and fields[0] != "Z"]
 
 
 # ---------------------------------------------------------------- who owns a run's leftovers
