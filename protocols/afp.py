@@ -456,11 +456,7 @@ class AfpPythonClient(Client):
                         data = mapped[offset : offset + count]
                         if count == 0 and _size_of(fh) != file_bytes:
                             # a page the file kept but cut short, or data past the mapping, sent no error
-                            failure = WorkbenchError(
-                                f"AFP: {what}: the local file changed size during the copy (it had {file_bytes} "
-                                "bytes)",
-                                "it changed during the copy",
-                            )
+                            failure = _changed_size(what, file_bytes)
                     else:
                         try:
                             count = _read_local(fh, view, what)
@@ -476,10 +472,7 @@ class AfpPythonClient(Client):
                         if exc.errno != errno.EFAULT:
                             raise
                         self._broken()  # the request was cut short where the mapped file had shrunk
-                        raise WorkbenchError(
-                            f"AFP: {what}: the local file shrank below {file_bytes} bytes during the copy",
-                            "it changed during the copy",
-                        ) from exc
+                        raise _changed_size(what, file_bytes) from exc
                     pending.append((True, request_id, offset, count))
                     self.peak_in_flight = max(self.peak_in_flight, len(pending))
                     offset += count
@@ -689,6 +682,14 @@ def _read_local(fh: BinaryIO, view: memoryview, what: str) -> int:
         return fh.readinto(view) or 0  # type: ignore[attr-defined]
     except OSError as exc:
         raise from_os_error(exc, f"{what}: reading the local file") from exc
+
+
+def _changed_size(what: str, file_bytes: int) -> WorkbenchError:
+    """The one-line failure of an upload whose local file was not `file_bytes` long to its end."""
+    return WorkbenchError(
+        f"AFP: {what}: the local file changed size during the copy (it had {file_bytes} bytes)",
+        "it changed during the copy",
+    )
 
 
 def _size_of(fh: BinaryIO) -> int | None:
