@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import os
 import re
+import resource
 import secrets
 import shutil
 import tempfile
@@ -56,10 +57,10 @@ def _utc_now() -> str:
 
 
 def _cpu_now() -> tuple[float, float]:
-    """This process's CPU seconds and its reaped children's (a copy's curl, scp, rsync, smbclient), both in the
-    kernel's clock ticks (10 ms): a child-process client's CPU per file stays that coarse."""
-    t = os.times()
-    return t.user + t.system, t.children_user + t.children_system
+    """This process's CPU seconds and its reaped children's (a copy's curl, scp, rsync, smbclient): getrusage, whose
+    sum of user and system time is the scheduler's own runtime in microseconds (os.times() cuts it to 10 ms ticks)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 def _waited(before: dict[int, int] | None, after: dict[int, int] | None) -> float | None:
