@@ -3,6 +3,7 @@
 Usage (root): python bench/bench_per_file_predictions.py [--counts counts.json] [--links wan,gige]
                                                          [--files wan=8,gige=30] [--repeat 2] [--protocols all]
                                                          [--count-files 4,12] [--save DIR] [--runs DIR]
+                                                         [--swing OTHER/counts.json]
 
 The counts (round trips per file and per set, each side's CPU per file and the set's setup on this machine)
 come from --counts (bench/count_exchanges.py --json) or are taken first on wifi-ac (sets of --count-files).
@@ -12,7 +13,8 @@ CPU + the setup (workbench.lab.exchangecount.predicted_s). CPU is time on a core
 prediction within 25 % of the measured median holds. The table also shows the waits for a core the measured copies
 read (schedstat, per file) and the prediction with them added, which overshoots: the sides' waits overlap.
 --save DIR keeps the counts (counts.json), the run they were counted in (wifi-ac.json) and each link's run
-(LINK.json); --runs DIR predicts from those again without a lab (after a change to the model).
+(LINK.json); --runs DIR predicts from those again without a lab (after a change to the model). --swing prints
+each side's CPU per file beside another counting's (its counts.json): how far two runs' readings are apart.
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ from workbench.protocols.exchanges import COUNTED_FILE_BYTES
 HOLDS = 0.25
 
 
-Prediction = tuple[str, str, int, float, float, float, float, float]
+Prediction = tuple[str, str, int, float, float, float, float, float, float | None]
 
 
 def predictions(run: Run, counts: list[ClientCount]) -> list[Prediction]:
     """(client, direction, files, round trips per file, predicted s with the measured waits for a core added,
-    measured s, predicted s, the waits added in s) of every small-file row."""
+    measured s, predicted s, the waits added in s, the count's server CPU per file in s) of every small-file row."""
     rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
     by_client = {(c.label, c.direction): c for c in counts}
     found = []
@@ -55,8 +57,25 @@ def predictions(run: Run, counts: list[ClientCount]) -> list[Prediction]:
         quiet = predicted_s(count, row.files, file_bytes, rtt_s, path)
         loaded = predicted_s(count, row.files, file_bytes, rtt_s, path, waits_of(row))
         median = statistics.median(times)
-        found.append((row.label, row.direction, row.files, count.per_file, loaded, median, quiet, loaded - quiet))
+        found.append(
+            (
+                row.label,
+                row.direction,
+                row.files,
+                count.per_file,
+                loaded,
+                median,
+                quiet,
+                loaded - quiet,
+                count.server_cpu_per_file_s,
+            )
+        )
     return found
+
+
+def _server_cpu_method(run: Run) -> str:
+    """How a run's copies read the server's CPU (its link document says, since the lab read it from its cgroup)."""
+    return str((run.link or {}).get("server_cpu_per_copy") or "process trees")
 
 
 def _flags(link: str, small: list[str], protocols: str, repeat: int) -> dict[str, object]:
@@ -75,13 +94,14 @@ def measure(link: str, files: int, protocols: str, repeat: int) -> Run:
     return lab_run(_flags(link, [f"{files}x64K"], protocols, repeat), f"per-file predictions on {link}")[0]
 
 
-def show(link: str, run: Run, rows: list[Prediction]) -> int:
+def show(link: str, run: Run, rows: list[Prediction], counted_by: str) -> int:
     rtt = (run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0
     print(f"\n{link}: idle RTT {rtt:.2f} ms; predicted from the counts, per file (the set's time / its files)")
+    print(f"server CPU per copy read from: {counted_by} (counts), {_server_cpu_method(run)} ({link})")
     head = f"{'client':<22}{'dir':<10}{'RT/file':>8}{'predicted':>11}{'measured':>10}{'ratio':>7}  holds"
-    print(f"{head}{'+waits':>9}{'ratio':>7}{'wait':>9}")
+    print(f"{head}{'+waits':>9}{'ratio':>7}{'wait':>9}{'srv CPU':>9}")
     held = held_waits = 0
-    for label, direction, files, trips, waits, measured, predicted, waited in rows:
+    for label, direction, files, trips, waits, measured, predicted, waited, server_s in rows:
         ratio = predicted / measured
         ok = abs(ratio - 1) <= HOLDS
         held += ok
@@ -90,10 +110,40 @@ def show(link: str, run: Run, rows: list[Prediction]) -> int:
         print(
             f"{label:<22}{direction:<10}{trips:>8.2f}{per_file_ms[0]:>9.1f}ms{per_file_ms[1]:>8.1f}ms"
             f"{ratio:>7.2f}  {'yes' if ok else 'NO ':<5}{per_file_ms[2]:>7.1f}ms{waits / measured:>7.2f}"
-            f"{per_file_ms[3]:>7.2f}ms"
+            f"{per_file_ms[3]:>7.2f}ms{'' if server_s is None else f'{server_s * 1e3:>7.2f}ms'}"
         )
     print(f"{held} of {len(rows)} predictions within {HOLDS:.0%} ({held_waits} with the waits for a core added)")
     return len(rows) - held
+
+
+def _load_counts(path: Path) -> list[ClientCount]:
+    return [ClientCount(**{**c, "files": tuple(c["files"])}) for c in json.loads(path.read_text())["counts"]]
+
+
+def show_swing(counts: list[ClientCount], other: list[ClientCount]) -> None:
+    """Each side's CPU per file in two countings, and how far apart they are: the reading's noise between runs."""
+    by_client = {(c.label, c.direction): c for c in other}
+    print(f"\nCPU per file in two countings (ms): {'server':>15}{'client':>16}")
+    gaps: dict[str, list[float]] = {"server": [], "client": []}
+    for count in counts:
+        again = by_client.get((count.label, count.direction))
+        if again is None:
+            continue
+        cells = []
+        for side in gaps:
+            first, second = getattr(count, f"{side}_cpu_per_file_s"), getattr(again, f"{side}_cpu_per_file_s")
+            if first is None or second is None:
+                cells.append(f"{'-':>16}")
+                continue
+            gaps[side].append(abs(first - second) * 1e3)
+            cells.append(f"{first * 1e3:>8.2f}{second * 1e3:>8.2f}")
+        print(f"{count.label:<22}{count.direction:<10}{''.join(cells)}")
+    for side, found in gaps.items():
+        if found:
+            print(
+                f"{side} CPU per file, the two countings apart: median {statistics.median(found):.2f} ms, "
+                f"largest {max(found):.2f} ms, {sum(g <= 0.25 for g in found)} of {len(found)} within 0.25 ms"
+            )
 
 
 def main() -> int:
@@ -106,18 +156,22 @@ def main() -> int:
     parser.add_argument("--count-files", default="4,12", help="the two wifi-ac set sizes counted, e.g. 4,12")
     parser.add_argument("--save", type=Path, help="keep the counts and each link's run in this directory")
     parser.add_argument("--runs", type=Path, help="predict from a --save directory's counts and runs, no lab")
+    parser.add_argument("--swing", type=Path, help="another counts.json: each side's CPU per file in both, apart")
     args = parser.parse_args()
     counts_file = args.runs / "counts.json" if args.runs else args.counts
+    counted_by = "unknown"
     if counts_file:
-        doc = json.loads(counts_file.read_text())
-        counts = [ClientCount(**{**c, "files": tuple(c["files"])}) for c in doc["counts"]]
-        counting = counts_file.parent / "wifi-ac.json"
-        if counting.exists():  # the run they were counted in: each count's setup under the current model
-            counts = with_setups(Run.from_json(json.loads(counting.read_text())), counts)
+        counts = _load_counts(counts_file)
+        counting_file = counts_file.parent / "wifi-ac.json"
+        if counting_file.exists():  # the run they were counted in: each count's setup under the current model
+            counting = Run.from_json(json.loads(counting_file.read_text()))
+            counts = with_setups(counting, counts)
+            counted_by = _server_cpu_method(counting)
     else:
         flags = {**_flags("wifi-ac", [f"{n}x64K" for n in args.count_files.split(",")], args.protocols, args.repeat)}
         counting, packets, marks = lab_run(flags, "count exchanges on wifi-ac")
         counts = count_clients(counting, packets, marks)
+        counted_by = _server_cpu_method(counting)
         if args.save:
             args.save.mkdir(parents=True, exist_ok=True)
             doc = {"link": "wifi-ac", "counts": [dataclasses.asdict(c) for c in counts]}
@@ -133,7 +187,9 @@ def main() -> int:
             if args.save:
                 args.save.mkdir(parents=True, exist_ok=True)
                 (args.save / f"{link}.json").write_text(json.dumps(run.to_json()))
-        missed += show(link, run, predictions(run, counts))
+        missed += show(link, run, predictions(run, counts), counted_by)
+    if args.swing:
+        show_swing(counts, _load_counts(args.swing))
     print(f"\nfile size counted on: {COUNTED_FILE_BYTES // 1024} KiB")
     return 1 if missed else 0
 

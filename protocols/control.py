@@ -76,6 +76,8 @@ class Control:
         self._where = (target.host, target.port("http"))
         # each server thread's run-queue wait (ns) as of the last cpu_seconds(), by thread id; None: unread
         self.waits_ns: dict[int, int] | None = None
+        # CPU seconds serve's TCP-watch sampling has used so far, as of the last cpu_seconds(); None: unread
+        self.sampling_cpu_s: float | None = None
 
     def _call(
         self,
@@ -163,12 +165,14 @@ class Control:
     def cpu_seconds(self) -> float | None:
         """CPU seconds of the far host's servers so far; their threads' run-queue waits, read with it, are kept
         in waits_ns."""
-        self.waits_ns = None
+        self.waits_ns = self.sampling_cpu_s = None
         try:
             answer = self._call("GET", "cpu")
             cpu_s = float(answer["cpu_s"])
             waits = answer.get("waits_ns")  # an older serve says none
             self.waits_ns = {int(t): int(ns) for t, ns in waits.items()} if isinstance(waits, dict) else None
+            sampling = answer.get("sampling_cpu_s")  # an older serve says none
+            self.sampling_cpu_s = float(sampling) if isinstance(sampling, int | float) else None
             return cpu_s
         except (WorkbenchError, KeyError, TypeError, ValueError, AttributeError):
             return None

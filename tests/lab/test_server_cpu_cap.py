@@ -118,6 +118,43 @@ def test_an_uncapped_lab_counts_its_server_hosts_cpu_without_capping_it() -> Non
     assert report["server_throttled_s"] is None
 
 
+ENDED_BUSY_S = 0.05
+# a process on the server host that ends mid-copy (a connection's sshd child): it prints its own CPU clock last
+ENDED = "import time\nwhile time.process_time() < {s}:\n    pass\nprint(time.process_time())"
+
+
+def test_the_server_hosts_cgroup_keeps_the_cpu_of_a_process_that_ended() -> None:
+    """What each copy's server CPU is read from in a lab (lab.servercpu): a process that ran and ended between two
+    readings is in their difference, to well under a clock tick, whoever reaped it."""
+    script = f"echo ready; read go; {sys.executable} -S -c '{ENDED.format(s=ENDED_BUSY_S)}'; echo done; read end"
+    with Lab(KERNEL_LINK) as lab:
+        usage_s = lab.cpu_watch().server_usage()
+        assert usage_s is not None
+        shell = subprocess.Popen(
+            ["ip", "netns", "exec", lab.server_ns, "sh", "-c", script],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert shell.stdin is not None and shell.stdout is not None
+        try:
+            assert shell.stdout.readline() == "ready\n"  # in the namespace now
+            assert lab.cap_server_host() >= 1
+            before = usage_s()
+            shell.stdin.write("go\n")
+            shell.stdin.flush()
+            child_cpu_s = float(shell.stdout.readline())
+            assert shell.stdout.readline() == "done\n"  # the child ended, and the shell reaped it
+            after = usage_s()
+        finally:
+            shell.kill()
+            shell.wait()
+    assert before is not None and after is not None
+    print(f"cgroup: {after - before:.5f} s over a child that read {child_cpu_s:.5f} s of its own")
+    assert child_cpu_s >= ENDED_BUSY_S
+    assert 0 <= (after - before) - child_cpu_s < 0.005, (after - before, child_cpu_s)
+
+
 def test_a_group_left_by_a_killed_lab_goes_with_the_next_cleanup() -> None:
     dead = subprocess.Popen(["true"])  # its pid: an owner that is gone
     dead.wait()

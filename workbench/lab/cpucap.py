@@ -18,7 +18,7 @@ import errno
 import os
 import resource
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -308,6 +308,10 @@ class HostCpuWatch:
     def __init__(self, cap: CpuCap | None) -> None:
         self._cap = cap
         self._start: tuple[float, float | None, float, float | None] | None = None
+
+    def server_usage(self) -> Callable[[], float | None] | None:
+        """What reads the server host's CPU seconds so far (its cgroup's `usage_s`); None: no cgroup here."""
+        return self._cap.usage_s if self._cap is not None else None
 
     def start(self) -> None:
         cap = self._cap

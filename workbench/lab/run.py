@@ -304,6 +304,7 @@ def _run_inside(
 ) -> Run:
     from workbench.core import runner
     from workbench.core.config import build_plan
+    from workbench.lab import servercpu
     from workbench.server.daemons import supervisor
 
     _servers_up(lab, req, root, state, link, observer)
@@ -316,13 +317,15 @@ def _run_inside(
             )
             sweep = _sweep(plan, req.window_sweep, link, observer) if req.window_sweep else None
             cpu = lab.cpu_watch()  # both hosts' CPU over the copies: from the end of the baseline on
+            far = servercpu.far_host(plan.target, cpu.server_usage(), plan.options.stall_timeout_s)
+            link["server_cpu_per_copy"] = servercpu.method(far)  # each copy's server CPU: from the cgroup, exact
             context = LabContext(
                 link=link,
                 window_sweep=sweep,
                 emulator=_EmulatorWatch(lab, _left_out(req, observer), cpu),
                 after_baseline=_then(cpu.start, lab.start_stalls),
             )
-            return runner.execute(plan, recorder, observer, lab=context, label=label)
+            return runner.execute(plan, recorder, observer, far=far, lab=context, label=label)
     finally:
         for line in supervisor.down(state):
             observer.status(f"  {line}")
