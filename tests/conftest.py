@@ -21,7 +21,6 @@ host says, e.g. "CIFS is unavailable here", that has nothing to check on another
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import signal
@@ -34,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.far_host import HOST, FarHost, servers_up
-from tests.helpers import loopback_context
+from tests.helpers import XDIST_WORKER_ENV, loopback_context
 from tests.serve_fixtures import ServeRunner
 from tests.smb_fixtures import SmbdRunner
 from tests.ssh_fixtures import Served
@@ -45,7 +44,6 @@ from workbench.shared.credentials import generate
 from workbench.shared.target import Target
 
 STRICT_ENV = "WORKBENCH_TESTS_STRICT"
-XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"  # set by pytest-xdist in each worker (gw0, gw1, ...)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -65,37 +63,6 @@ def pytest_configure(config: pytest.Config) -> None:
         home = tempfile.mkdtemp(prefix=f"workbench-home-{os.environ[XDIST_WORKER_ENV]}-")
         os.environ["WORKBENCH_HOME"] = home
         config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
-
-
-# Modules whose tests look at every process of the machine (none of `servers over-ssh` left after a --via-ssh
-# run) or start such processes: side by side (pytest -n) they take turns, one module at a time (_machine_wide_turn).
-MACHINE_WIDE_MODULES = frozenset(
-    {
-        "tests/integration/test_via_ssh.py",
-        "tests/integration/test_commands.py",
-        "tests/integration/test_remote_home.py",
-        "tests/integration/test_readme_commands.py",
-        "tests/integration/test_hangup.py",
-        "tests/integration/test_fleet_cli.py",  # its fleets' members are on the machine-wide list of the others
-    }
-)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _machine_wide_turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Under pytest -n, a worker's run of a MACHINE_WIDE_MODULES module holds a lock all workers share (a file
-    beside their temporary folders) from before the module's fixtures start (an autouse fixture is set up first
-    of its scope) to after they stop: module-scoped servers and runs included. Other tests, and serial runs,
-    pass by."""
-    if not os.environ.get(XDIST_WORKER_ENV) or request.node.nodeid.split("::", 1)[0] not in MACHINE_WIDE_MODULES:
-        yield
-        return
-    with open(tmp_path_factory.getbasetemp().parent / "machine-wide.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def strict() -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.helpers import free_port
+from tests.helpers import free_port, started_by_this_worker
 from workbench.server.daemons import supervisor
 from workbench.shared import procs
 from workbench.shared.net import listening
@@ -164,14 +164,19 @@ def fuse_mounts(source_contains: str, kind: str = "fuse.sshfs") -> set[str]:
 
 
 def fleet_members() -> list[int]:
-    """Pids of fleet members (`workbench fleet-member`, the far side of a fleet's SSH sessions) on this machine; the
-    controller's own ssh processes, whose remote command names it too, are not members."""
+    """Pids of fleet members (`workbench fleet-member`, the far side of a fleet's SSH sessions) this test worker
+    started, on this machine; the controller's own ssh processes, whose remote command names it too, are not
+    members."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"fleet-member" in argv and Path(argv[0].decode(errors="replace")).name != "ssh":
+        if (
+            b"fleet-member" in argv
+            and Path(argv[0].decode(errors="replace")).name != "ssh"
+            and started_by_this_worker(int(pid))
+        ):
             found.append(int(pid))
     return found

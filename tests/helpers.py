@@ -10,6 +10,30 @@ from pathlib import Path
 from workbench.server.daemons.base import ManagedServer, ServerContext
 from workbench.shared.credentials import Credentials, generate
 
+# pytest-xdist names each worker (gw0, gw1, ...) in this variable; every process a worker starts inherits it, and
+# the login sshds hand it to their sessions (sshd_setenv), so a process can be told apart from another worker's.
+XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
+
+
+def sshd_setenv() -> str:
+    """What a test sshd's `SetEnv` adds so its sessions carry this worker's name (nothing outside pytest -n)."""
+    worker = os.environ.get(XDIST_WORKER_ENV)
+    return f" {XDIST_WORKER_ENV}={worker}" if worker else ""
+
+
+def started_by_this_worker(pid: int) -> bool:
+    """Whether pid was started by this test process or what it started (its environment names this worker), so a
+    check for leftovers sees this worker's runs and not those of tests running beside it. Outside pytest -n every
+    process counts. Read from the environment, not the parentage: an orphaned leftover has lost its parent."""
+    worker = os.environ.get(XDIST_WORKER_ENV)
+    if not worker:
+        return True
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{XDIST_WORKER_ENV}={worker}".encode() in environ.split(b"\0")
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free right now on host (for servers that must be told their port up front)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port
+from tests.helpers import free_port, sshd_setenv
 from workbench.shared.net import port_open
 
 HOST = "127.0.0.1"
@@ -71,7 +71,8 @@ def login_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Logi
                 "LogLevel ERROR",
                 # the far side's results and test files in this test's own folder, not the shared ~/.local/share
                 # (tests running side by side would make the same test files there at once)
-                f"SetEnv WORKBENCH_HOME={d / 'far-home'}",
+                # and this test worker's name, by which the tests tell its leftovers from those of others
+                f"SetEnv WORKBENCH_HOME={d / 'far-home'}{sshd_setenv()}",
             ]
         )
         + "\n"

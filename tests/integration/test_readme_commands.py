@@ -41,7 +41,7 @@ from pathlib import Path
 import pytest
 
 from tests.far_host import fleet_members
-from tests.helpers import free_port
+from tests.helpers import free_port, sshd_setenv
 from tests.readme_lines import ReadmeLine, readme_lines, with_flags
 from tests.schema_check import assert_valid_run_document
 from tests.ssh_login import keygen
@@ -243,7 +243,7 @@ class World:
             f"AuthorizedKeysFile {d / 'authorized_keys'}\nAllowUsers {USER}\nAuthenticationMethods publickey\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
             "UsePAM no\nStrictModes no\nPrintMotd no\nUseDNS no\nLogLevel ERROR\n"
-            f"SetEnv PATH={SCRIPT.parent}:/usr/local/bin:/usr/bin:/bin WORKBENCH_HOME={far_home}\n"
+            f"SetEnv PATH={SCRIPT.parent}:/usr/local/bin:/usr/bin:/bin WORKBENCH_HOME={far_home}{sshd_setenv()}\n"
         )
         kind, blob = (d / "host_key.pub").read_text().split()[:2]
         (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {kind} {blob}\n")

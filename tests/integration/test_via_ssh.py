@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from tests.far_host import REPO, saved_rows
+from tests.helpers import started_by_this_worker
 from tests.ssh_login import HOST, REMOTE_WORKBENCH, LoginHost
 from workbench.shared.errors import ExitCode
 
@@ -47,14 +48,15 @@ def _local_tmp(tmp_path: Path) -> Path:
 
 
 def _over_ssh_processes() -> list[str]:
-    """Command lines of far-side processes a --via-ssh run starts: `servers over-ssh` and its servers."""
+    """Command lines of far-side processes a --via-ssh run of this test worker starts: `servers over-ssh` and its
+    servers."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "over-ssh" in cmd or "workbench-over-ssh-" in cmd:
+        if ("over-ssh" in cmd or "workbench-over-ssh-" in cmd) and started_by_this_worker(int(pid)):
             found.append(f"{pid}: {cmd}")
     return found
 
