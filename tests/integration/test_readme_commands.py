@@ -15,15 +15,16 @@ after an install), HOME a fresh directory, against real local servers:
   $HOME) of real sshds on 127.0.0.1; the login sshd's sessions find this venv's `workbench` on their PATH, as on
   a host where it is installed.
 
-Only what names another machine is replaced, by the reviewed table SUBSTITUTIONS. Lines that cannot run here
-are listed once, with the reason, in NOT_HERE. The `workbench lab` lines run in tests/lab/test_readme_lab_lines.py.
-A documented line in none of these fails test_every_readme_line_is_run_or_said_why.
+Only what names another machine is replaced, by the reviewed table SUBSTITUTIONS (and sizes are bounded: below).
+Lines that cannot run here are listed once, with the reason, in NOT_HERE. The `workbench lab` lines run in
+tests/lab/test_readme_lab_lines.py. A documented line in none of these fails test_every_readme_line_is_run_or_said_why.
 
 Sizes are bounded by flags appended to the line (BOUNDS): click gives a single-valued option its last value,
 so an appended `--sizes 64K --repeat 1` replaces the line's `--sizes 16M,256M,1G --repeat 5` (each run's
 recorded plan is checked to be the bounded one). `--small` is a list option: an appended one would add a set,
-not replace `--small 1000x16K`, so those lines copy their 1000 × 16 KiB files (16 MB) as written. `--protocols`
-is appended to keep one or two clients per run.
+not replace the line's, so its value is made smaller in place (SMALLER_VALUES: `--small 1000x16K` copies four
+16 KiB files, not a thousand; the plan is checked for that too). `--protocols` is appended to keep one or two
+clients per run.
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ SUBSTITUTIONS: list[tuple[str, str, str]] = [
     ("smb://alice@nas/share", "smb://{user}@127.0.0.1:{smb_port}/plain", "the fleet's server: stock Samba"),
     ("report 12 ", "report {after} ", "the newer of the database's runs"),
     ("compare 11 12", "compare {before} {after}", "the database's two runs"),
+]
+
+# Values of a list option (typed twice it takes both, so an appended bound would add to the line's own, not replace it)
+# -> the bounded value, and why. The flag stays as written: only its count shrinks.
+SMALLER_VALUES: list[tuple[str, str, str]] = [
+    ("--small 1000x16K", "--small 4x16K", "a small-file set of the same file size, four files instead of a thousand"),
 ]
 
 # Lines that need another machine, or are this machine's set-up and this suite themselves.
@@ -148,6 +155,8 @@ class World:
         for old, new, _ in SUBSTITUTIONS:
             if old in text:
                 text = text.replace(old, new.format(**self.values))
+        for old, new, _ in SMALLER_VALUES:
+            text = text.replace(old + " ", new + " ")
         return with_flags(text.strip(), bounds_for(line))
 
     def run(self, line: ReadmeLine, *, again: bool = False) -> Outcome:
@@ -361,6 +370,8 @@ def _check_new_runs(count: int, *, fleet: bool = False) -> Callable[[World, Read
             assert run.results, run_id
             # the appended bounds won over the line's own values
             assert run.meta["plan"]["sizes"] == [64 << 10] and run.meta["plan"]["repeat"] == 1, run.meta["plan"]
+            small = {new.split()[-1] for old, new, _ in SMALLER_VALUES if old in line.command + " "}
+            assert set(run.meta["plan"].get("small_sets") or []) == small, run.meta["plan"]
             copied = [r for r in run.results if not (r.error or "").startswith("unavailable")]
             assert copied and all(r.error is None for r in copied), [(r.label, r.error) for r in copied]
             if fleet:
@@ -503,7 +514,7 @@ def test_every_readme_line_is_run_or_said_why() -> None:
         assert rule_for(line) is not None, f"{line.where} is neither run nor listed: {line.command}"
     commands = {ln.command for ln in LINES}
     assert set(NOT_HERE) <= commands, set(NOT_HERE) - commands
-    for old, _, why in SUBSTITUTIONS:
+    for old, _, why in SUBSTITUTIONS + SMALLER_VALUES:
         assert any(old in ln.command + " " for ln in LINES), f"stale substitution {old!r} ({why})"
     for rule in RULES:
         assert any(rule.matches(ln.argv) for ln in RUNNABLE), "a rule that no README line uses"
