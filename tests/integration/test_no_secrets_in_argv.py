@@ -4,6 +4,9 @@ servers started by `servers up` (the password from credentials.json). A watcher 
 process on the machine (servers, clients, helpers such as curl, smbclient, rsync, ssh) while the run lasts;
 it also checks that it saw those programs, so a watch that saw nothing cannot pass. The password must not
 reach the run's output, its JSON document or its database either.
+
+Nothing here races a timer, so it runs beside other tests (pytest -n): their processes, which the watch reads too,
+hold passwords of their own, never this test's freshly generated one.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from tests.argv_watch import ArgvWatch
 from tests.far_host import servers_up
 from tests.stock_urls import StockSite, run_workbench
 from workbench.shared import credentials as creds_mod
-
-pytestmark = pytest.mark.serial  # a run against seven stock servers at once: .ci/run gives it the machine alone
 
 SMALL_RUN = ("--sizes", "1M", "--small", "3x4K", "--repeat", "1", "--warmup", "0")
 
