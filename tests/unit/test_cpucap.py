@@ -155,3 +155,20 @@ def test_a_stock_iperf3_started_again_mid_run_goes_back_into_the_server_hosts_cg
     restarted = "stock-iperf3 had exited (status 1); started again"
     _check_iperf3(lab, _StockHost(restarted), said)  # type: ignore[arg-type]
     assert lab.capped == 1 and said.lines == [f"lab: {restarted}"]  # the new one joins the cap, then it is said
+
+
+def test_the_server_hosts_group_leaves_out_this_process_and_netatalks_restarting_master(monkeypatch) -> None:
+    """netatalk's master restarts an unused cnid_metad every second: no copy's work, kept out of the group."""
+    import os
+    import subprocess
+
+    argv = ["sleep", "30"]
+    master = subprocess.Popen(["/usr/sbin/netatalk", "30"], executable="/bin/sleep")
+    server = subprocess.Popen(argv)
+    try:
+        monkeypatch.setattr(cpucap.netns, "pids_in", lambda ns: [os.getpid(), master.pid, server.pid])
+        assert cpucap.server_host_pids("wb-lab-test") == [server.pid]
+    finally:
+        for proc in (master, server):
+            proc.kill()
+            proc.wait()
