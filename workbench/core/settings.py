@@ -202,7 +202,7 @@ SETTINGS: tuple[Setting, ...] = (
         "warmup",
         int,
         1,
-        "Untimed copies first.",
+        "Untimed copies first (of a many-file set: its first 10 files).",
         "",
         "warmup = 2",
         meta="warmup",

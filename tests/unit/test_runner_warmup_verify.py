@@ -1,0 +1,107 @@
+"""A many-file set's warm-up copies its first files only, while every timed copy is the whole set; a set's
+uploads checked several at a time still catch the one file that arrived corrupted, or could not be checked.
+
+The client and the far host are the pure-logic fakes of tests/fakes.py; the copies are real file copies between
+two temporary directories, verified by the runner against the manifest's hashes as always.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes import FAKE, FakeClient, FakeFarHost, ListRecorder, Script
+from workbench.core.plan import Plan
+from workbench.core.runner import WARMUP_FILES, execute
+from workbench.protocols.base import ClientOptions
+from workbench.shared.credentials import Credentials
+from workbench.shared.errors import NetworkError
+from workbench.shared.sizes import SmallSet
+from workbench.shared.target import Target
+
+FILES = WARMUP_FILES + 15  # more than a warm-up copies
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Iterator[Script]:
+    far_root = tmp_path / "far"
+    far_root.mkdir()
+    FakeClient.script = Script(far_root=far_root)
+    yield FakeClient.script
+    del FakeClient.script
+
+
+def plan_of(tmp_path: Path, directions: tuple[str, ...], repeat: int = 2, warmup: int = 1) -> Plan:
+    return Plan(
+        target=Target("127.0.0.1", Credentials("u", "p")),
+        entries=(FAKE,),
+        directions=directions,
+        sizes=(),
+        small_sets=(SmallSet(FILES, 1024),),
+        profile="random",
+        seed=1,
+        repeat=repeat,
+        warmup=warmup,
+        tcp_duration=1.0,
+        files_dir=tmp_path / "files",
+        options=ClientOptions(stall_timeout_s=5.0),
+        iperf3=False,
+    )
+
+
+def copied_names(script: Script) -> list[str]:
+    return [Path(event[2]).name for event in script.events if event[0] == "copy"]
+
+
+@pytest.mark.parametrize("direction", ["upload", "download"])
+def test_a_warm_up_copies_the_first_files_and_each_timed_copy_the_whole_set(
+    tmp_path: Path, script: Script, direction: str
+) -> None:
+    run = execute(plan_of(tmp_path, (direction,)), ListRecorder(script.events), far=FakeFarHost(script.far_root))
+
+    [row] = run.results
+    assert row.error is None and row.verified and row.warmup == 1
+    assert [(s.files, s.bytes) for s in row.samples] == [(FILES, FILES * 1024)] * 2
+    names = copied_names(script)
+    assert len(names) == WARMUP_FILES + 2 * FILES
+    assert names[:WARMUP_FILES] == names[WARMUP_FILES : 2 * WARMUP_FILES]  # the set's first files, in its order
+
+
+class _Corrupting(FakeFarHost):
+    """A far host whose copy of one uploaded file reads differently (or cannot be read), as after a bad write."""
+
+    def __init__(self, root: Path, bad: str, unreadable: bool = False) -> None:
+        super().__init__(root)
+        self.bad = bad
+        self.unreadable = unreadable
+        self.hashed: list[str] = []
+
+    def hash(self, path: str, size_bytes: int = 0) -> dict[str, Any]:
+        self.hashed.append(Path(path).name)
+        if Path(path).name == self.bad:
+            if self.unreadable:
+                raise NetworkError("the far host hung up", "check it")
+            return {"xxh3_128": "0" * 32}
+        return super().hash(path, size_bytes)
+
+
+@pytest.mark.parametrize(("unreadable", "said"), [(False, "arrived corrupted"), (True, "could not verify")])
+def test_one_bad_file_of_a_set_fails_the_upload_row(
+    tmp_path: Path, script: Script, unreadable: bool, said: str
+) -> None:
+    plan = plan_of(tmp_path, ("upload",), repeat=1, warmup=0)
+    probe = execute(plan, ListRecorder([]), far=FakeFarHost(script.far_root))  # the set's file names, in order
+    bad = copied_names(script)[FILES - 3]  # late in the set: the checks before it pass
+    script.events.clear()
+
+    far = _Corrupting(script.far_root, bad, unreadable)
+    run = execute(plan, ListRecorder(script.events), far=far)
+
+    assert probe.results[0].verified
+    [row] = run.results
+    assert row.error is not None and said in row.error and bad in row.error
+    assert not row.verified
+    assert sorted(far.hashed) == sorted(copied_names(script))  # every file of the copy was checked
