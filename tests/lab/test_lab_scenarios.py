@@ -4,17 +4,17 @@ the lab's client window clamp holds every streaming client's download at window 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import lab_unavailable
+from tests.lab.concurrent_labs import ConcurrentLabs, LabJob
 from tests.schema_check import assert_valid_run_document
 from workbench.lab import scenarios
 
@@ -32,21 +32,14 @@ def _workbench(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.C
     )
 
 
-SCENARIO_WORKERS = 2  # stories run at once: their reduced forms are checked for what they show, not for figures
 EACH_STORY = "test_each_scenario_runs_to_its_end_in_its_reduced_form"
 OFFLOAD_STORY = "test_a_sender_with_tso_on_collapses_on_a_line_that_breaks_offloads_and_recovers_with_them_off"
 
 
-@pytest.fixture(scope="module")
-def story_runs(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, tuple[Path, Future]]]:
-    """Every selected story's reduced form started at once, SCENARIO_WORKERS at a time (each builds its own labs,
-    named by its process); each test waits for its own. All have ended before the module's other tests run.
-
-    One run per story: the offload test reads broken-tso's. Stories of more variants (a lab each) start first,
-    so the longest does not start last and leave one worker idle."""
-    items = request.session.items
+def concurrent_lab_jobs(items: list[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> list[LabJob]:
+    """One run per selected story, beside the other concurrent lab runs (tests/lab/conftest.py): their reduced
+    forms are checked for what they show, not for figures. The offload test reads broken-tso's run. A story builds
+    a lab per variant, one after the other."""
     selected = {
         item.callspec.params["name"]
         for item in items
@@ -54,26 +47,22 @@ def story_runs(
     }
     if any(getattr(item, "originalname", "") == OFFLOAD_STORY for item in items):
         selected.add("broken-tso")
-    names = list(scenarios.SCENARIOS)
-    order = sorted(selected, key=lambda name: (-len(scenarios.SCENARIOS[name].variants), names.index(name)))
-    with ThreadPoolExecutor(max_workers=SCENARIO_WORKERS) as pool:
-        runs: dict[str, tuple[Path, Future]] = {}
-        for name in order:
-            tmp = tmp_path_factory.mktemp(f"story-{name}")
-            argv = ["lab", "--scenario", name, "--quick", "--json", str(tmp / "story.json")]
-            runs[name] = (tmp, pool.submit(_workbench, tmp, *argv))
-        yield runs
+    jobs = []
+    for name in (n for n in scenarios.SCENARIOS if n in selected):
+        tmp = tmp_path_factory.mktemp(f"story-{name}")
+        argv = ["lab", "--scenario", name, "--quick", "--json", str(tmp / "story.json")]
+        run = functools.partial(_workbench, tmp, *argv)
+        jobs.append(LabJob(f"story {name}", tmp, run, labs=len(scenarios.SCENARIOS[name].variants)))
+    return jobs
 
 
 @pytest.mark.lab
+@pytest.mark.concurrent_lab
 @needs_lab
 @pytest.mark.parametrize("name", list(scenarios.SCENARIOS))
-def test_each_scenario_runs_to_its_end_in_its_reduced_form(
-    name: str, story_runs: dict[str, tuple[Path, Future]]
-) -> None:
+def test_each_scenario_runs_to_its_end_in_its_reduced_form(name: str, concurrent_labs: ConcurrentLabs) -> None:
     story = scenarios.SCENARIOS[name]
-    tmp_path, future = story_runs[name]
-    proc = future.result(timeout=900)
+    tmp_path, proc = concurrent_labs.result(f"story {name}")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     out = proc.stdout
     # the story's table: every published figure on its own line, beside a lab figure, and the verdicts
@@ -96,16 +85,16 @@ def test_each_scenario_runs_to_its_end_in_its_reduced_form(
 
 
 @pytest.mark.lab
+@pytest.mark.concurrent_lab
 @needs_lab
 def test_a_sender_with_tso_on_collapses_on_a_line_that_breaks_offloads_and_recovers_with_them_off(
-    story_runs: dict[str, tuple[Path, Future]],
+    concurrent_labs: ConcurrentLabs,
 ) -> None:
     """A path that breaks offloaded packets, from the broken-tso story's reduced form (64 KiB copies, one each, 1 s
     of raw TCP each way: a collapsed flow still ends, it moves a few KB/s). With the server's TSO and GSO on, raw
     TCP down collapses, most of what the server sends is sent again, and the verdict names the offloads and the
     fix; with them off (switched on the server host's link device) the same line carries the download."""
-    tmp_path, future = story_runs["broken-tso"]
-    proc = future.result(timeout=900)
+    tmp_path, proc = concurrent_labs.result("story broken-tso")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     on = json.loads((tmp_path / "story-server-TSO-and-GSO-on.json").read_text())
     off = json.loads((tmp_path / "story-server-TSO-and-GSO-off.json").read_text())

@@ -9,23 +9,23 @@ http/aiohttp` where the line names no protocols of its own (a line's own `--prot
 subject and is kept). The bare `workbench lab` line also carries the lab's output and plan options (`--db`,
 `--markdown`, `--csv`, `--label`, `--wide`, `--stall-timeout`), so each of the lab's options runs from the console
 script somewhere (tests/integration/test_commands.py checks that). Every line must exit 0 with no traceback; a line
-writing `--json` must leave a valid document. About 40 s a line on a quiet 2-core machine, most of it building the lab
-(waiting on namespaces, devices and servers to come up): three lines run at once.
+writing `--json` must leave a valid document. About 15 s a line on a quiet 2-core machine, most of it building the lab
+and probing its link: the lines run beside the scenarios' reduced forms (tests/lab/conftest.py, `concurrent_lab`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import lab_unavailable
+from tests.lab.concurrent_labs import ConcurrentLabs, LabJob
 from tests.readme_lines import ReadmeLine, readme_lines, with_flags
 from tests.schema_check import assert_valid_run_document
 
@@ -36,7 +36,6 @@ SMALLEST += ["--tcp-duration", "1"]
 OUTPUTS = ["--db", "lab-runs.sqlite", "--markdown", "lab.md", "--csv", "lab.csv", "--label", "readme lab"]
 OUTPUTS += ["--wide", "--stall-timeout", "20"]
 NO_LAB = (["--scenario", "list"],)  # lines that list and build no lab: run as written
-LAB_WORKERS = 3  # lines run at once: a lab's build and servers are mostly waiting, its copies are 64 KiB
 
 LAB_LINES = [ln for ln in readme_lines() if ln.is_lab]
 # the documented bare `workbench lab` (what setup.sh runs) carries the output options
@@ -85,30 +84,26 @@ def _key(line: ReadmeLine) -> str:
     return f"{LAB_LINES.index(line)}: {line.command}"
 
 
-@pytest.fixture(scope="module")
-def line_runs(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, tuple[Path, Future]]]:
-    """Every selected lab line started at once, LAB_WORKERS at a time: each builds its own lab (namespaces named
-    by its process), and most of a line's time is building it, so they overlap; each test waits for its own."""
+def concurrent_lab_jobs(items: list[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> list[LabJob]:
+    """Every selected lab line, beside the other concurrent lab runs (tests/lab/conftest.py): each builds its own
+    lab (namespaces named by its process), and most of a line's time is building it, so they overlap."""
     selected = [
         item.callspec.params["line"]
-        for item in request.session.items
+        for item in items
         if getattr(item, "originalname", "") == "test_readme_lab_line_runs" and hasattr(item, "callspec")
     ]
-    with ThreadPoolExecutor(max_workers=LAB_WORKERS) as pool:
-        runs: dict[str, tuple[Path, Future]] = {}
-        for line in selected:
-            home = tmp_path_factory.mktemp("readme-lab")
-            runs[_key(line)] = (home, pool.submit(_run_line, line, home))
-        yield runs
+    jobs = []
+    for line in selected:
+        home = tmp_path_factory.mktemp("readme-lab")
+        jobs.append(LabJob(_key(line), home, functools.partial(_run_line, line, home)))
+    return jobs
 
 
+@pytest.mark.concurrent_lab
 @pytest.mark.parametrize("line", LAB_LINES, ids=[ln.label() for ln in LAB_LINES])
-def test_readme_lab_line_runs(line: ReadmeLine, line_runs: dict[str, tuple[Path, Future]]) -> None:
+def test_readme_lab_line_runs(line: ReadmeLine, concurrent_labs: ConcurrentLabs) -> None:
     assert SCRIPT.is_file(), f"no console script at {SCRIPT}"
-    tmp_path, future = line_runs[_key(line)]
-    command, proc = future.result(timeout=900)
+    tmp_path, (command, proc) = concurrent_labs.result(_key(line))
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, (command, proc.returncode, text[-6000:])
     assert "Traceback" not in text and "internal error" not in text, text[-6000:]

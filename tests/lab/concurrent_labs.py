@@ -1,0 +1,40 @@
+"""Lab runs side by side: the jobs of the `concurrent_lab` tests (tests/lab/conftest.py says which and why)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LabJob:
+    """One run of a concurrent_lab test: `run` builds its lab(s) and returns what the test reads."""
+
+    key: str
+    folder: Path  # the run's own folder (its HOME, its JSON)
+    run: Callable[[], Any]
+    labs: int = 1  # labs it builds one after the other: the jobs of most labs start first, so none starts last
+
+
+class ConcurrentLabs:
+    """The selected concurrent_lab jobs, started at once on CONCURRENT_LABS workers."""
+
+    def __init__(self, jobs: list[LabJob], workers: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lab-job")
+        self._runs: dict[str, tuple[Path, Future]] = {}
+        for job in sorted(jobs, key=lambda j: -j.labs):  # stable: equal jobs keep their modules' order
+            self._runs[job.key] = (job.folder, self._pool.submit(job.run))
+
+    def result(self, key: str, timeout_s: float = 900) -> tuple[Path, Any]:
+        """The job's folder and what its run returned (its exception, raised here)."""
+        folder, future = self._runs[key]
+        return folder, future.result(timeout=timeout_s)
+
+    def drain(self) -> None:
+        wait([future for _, future in self._runs.values()])
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=False)
