@@ -7,8 +7,10 @@ client and direction, the round trips of the larger set less those of the smalle
 them, are the round trips per file; what the smaller set has beyond its files' share is the set's own (a
 login). The copies' durations give, the same way, the time per file and per set that is neither round trips
 nor bytes on the wire: the client's and the server's turnaround, which is this machine's and not the link's.
-Their CPU gives each side's CPU per file the same way, and what the sets took beyond their files and round
-trips by the per-file ceiling's rule is the set's setup (`with_setups`).
+Their CPU gives each side's CPU per file the same way (the server's read from the lab server host's cgroup,
+exact, with the per-connection processes that ended mid-copy: workbench.lab.servercpu; the client's from this
+process and its reaped children, to the microsecond), and what the sets took beyond their files and round trips
+by the per-file ceiling's rule is the set's setup (`with_setups`).
 
 `predicted_s` carries them to another link through the `per-file` ceiling: round trips × its RTT + bytes at its
 rate or the client's CPU where longer + the server's CPU, and the setup once per set. CPU figures are time on a
