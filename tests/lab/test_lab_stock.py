@@ -4,6 +4,7 @@ left behind."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -12,11 +13,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import lab_unavailable
+from tests.lab.concurrent_labs import ConcurrentLabs, LabJob
 from tests.platform_clients import SERVED_ONLY, expected_clients
 from tests.schema_check import assert_valid_run_document
 from workbench.core.stock import clients_for
@@ -163,19 +166,32 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest.mark.lab
-@pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab unavailable: {lab_unavailable()}")
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
-def test_stock_lab_interrupted_mid_copy_leaves_nothing(tmp_path: Path, sig: int, code: int) -> None:
+INTERRUPTED = "test_stock_lab_interrupted_mid_copy_leaves_nothing"
+SIGNALS = {"ctrl-c": (signal.SIGINT, 130), "sigterm": (signal.SIGTERM, 143)}
+
+
+@dataclass(frozen=True)
+class StockInterrupted:
+    """A stock lab stopped by a signal during its first upload: its exit code, its output, the server host's
+    processes seen while it ran, and its own temporary folder (TMPDIR: its work directory and scratch)."""
+
+    returncode: int
+    output: str
+    seen: dict[int, list[str]]
+    lab_tmp: Path
+    owner: int
+
+
+def _interrupt_mid_copy(sig: int, folder: Path) -> StockInterrupted:
     lab_tmp = Path(tempfile.mkdtemp(prefix="wbt-"))
-    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1", "TMPDIR": str(lab_tmp)}
+    env = {**os.environ, "WORKBENCH_HOME": str(folder / "home"), "PYTHONUNBUFFERED": "1", "TMPDIR": str(lab_tmp)}
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
     # 64 MiB copies over 200 Mbit/s take about 3 s each: the signal comes during the first
     argv = [sys.executable, "-m", "workbench", "lab", "--servers", "stock", "--link", "gige", "--rate", "200mbit"]
     argv += ["--protocols", "http/aiohttp", "--sizes", "64M", "--small", "none", "--repeat", "3", "--warmup", "0"]
     argv += ["--tcp-duration", "1"]
     seen: dict[int, list[str]] = {}
-    log = tmp_path / "out.txt"
+    log = folder / "out.txt"
     with open(log, "w") as out:
         proc = subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, preexec_fn=_default_sigint
@@ -195,19 +211,49 @@ def test_stock_lab_interrupted_mid_copy_leaves_nothing(tmp_path: Path, sig: int,
         seen.update(_server_processes(proc.pid))
         proc.send_signal(sig)
         proc.wait(timeout=90)
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(lab_tmp, ignore_errors=True)  # the test never gets it to look at
+        raise
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return StockInterrupted(proc.returncode, log.read_text(), seen, lab_tmp, proc.pid)
+
+
+def concurrent_lab_jobs(items: list[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> list[LabJob]:
+    """Each selected interruption, beside the other concurrent lab runs (tests/lab/conftest.py): what it shows
+    is its own lab's teardown (its namespaces, the processes it started, its TMPDIR), never a figure."""
+    jobs = []
+    for item in items:
+        if getattr(item, "originalname", "") == INTERRUPTED and hasattr(item, "callspec"):
+            name = item.callspec.id
+            folder = tmp_path_factory.mktemp(f"stock-{name}")
+            jobs.append(
+                LabJob(f"stock {name}", folder, functools.partial(_interrupt_mid_copy, SIGNALS[name][0], folder))
+            )
+    return jobs
+
+
+@pytest.mark.lab
+@pytest.mark.concurrent_lab
+@pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab unavailable: {lab_unavailable()}")
+@pytest.mark.parametrize("name", list(SIGNALS))
+def test_stock_lab_interrupted_mid_copy_leaves_nothing(name: str, concurrent_labs: ConcurrentLabs) -> None:
+    _, run = concurrent_labs.result(f"stock {name}")
+    _, code = SIGNALS[name]
     try:
-        output = log.read_text()
-        assert proc.returncode == code, output[-3000:]
+        output, seen = run.output, run.seen
+        assert run.returncode == code, output[-3000:]
         assert {"stock-webdav", "stock-iperf3"} <= {w for line in output.splitlines() for w in line.split()[:1]}
         assert any("wsgidav" in " ".join(argv) for argv in seen.values()), seen  # the daemons were seen running
-        assert not _lab_namespaces(proc.pid)
+        assert not _lab_namespaces(run.owner)
         alive = [pid for pid in seen if procs.pid_alive(pid)]  # a zombie init has yet to reap runs nothing
         assert not alive, {pid: seen[pid] for pid in alive}
         # the work directory (root with the scratch directory, keys, netrc, ssh config) and the download scratch
-        assert not list(lab_tmp.iterdir()), list(lab_tmp.iterdir())
+        assert not list(run.lab_tmp.iterdir()), list(run.lab_tmp.iterdir())
     finally:
-        shutil.rmtree(lab_tmp, ignore_errors=True)
+        shutil.rmtree(run.lab_tmp, ignore_errors=True)
