@@ -4,6 +4,7 @@ shared emulated link. Also `run --via-ssh` between two lab hosts. Nothing is lef
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -18,8 +19,9 @@ import pytest
 
 from tests.far_host import fleet_members, saved_rows, start_workbench, wait_for
 from tests.helpers import lab_unavailable
+from tests.lab.concurrent_labs import ConcurrentLabs, LabJob
 from tests.schema_check import assert_valid_run_document
-from workbench.lab import expected_goodput_bits_per_s
+from workbench.lab import expected_goodput_bits_per_s, netns
 from workbench.shared.errors import ExitCode
 
 LINK_BITS_PER_S = 533e6  # wifi-ac
@@ -40,12 +42,14 @@ def _lab_reason() -> str | None:
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(_lab_reason() is not None, reason=f"lab: {_lab_reason()}")]
 
 
-def _nothing_left(lab_tmp: Path) -> None:
+def _nothing_left(lab_tmp: Path, owner: int) -> None:
+    """Nothing of the lab run `owner` left: its fleet's members, namespaces, processes and TMPDIR (`lab_tmp`).
+    Only its own namespaces count: other labs may run beside it (tests/lab/conftest.py, concurrent_lab)."""
     deadline = time.monotonic() + 30
     while fleet_members() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert fleet_members() == []
-    assert "wb-lab-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not [n for n in netns.lab_namespaces() if netns.owner_of(n) == owner]
     leftovers = subprocess.run(["pgrep", "-f", str(lab_tmp)], capture_output=True, text=True).stdout
     assert not leftovers.strip(), leftovers  # no server, sshd or session of this lab is left running
     assert list(lab_tmp.iterdir()) == []
@@ -64,7 +68,7 @@ def test_three_lab_clients_share_the_link_and_report_aggregate_and_own_rows(tmp_
         proc = _fleet(tmp_path, lab_tmp, "--protocols", "http/aiohttp,smb/pysmb", "--sizes", "16M", "--repeat", "2")
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, out[-4000:] + err[-3000:]
-        _nothing_left(lab_tmp)
+        _nothing_left(lab_tmp, proc.pid)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -98,7 +102,12 @@ def test_three_lab_clients_share_the_link_and_report_aggregate_and_own_rows(tmp_
     assert "×3" in out
 
 
-def test_a_lab_client_failing_mid_run_fails_its_rows_and_not_the_others(tmp_path: Path) -> None:
+FAILING = "test_a_lab_client_failing_mid_run_fails_its_rows_and_not_the_others"
+
+
+def _kill_a_client_mid_run(tmp_path: Path) -> None:
+    """The fleet run with one client's member SIGKILLed after every client's first row; its exit code checked and
+    nothing of it left. Its JSON is in `tmp_path`."""
     lab_tmp = Path(tempfile.mkdtemp(prefix="wbt-"))
     # two rows each: once every client sent its 8M row, the 48M copies (about 2 s each at a third of the link) run
     proc = _fleet(tmp_path, lab_tmp, "--protocols", "http/aiohttp", "--sizes", "8M,48M", "--repeat", "3")
@@ -109,12 +118,26 @@ def test_a_lab_client_failing_mid_run_fails_its_rows_and_not_the_others(tmp_path
         os.kill(victims[0], signal.SIGKILL)
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == ExitCode.ROWS_FAILED, out[-4000:] + err[-3000:]
-        _nothing_left(lab_tmp)
+        _nothing_left(lab_tmp, proc.pid)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
         shutil.rmtree(lab_tmp, ignore_errors=True)
+
+
+def concurrent_lab_jobs(items: list[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> list[LabJob]:
+    """The failing client's run, beside the other concurrent lab runs (tests/lab/conftest.py): it shows which rows
+    fail and what is left, never a figure. The fleet of three clients measures the shared link: not here."""
+    if not any(getattr(item, "originalname", "") == FAILING for item in items):
+        return []
+    folder = tmp_path_factory.mktemp("fleet-failing")
+    return [LabJob("fleet failing client", folder, functools.partial(_kill_a_client_mid_run, folder))]
+
+
+@pytest.mark.concurrent_lab
+def test_a_lab_client_failing_mid_run_fails_its_rows_and_not_the_others(concurrent_labs: ConcurrentLabs) -> None:
+    tmp_path, _ = concurrent_labs.result("fleet failing client")
     doc = json.loads((tmp_path / "fleet.json").read_text())
     assert_valid_run_document(doc)
     failed = doc["run"]["fleet"]["failed_clients"]

@@ -3,16 +3,19 @@ over the emulated link, then nothing left behind."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import assert_lab_rtt_honest, lab_unavailable
+from tests.lab.concurrent_labs import ConcurrentLabs, LabJob
 from tests.platform_clients import expected_clients
 from tests.schema_check import assert_valid_run_document
 from workbench.core.ceiling import LABELS, UNEXPLAINED
@@ -174,18 +177,33 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
     assert "wb-lab-" not in leftovers
 
 
-@pytest.mark.lab
-@pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab unavailable: {lab_unavailable()}")
-def test_ctrl_c_mid_run_tears_everything_down(tmp_path: Path) -> None:
+CTRL_C = "test_ctrl_c_mid_run_tears_everything_down"
+
+
+@dataclass(frozen=True)
+class LabInterrupted:
+    """A lab stopped with Ctrl-C during a 64M upload: its exit code, output, pid and results database, and what
+    was left in its own TMPDIR (`left`) and running under it (`running`) once it had exited."""
+
+    returncode: int
+    out: str
+    err: str
+    owner: int
+    db: Path
+    left: list[Path]
+    running: str
+    mounted: bool
+
+
+def _ctrl_c_mid_run(folder: Path) -> LabInterrupted:
     import shutil
     import signal
     import tempfile
 
     from tests.far_host import saved_rows, start_workbench, wait_for
-    from workbench.core.store import Store
 
     # a short TMPDIR of this test's own: smbd's socket paths under a long pytest path overflow AF_UNIX's limit
-    db, lab_tmp = tmp_path / "runs.sqlite", Path(tempfile.mkdtemp(prefix="wbt-"))
+    db, lab_tmp = folder / "runs.sqlite", Path(tempfile.mkdtemp(prefix="wbt-"))
     proc = start_workbench(
         "lab",
         "--link",
@@ -206,7 +224,7 @@ def test_ctrl_c_mid_run_tears_everything_down(tmp_path: Path) -> None:
         "1",
         "--db",
         str(db),
-        home=tmp_path / "home",
+        home=folder / "home",
         tmp_dir=lab_tmp,  # the lab's far root lives here: its incoming/ shows the copy arriving
     )
 
@@ -223,14 +241,36 @@ def test_ctrl_c_mid_run_tears_everything_down(tmp_path: Path) -> None:
             proc.kill()
             proc.communicate()
         left = list(lab_tmp.iterdir())
+        running = subprocess.run(["pgrep", "-f", str(lab_tmp)], capture_output=True, text=True).stdout
+        mounted = str(lab_tmp) in Path("/proc/mounts").read_text()
         shutil.rmtree(lab_tmp, ignore_errors=True)
-    assert proc.returncode == 130, out[-3000:] + err[-3000:]
+    return LabInterrupted(proc.returncode, out, err, proc.pid, db, left, running, mounted)
+
+
+def concurrent_lab_jobs(items: list[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> list[LabJob]:
+    """The Ctrl-C run, beside the other concurrent lab runs (tests/lab/conftest.py): it shows its own lab's
+    teardown (its namespaces, processes, mounts and TMPDIR) and its first row, never a figure."""
+    if not any(getattr(item, "originalname", "") == CTRL_C for item in items):
+        return []
+    folder = tmp_path_factory.mktemp("ctrl-c")
+    return [LabJob("lab ctrl-c", folder, functools.partial(_ctrl_c_mid_run, folder))]
+
+
+@pytest.mark.lab
+@pytest.mark.concurrent_lab
+@pytest.mark.skipif(lab_unavailable() is not None, reason=f"lab unavailable: {lab_unavailable()}")
+def test_ctrl_c_mid_run_tears_everything_down(concurrent_labs: ConcurrentLabs) -> None:
+    from workbench.core.store import Store
+    from workbench.lab import netns
+
+    _, run = concurrent_labs.result("lab ctrl-c")
+    out, err = run.out, run.err
+    assert run.returncode == 130, out[-3000:] + err[-3000:]
     assert "interrupted" in err and "Traceback" not in out + err
-    with Store(db) as store:
+    with Store(run.db) as store:
         rows = store.load().results
     assert [(r.label, r.file_set, r.error, r.verified) for r in rows][:1] == [("http/aiohttp", "1M", None, True)]
-    assert "wb-lab-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    leftovers = subprocess.run(["pgrep", "-f", str(lab_tmp)], capture_output=True, text=True).stdout
-    assert not leftovers.strip(), leftovers  # no server of this lab is left running
-    assert str(lab_tmp) not in Path("/proc/mounts").read_text()
-    assert left == []  # its root, state and keys are gone
+    assert not [n for n in netns.lab_namespaces() if netns.owner_of(n) == run.owner]  # its own: others may run
+    assert not run.running.strip(), run.running  # no server of this lab is left running
+    assert not run.mounted
+    assert run.left == []  # its root, state and keys are gone
