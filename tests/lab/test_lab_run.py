@@ -228,9 +228,15 @@ def _ctrl_c_mid_run(folder: Path) -> LabInterrupted:
         tmp_dir=lab_tmp,  # the lab's far root lives here: its incoming/ shows the copy arriving
     )
 
+    def landing_bytes(path: Path) -> int:  # 0 for a file gone between the listing and the look (a copy done)
+        try:
+            return path.stat().st_size if path.is_file() else 0
+        except FileNotFoundError:
+            return 0
+
     def big_copy_under_way() -> bool:  # the 1M row is saved and a 64M upload (~6 s over 100 Mbit/s) is landing
-        landing = [p for p in lab_tmp.glob("workbench-lab-*/root/incoming/**/*64M*") if p.is_file()]
-        return saved_rows(db) >= 1 and any(0 < p.stat().st_size < 64 << 20 for p in landing)
+        landing = lab_tmp.glob("workbench-lab-*/root/incoming/**/*64M*")
+        return saved_rows(db) >= 1 and any(0 < landing_bytes(p) < 64 << 20 for p in landing)
 
     try:
         wait_for("the 64M upload under way", big_copy_under_way, proc, timeout_s=300)
