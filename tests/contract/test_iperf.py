@@ -25,8 +25,12 @@ def iperf3_server(tmp_path: Path) -> Iterator[tuple[int, IperfAuth]]:
     """An authenticated iperf3 server (the only kind workbench starts) and what a client needs for it."""
     auth = write_server_auth(tmp_path / "iperf3", USER, PASSWORD)
     port = free_port()
-    with Iperf3Server(HOST, port, auth):
+    with Iperf3Server(HOST, port, auth) as server:
         yield port, IperfAuth(USER, PASSWORD, auth.public_key)
+        log = server.log_path.read_text()
+    # Waiting for it to listen never touched it: a connection that closes at once is a failed test to iperf3
+    # ("unable to receive parameters"), after which it re-opens its listener and resets whoever came next.
+    assert "unable to receive parameters" not in log, log
 
 
 @needs_iperf3

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from workbench.probe.iperf import iperf3_available
 from workbench.shared.errors import NetworkError, NotFoundError
-from workbench.shared.net import port_open
+from workbench.shared.net import listening
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,10 @@ class Iperf3Server:
                     f"iperf3 server exited at start: {err[:200] or self.proc.returncode}",
                     "is the port in use? choose another",
                 )
-            if port_open(self.bind, self.port):
+            # Read from the kernel's tables, never by connecting: iperf3 -s takes any connection as a test's
+            # control channel, and after one that closes at once it re-opens its listener, resetting a client
+            # that connected in that gap ("unable to receive control message").
+            if listening(self.port):
                 return
             time.sleep(0.05)
         raise NetworkError(f"iperf3 server did not listen on {self.bind}:{self.port} within {timeout:.0f} s")
