@@ -92,8 +92,9 @@ def test_run_measures_verifies_saves_and_reports(served: ServeRunner, tmp_path: 
     assert_probe_figures(baseline["details"]["probe"]["download"], baseline["down_bytes_per_s"], duration_s=1)
     assert 0 < baseline["details"]["rtt_min_ms"] <= baseline["rtt_ms"] < LOOPBACK_RTT_MAX_MS
     if shutil.which("iperf3"):  # serve's iperf3 is authenticated; the run fetched its key and logged in
-        assert_same_magnitude(baseline["iperf3_up_bytes_per_s"], baseline["up_bytes_per_s"])
-        assert_same_magnitude(baseline["iperf3_down_bytes_per_s"], baseline["down_bytes_per_s"])
+        for direction, key in (("upload", "iperf3_up_bytes_per_s"), ("download", "iperf3_down_bytes_per_s")):
+            counted = baseline["details"]["iperf3"][direction]
+            assert_iperf3_figures(baseline[key], counted["bytes"], counted["seconds"])
     assert doc["run"]["client"]["tcp"]["tcp_rmem"] and doc["run"]["started_utc"].endswith("Z")
     rows = {(r["client"], r["direction"], r["file_set"]): r for r in doc["results"]}
     set_bytes = {"1M": (1 << 20, 1), "4M": (4 << 20, 1), "20x4K": (20 * 4096, 20)}
@@ -223,10 +224,11 @@ def assert_probe_figures(probe: dict, bytes_per_s: float, duration_s: float) -> 
     assert 0.5 * duration_s <= probe["seconds"] <= duration_s + 2
 
 
-def assert_same_magnitude(iperf3_bytes_per_s: float | None, probe_bytes_per_s: float) -> None:
-    """iperf3 and the probe measure the same loopback path in bytes/s: a bits/bytes slip (8x) shows here."""
-    assert iperf3_bytes_per_s is not None
-    assert probe_bytes_per_s / 4 < iperf3_bytes_per_s < probe_bytes_per_s * 4, (iperf3_bytes_per_s, probe_bytes_per_s)
+def assert_iperf3_figures(iperf3_bytes_per_s: float | None, counted_bytes: int, counted_s: float) -> None:
+    """iperf3's rate is in bytes/s, its own received bytes over its own seconds: a bits/bytes slip (8x) shows here.
+    (Beside the probe's rate it proves nothing on a busy machine: the Python probe then reads up to 10x lower.)"""
+    assert iperf3_bytes_per_s is not None and counted_bytes > 1e6 and 0.5 <= counted_s <= 3
+    assert iperf3_bytes_per_s == pytest.approx(counted_bytes / counted_s, rel=1e-3)
 
 
 def test_wrong_password_is_one_line(served: ServeRunner, tmp_path: Path) -> None:
@@ -327,7 +329,7 @@ def test_tcp_command_reports_both_directions_and_a_window_sweep(served: ServeRun
         assert 0.5 * all_bytes_per_s < figures["probe_bytes_per_s"] <= all_bytes_per_s
         assert 0.5 <= figures["seconds"] <= 1 + 2
         if shutil.which("iperf3"):
-            assert_same_magnitude(figures["iperf3_bytes_per_s"], figures["probe_bytes_per_s"])
+            assert_iperf3_figures(figures["iperf3_bytes_per_s"], figures["iperf3_bytes"], figures["iperf3_seconds"])
     assert [p["window_bytes"] for p in doc["window_sweep"]] == [256 << 10, 1 << 20]
     assert all(p["effective_window_bytes"] for p in doc["window_sweep"])
 

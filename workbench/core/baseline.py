@@ -28,13 +28,16 @@ def _iperf3(
     duration: float,
     window: int | None = None,
     auth: iperf.IperfAuth | None = None,
-) -> float | None:
+) -> iperf.IperfResult | None:
     if iperf.iperf3_available() is not None:
         return None
     with contextlib.suppress(WorkbenchError, OSError):
-        result = iperf.run_iperf3(host, port, direction, duration, window, auth)
-        return result.bytes_per_s if result else None
+        return iperf.run_iperf3(host, port, direction, duration, window, auth)
     return None
+
+
+def _rate(result: iperf.IperfResult | None) -> float | None:
+    return result.bytes_per_s if result else None
 
 
 @contextlib.contextmanager
@@ -86,11 +89,20 @@ def measure_baseline(plan: Plan, watcher: CopyWatcher) -> Baseline:
     if plan.iperf3:
         with iperf3_auth(plan.target) as auth:
             port3 = plan.target.port("iperf3")
-            base = dataclasses.replace(
-                base,
-                iperf3_up_bytes_per_s=_iperf3(host, port3, "upload", plan.tcp_duration, auth=auth),
-                iperf3_down_bytes_per_s=_iperf3(host, port3, "download", plan.tcp_duration, auth=auth),
-            )
+            up3 = _iperf3(host, port3, "upload", plan.tcp_duration, auth=auth)
+            down3 = _iperf3(host, port3, "download", plan.tcp_duration, auth=auth)
+        # iperf3's own bytes and seconds (what its receiver counted), so its rate can be recomputed like the probe's
+        counted = {
+            direction: {"bytes": result.bytes, "seconds": result.seconds}
+            for direction, result in (("upload", up3), ("download", down3))
+            if result is not None
+        }
+        base = dataclasses.replace(
+            base,
+            iperf3_up_bytes_per_s=_rate(up3),
+            iperf3_down_bytes_per_s=_rate(down3),
+            details={**(base.details or {}), "iperf3": counted} if counted else base.details,
+        )
     return base
 
 
@@ -114,13 +126,17 @@ def measure_tcp(
     with iperf3_auth(target) as auth:
         for direction in directions:
             probe = probe_client.measure(host, port, secret, direction, duration, window=window)
+            iperf3 = _iperf3(host, target.port("iperf3"), direction, duration, window, auth)
             doc["directions"][direction] = {
                 "probe_bytes_per_s": probe.bytes_per_s,
                 "bytes": probe.bytes,
                 "seconds": probe.seconds,
                 "window_requested": window,
                 "window_bytes": probe.window_bytes,
-                "iperf3_bytes_per_s": _iperf3(host, target.port("iperf3"), direction, duration, window, auth),
+                "iperf3_bytes_per_s": _rate(iperf3),
+                # what iperf3's receiver counted, so its rate can be recomputed as the probe's can
+                "iperf3_bytes": iperf3.bytes if iperf3 else None,
+                "iperf3_seconds": iperf3.seconds if iperf3 else None,
             }
     if sweep:
         # the path's best is what the probe just carried downloading (the sweep's direction), when it ran
