@@ -11,7 +11,12 @@ A test that needs a real server belongs in tests/contract (one client, one serve
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+
+from tests.fakes import FakeClient, Script
 
 # The fixtures in tests/conftest.py that start a real server (serve, sshd, rsyncd, smbd, `servers up`).
 SERVER_FIXTURES = frozenset({"serve_runner", "served", "far_host", "sshd", "rsyncd", "smbd_runner", "smbd"})
@@ -25,3 +30,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             "move it to tests/contract or tests/integration",
             pytrace=False,
         )
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Iterator[Script]:
+    """The scripted fake client's script (tests/fakes.py), with a far root of its own, for tests of the runner."""
+    far_root = tmp_path / "far"
+    far_root.mkdir()
+    FakeClient.script = Script(far_root=far_root)
+    yield FakeClient.script
+    del FakeClient.script

@@ -3,22 +3,18 @@ and that it renders on a terminal above the row's bar."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from tests.fakes import FAKE, FAKE_NO_HELPER, FAKE_UNAVAILABLE, FakeClient, FakeFarHost, ListRecorder, Script
+from tests.fakes import FAKE, FAKE_NO_HELPER, FAKE_UNAVAILABLE, FakeFarHost, ListRecorder, Script
+from tests.unit.test_runner_orchestration import plan_of
 from workbench.cli.eta import Pace, TimeLeft, clock
 from workbench.cli.progress import RichObserver
 from workbench.core.observe import QuietObserver, RunPace, pace_of
-from workbench.core.plan import Plan
 from workbench.core.runner import execute
-from workbench.protocols.base import ClientOptions
-from workbench.shared.credentials import Credentials
-from workbench.shared.target import Target
 
 MB = 1_000_000
 
@@ -130,32 +126,9 @@ class _Counting(QuietObserver):
         self.dropped.append((copies, set_bytes))
 
 
-@pytest.fixture
-def script(tmp_path: Path) -> Iterator[Script]:
-    far_root = tmp_path / "far"
-    far_root.mkdir()
-    FakeClient.script = Script(far_root=far_root)
-    yield FakeClient.script
-    del FakeClient.script
-
-
 def test_the_runner_counts_every_planned_copy_as_made_or_dropped(tmp_path: Path, script: Script) -> None:
     size = 64 << 10
-    plan = Plan(
-        target=Target("127.0.0.1", Credentials("u", "p")),
-        entries=(FAKE_UNAVAILABLE, FAKE_NO_HELPER, FAKE),
-        directions=("upload", "download"),
-        sizes=(size,),
-        small_sets=(),
-        profile="random",
-        seed=1,
-        repeat=3,
-        warmup=1,
-        tcp_duration=1.0,
-        files_dir=tmp_path / "files",
-        options=ClientOptions(stall_timeout_s=5.0),
-        iperf3=False,
-    )
+    plan = plan_of(tmp_path, entries=(FAKE_UNAVAILABLE, FAKE_NO_HELPER, FAKE), sizes=(size,), repeat=3)
     script.fail_copies = {2}  # the upload row's first timed copy: its last two are not made
     observer = _Counting()
     execute(plan, ListRecorder(script.events), observer, far=FakeFarHost(script.far_root))

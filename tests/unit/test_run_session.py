@@ -8,13 +8,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fakes import FakeClient, FakeFarHost, ListRecorder, Script
+from tests.fakes import FakeFarHost, ListRecorder, Script
 from tests.unit.test_runner_orchestration import plan_of
 from workbench.core import session
 from workbench.core.config import resolve
@@ -24,15 +24,6 @@ from workbench.core.runner import execute
 from workbench.core.store import Store
 from workbench.shared import procs
 from workbench.shared.errors import ExitCode, NetworkError, UsageError, WorkbenchError
-
-
-@pytest.fixture
-def script(tmp_path: Path) -> Iterator[Script]:
-    far_root = tmp_path / "far"
-    far_root.mkdir()
-    FakeClient.script = Script(far_root=far_root)
-    yield FakeClient.script
-    del FakeClient.script
 
 
 # ---------------------------------------------------------------- choosing the session

@@ -7,12 +7,11 @@ between two temporary directories, verified by the runner against the manifest's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.fakes import FAKE, FAKE_NO_HELPER, FAKE_UNAVAILABLE, FakeClient, FakeFarHost, ListRecorder, Script
+from tests.fakes import FAKE, FAKE_NO_HELPER, FAKE_UNAVAILABLE, FakeFarHost, ListRecorder, Script
 from workbench.core.context import EmulatorReport, LabContext
 from workbench.core.plan import Plan
 from workbench.core.results import Explanation, Run
@@ -20,16 +19,8 @@ from workbench.core.runner import UNAVAILABLE, execute
 from workbench.protocols.base import ClientOptions
 from workbench.protocols.registry import Entry
 from workbench.shared.credentials import Credentials
+from workbench.shared.sizes import SmallSet
 from workbench.shared.target import Target
-
-
-@pytest.fixture
-def script(tmp_path: Path) -> Iterator[Script]:
-    far_root = tmp_path / "far"
-    far_root.mkdir()
-    FakeClient.script = Script(far_root=far_root)
-    yield FakeClient.script
-    del FakeClient.script
 
 
 def plan_of(
@@ -39,13 +30,14 @@ def plan_of(
     sizes: tuple[int, ...] = (64 << 10,),
     repeat: int = 2,
     warmup: int = 1,
+    small_sets: tuple[SmallSet, ...] = (),
 ) -> Plan:
     return Plan(
         target=Target("127.0.0.1", Credentials("u", "p")),
         entries=entries,
         directions=directions,
         sizes=sizes,
-        small_sets=(),
+        small_sets=small_sets,
         profile="random",
         seed=1,
         repeat=repeat,

@@ -7,48 +7,24 @@ two temporary directories, verified by the runner against the manifest's hashes 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fakes import FAKE, FakeClient, FakeFarHost, ListRecorder, Script
+from tests.fakes import FakeFarHost, ListRecorder, Script
+from tests.unit.test_runner_orchestration import plan_of as orchestration_plan
 from workbench.core.plan import Plan
 from workbench.core.runner import WARMUP_FILES, execute
-from workbench.protocols.base import ClientOptions
-from workbench.shared.credentials import Credentials
 from workbench.shared.errors import NetworkError
 from workbench.shared.sizes import SmallSet
-from workbench.shared.target import Target
 
 FILES = WARMUP_FILES + 15  # more than a warm-up copies
 
 
-@pytest.fixture
-def script(tmp_path: Path) -> Iterator[Script]:
-    far_root = tmp_path / "far"
-    far_root.mkdir()
-    FakeClient.script = Script(far_root=far_root)
-    yield FakeClient.script
-    del FakeClient.script
-
-
 def plan_of(tmp_path: Path, directions: tuple[str, ...], repeat: int = 2, warmup: int = 1) -> Plan:
-    return Plan(
-        target=Target("127.0.0.1", Credentials("u", "p")),
-        entries=(FAKE,),
-        directions=directions,
-        sizes=(),
-        small_sets=(SmallSet(FILES, 1024),),
-        profile="random",
-        seed=1,
-        repeat=repeat,
-        warmup=warmup,
-        tcp_duration=1.0,
-        files_dir=tmp_path / "files",
-        options=ClientOptions(stall_timeout_s=5.0),
-        iperf3=False,
+    return orchestration_plan(
+        tmp_path, directions=directions, sizes=(), repeat=repeat, warmup=warmup, small_sets=(SmallSet(FILES, 1024),)
     )
 
 
