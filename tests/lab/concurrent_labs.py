@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+DRAIN_DEADLINE_S = 1500  # the whole pool took 200-300 s in CI: a pool still busy after this is stuck
+
 
 @dataclass(frozen=True)
 class LabJob:
@@ -33,8 +35,11 @@ class ConcurrentLabs:
         folder, future = self._runs[key]
         return folder, future.result(timeout=timeout_s)
 
-    def drain(self) -> None:
-        wait([future for _, future in self._runs.values()])
+    def drain(self, deadline_s: float) -> None:
+        """Wait until every job has ended; a job still running after `deadline_s` fails the waiting test."""
+        _, running = wait([future for _, future in self._runs.values()], timeout=deadline_s)
+        if running:
+            raise TimeoutError(f"{len(running)} concurrent lab run(s) still running after {deadline_s:.0f} s")
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)

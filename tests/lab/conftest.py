@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.lab.concurrent_labs import ConcurrentLabs, LabJob
+from tests.lab.concurrent_labs import DRAIN_DEADLINE_S, ConcurrentLabs, LabJob
 
 CONCURRENT_LABS = 4  # labs at once: one scenario of four variants takes as long as the rest together on three
 CONCURRENT_MARK = "concurrent_lab"
@@ -55,7 +55,25 @@ def concurrent_labs(
 
 def _wait_for_concurrent_labs() -> None:
     for labs in _started:
-        labs.drain()
+        labs.drain(DRAIN_DEADLINE_S)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A test that asks for the pool may start it, or find its job queued behind others, and waits for it inside
+    # its own time limit (pytest-timeout's, 300 s for every test): give it the pool's deadline instead.
+    for item in items:
+        uses_pool = "concurrent_labs" in getattr(item, "fixturenames", ())
+        if (uses_pool or item.get_closest_marker(CONCURRENT_MARK)) and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(DRAIN_DEADLINE_S))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """A measuring lab test waits for the concurrent runs before its time limit starts (pytest-timeout's timer is
+    set in its own wrapper of this hook, inside this one): the wait is the pool's, not the test's."""
+    if item.get_closest_marker("lab") and item.get_closest_marker(CONCURRENT_MARK) is None:
+        _wait_for_concurrent_labs()
+    yield
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import lab_unavailable
-from tests.lab.concurrent_labs import ConcurrentLabs, LabJob
+from tests.lab.concurrent_labs import DRAIN_DEADLINE_S, ConcurrentLabs, LabJob
 from tests.schema_check import assert_valid_run_document
 from workbench.lab import scenarios
 
@@ -67,7 +67,7 @@ def measured_story(
     """broken-tso's run, once the concurrent runs have ended: the offload test compares its two variants' raw TCP
     (the collapse is twenty times slower), and a sender short of a core sends fewer super-packets for the line to
     drop (beside three other labs its collapsed download once ran at 2.6 of 40.5 MB/s)."""
-    concurrent_labs.drain()
+    concurrent_labs.drain(DRAIN_DEADLINE_S)
     tmp = tmp_path_factory.mktemp(f"story-{MEASURED_STORY}")
     return tmp, _story(tmp, MEASURED_STORY)
 
