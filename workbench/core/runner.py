@@ -1,5 +1,5 @@
-"""`workbench run`: baseline first, then protocol × direction × file set, warm-up then timed copies (a many-file
-set's warm-up copies its first WARMUP_FILES files).
+"""`workbench run`: baseline first, then protocol × direction × file set, warm-up then timed copies (a download of
+a set of many small files warms up with its first WARMUP_FILES files).
 
 Each copy is timed from the first request to the last byte written (download) or acknowledged
 (upload), then verified against the manifest's xxh3-128 outside the timed span. A failing copy
@@ -53,6 +53,7 @@ from workbench.shared.paths import FILES_DIR
 
 UNAVAILABLE = "unavailable:"  # a row's error that says the platform cannot run it: not a failed run
 VERIFY_CALLS = 8  # a set's uploads checked at once by a far host that hashes them itself (serve hashes in threads)
+VERIFY_PARALLEL_MAX_BYTES = 1 << 20  # a set's uploads are checked side by side only when each file is this small
 
 
 def _utc_now() -> str:
@@ -184,15 +185,19 @@ class _Copier:
                 return exc
 
         outcomes: Iterator[bool | OSError | WorkbenchError]
-        if direction == "upload" and self.control.upload_check is None and len(jobs) > 1:
-            # A far host that hashes its files itself answers each in a round trip of its own: a set's are asked
-            # VERIFY_CALLS at a time (a hundred small files one by one cost a second per copy). One read back
-            # through the client's own session goes one file at a time.
+        small = all(f.size <= VERIFY_PARALLEL_MAX_BYTES for f in file_set.files)
+        if direction == "upload" and self.control.upload_check is None and len(jobs) > 1 and small:
+            # A far host that hashes its files itself answers each in a round trip of its own: a set of small
+            # files is asked VERIFY_CALLS at a time (a hundred one by one cost a second per copy). Big files stay
+            # one at a time: each call's deadline counts on the far disk's whole rate. One read back through the
+            # client's own session goes one file at a time.
             pool = ThreadPoolExecutor(VERIFY_CALLS, thread_name_prefix="verify")
             try:
                 outcomes = iter(list(pool.map(check, jobs)))
-            finally:
-                pool.shutdown(cancel_futures=True)  # Ctrl-C: the calls not yet made are not made
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: no call not yet made, none waited for
+                raise
+            pool.shutdown()
         else:
             outcomes = map(check, jobs)  # lazily: the first mismatch ends the check
         for job, same in zip(jobs, outcomes, strict=False):
@@ -343,7 +348,7 @@ def _measure_row(
             progress.restart(f"{entry.label} {direction} {file_set.name} {label}")
             if gate is not None:
                 gate.wait((*step, attempt))
-            copied = _warm_set(file_set) if warm else file_set
+            copied = _warm_set(file_set, direction) if warm else file_set
             sample = copier.copy_once(copied, direction, upload_dir, progress.advance)
             if gate is not None:
                 gate.copied((*step, attempt), (entry.label, direction, file_set.name), sample, copier.started_perf_s)
@@ -376,15 +381,18 @@ def _measure_row(
     )
 
 
-WARMUP_FILES = 10  # a many-file set's warm-up copies its first files only
+WARMUP_FILES = settings.WARMUP_FILES
+WARM_PART_MAX_FILE_BYTES = 1 << 20  # a set's warm-up is a part of it only when each file is this small
 
 
-def _warm_set(file_set: FileSet) -> FileSet:
-    """What a warm-up copies of `file_set`: a single file whole (its pages are the ones the timed copies touch
-    first, and memory the host gave back is slow to touch again), a many-file set's first WARMUP_FILES files,
-    which warm the session and the per-file path as well as all would (their few megabytes of pages are quick
-    to touch)."""
-    if len(file_set.files) <= WARMUP_FILES:
+def _warm_set(file_set: FileSet, direction: str) -> FileSet:
+    """What a warm-up copies of `file_set`. A download of a set of many small files: its first WARMUP_FILES
+    files, which warm the session and the per-file path as well as all would. Anything else whole: an upload's
+    warm-up leaves every file in place, so each timed upload overwrites the same files as the next one does (a
+    part would make the first timed copy create the rest); a single file's pages are the ones the timed copies
+    touch first, and memory the host gave back is slow to touch again."""
+    small = all(f.size <= WARM_PART_MAX_FILE_BYTES for f in file_set.files)
+    if direction == "upload" or len(file_set.files) <= WARMUP_FILES or not small:
         return file_set
     return dataclasses.replace(file_set, files=file_set.files[:WARMUP_FILES])
 

@@ -90,6 +90,8 @@ class Setting:
 
 WORDS = str | list[str]  # a config value given as "a,b" or as ["a", "b"]
 
+WARMUP_FILES = 10  # what a warm-up of a download of many small files copies: the set's first files
+
 SETTINGS: tuple[Setting, ...] = (
     # ---- the far host (a lab's is its own)
     Setting(
@@ -202,7 +204,7 @@ SETTINGS: tuple[Setting, ...] = (
         "warmup",
         int,
         1,
-        "Untimed copies first (of a many-file set: its first 10 files).",
+        f"Untimed copies first (a download of many small files warms up with its first {WARMUP_FILES}).",
         "",
         "warmup = 2",
         meta="warmup",
