@@ -161,9 +161,12 @@ def test_stock_lab_measures_every_client_against_stock_daemons_only(tmp_path: Pa
         shutil.rmtree(lab_tmp, ignore_errors=True)
 
 
-def _default_sigint() -> None:
-    # A shell starting the tests in the background hands its children SIGINT ignored; Ctrl-C must reach the lab.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+# A shell starting the tests in the background hands its children SIGINT ignored; Ctrl-C must reach the lab. Reset
+# in a Python of its own that then becomes the lab's, not in a preexec_fn: this runs in one of the pool's threads,
+# and a forked child of a threaded process may hang on a lock another thread held.
+DEFAULT_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+)
 
 
 INTERRUPTED = "test_stock_lab_interrupted_mid_copy_leaves_nothing"
@@ -187,15 +190,14 @@ def _interrupt_mid_copy(sig: int, folder: Path) -> StockInterrupted:
     env = {**os.environ, "WORKBENCH_HOME": str(folder / "home"), "PYTHONUNBUFFERED": "1", "TMPDIR": str(lab_tmp)}
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
     # 64 MiB copies over 200 Mbit/s take about 3 s each: the signal comes during the first
-    argv = [sys.executable, "-m", "workbench", "lab", "--servers", "stock", "--link", "gige", "--rate", "200mbit"]
+    argv = [sys.executable, "-c", DEFAULT_SIGINT, sys.executable, "-m", "workbench"]
+    argv += ["lab", "--servers", "stock", "--link", "gige", "--rate", "200mbit"]
     argv += ["--protocols", "http/aiohttp", "--sizes", "64M", "--small", "none", "--repeat", "3", "--warmup", "0"]
     argv += ["--tcp-duration", "1"]
     seen: dict[int, list[str]] = {}
     log = folder / "out.txt"
     with open(log, "w") as out:
-        proc = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, preexec_fn=_default_sigint
-        )
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
 
     def upload_under_way() -> bool:  # a 64 MiB upload is landing in the run's scratch directory on the server host
         landing = lab_tmp.glob("workbench-lab-*/root/workbench-*/incoming/**/*")
