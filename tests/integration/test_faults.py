@@ -365,8 +365,10 @@ def _kill_mid_copy(far: Far, tmp_path: Path, label: str) -> KilledCopy:
                 # until the child takes it over: killing the listener then would end the server for the tests after
                 # this one, not this connection
                 pids = [pid for pid in pids if pid != far.pid(name)]
-            if not pids and connection_only:
-                return  # not connected yet: a server killed whole would stay dead for the tests after this one
+            if not pids and (connection_only or name != "serve"):
+                # not connected yet, or a forking server's child not found: a server killed whole would stay dead
+                # for the tests after this one (the next progress report or watcher pass tries again)
+                return
             began.append(time.monotonic())
             killed.extend(pids or [far.pid(name)])
             for pid in killed:
