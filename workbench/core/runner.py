@@ -143,8 +143,9 @@ class _Copier:
         cpu = max(0.0, own_cpu1 - own_cpu0 + others_cpu - seen.sampling_cpu_s)
         if meter.cpu_s is not None:  # this process's own to the nanosecond, the watching threads already left out
             cpu = max(0.0, meter.cpu_s + others_cpu)
-        # A process of the server's tree that ended between the readings, unreaped inside the tree, takes its CPU
-        # with it: the difference is then an undercount, and never read as below zero.
+        # Read from serve's process trees (outside a lab), a process that ended between the readings, unreaped
+        # inside the tree, takes its CPU with it: the difference is then an undercount (a lab's cgroup keeps it).
+        # Never read as below zero.
         server_cpu = (
             max(0.0, server_cpu1 - server_cpu0) if server_cpu0 is not None and server_cpu1 is not None else None
         )

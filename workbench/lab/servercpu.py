@@ -9,7 +9,9 @@ counter keeps what its exited tasks used; `CgroupFarHost` answers the runner's r
 Two things in that group are no server's work on the copy, and are left out:
 - the control call that takes each reading (serve's handler and its walk over /proc): the group's CPU from just
   before the call to just after it is kept apart, so the difference of two readings covers only the time between
-  the calls, the copy;
+  the calls, the copy. Whatever else the group did in those few milliseconds (a server's process ending just
+  after the copy) is left out with it, and serve's sampling in them is taken off twice: both err low, by at most
+  the calls' own length;
 - the TCP triage's sampling thread in serve, which watches a download's sockets while it runs: serve reports its
   CPU (thread CPU time, current to the last sample) with each answer.
 Everything else in the group idles during a copy (the other servers, iperf3): its CPU is the servers' own.
