@@ -16,7 +16,7 @@ import pytest
 from tests.fakes import FakeFarHost, ListRecorder, Script
 from tests.unit.test_runner_orchestration import plan_of as orchestration_plan
 from workbench.core.plan import Plan
-from workbench.core.runner import VERIFY_PARALLEL_MAX_BYTES, WARM_PART_MAX_FILE_BYTES, WARMUP_FILES, execute
+from workbench.core.runner import SMALL_FILE_MAX_BYTES, WARMUP_FILES, execute
 from workbench.shared.errors import NetworkError
 from workbench.shared.sizes import SmallSet
 
@@ -48,7 +48,7 @@ def test_a_download_of_small_files_warms_up_with_its_first_files_and_each_timed_
 
 @pytest.mark.parametrize(
     ("direction", "file_bytes"),
-    [("upload", 1024), ("download", WARM_PART_MAX_FILE_BYTES + 1)],
+    [("upload", 1024), ("download", SMALL_FILE_MAX_BYTES + 1)],
     ids=["upload", "download-of-big-files"],
 )
 def test_other_warm_ups_copy_the_whole_set(tmp_path: Path, script: Script, direction: str, file_bytes: int) -> None:
@@ -116,7 +116,7 @@ class _Threads(FakeFarHost):
 
 
 @pytest.mark.parametrize(
-    ("file_bytes", "side_by_side"), [(1024, True), (VERIFY_PARALLEL_MAX_BYTES + 1, False)], ids=["small", "big"]
+    ("file_bytes", "side_by_side"), [(1024, True), (SMALL_FILE_MAX_BYTES + 1, False)], ids=["small", "big"]
 )
 def test_uploads_are_checked_side_by_side_only_when_their_files_are_small(
     tmp_path: Path, script: Script, file_bytes: int, side_by_side: bool

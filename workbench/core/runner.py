@@ -53,7 +53,8 @@ from workbench.shared.paths import FILES_DIR
 
 UNAVAILABLE = "unavailable:"  # a row's error that says the platform cannot run it: not a failed run
 VERIFY_CALLS = 8  # a set's uploads checked at once by a far host that hashes them itself (serve hashes in threads)
-VERIFY_PARALLEL_MAX_BYTES = 1 << 20  # a set's uploads are checked side by side only when each file is this small
+# A set's files at most this big are small: its uploads are checked side by side, its download's warm-up is a part
+SMALL_FILE_MAX_BYTES = 1 << 20
 
 
 def _utc_now() -> str:
@@ -186,8 +187,7 @@ class _Copier:
                 return exc
 
         outcomes: Iterator[bool | OSError | WorkbenchError]
-        small = all(f.size <= VERIFY_PARALLEL_MAX_BYTES for f in file_set.files)
-        if direction == "upload" and self.control.upload_check is None and len(jobs) > 1 and small:
+        if direction == "upload" and self.control.upload_check is None and len(jobs) > 1 and _all_small(file_set):
             # A far host that hashes its files itself answers each in a round trip of its own: a set of small
             # files is asked VERIFY_CALLS at a time (a hundred one by one cost a second per copy). Big files stay
             # one at a time: each call's deadline counts on the far disk's whole rate. One read back through the
@@ -383,7 +383,6 @@ def _measure_row(
 
 
 WARMUP_FILES = settings.WARMUP_FILES
-WARM_PART_MAX_FILE_BYTES = 1 << 20  # a set's warm-up is a part of it only when each file is this small
 
 
 def _warm_set(file_set: FileSet, direction: str) -> FileSet:
@@ -392,10 +391,13 @@ def _warm_set(file_set: FileSet, direction: str) -> FileSet:
     warm-up leaves every file in place, so each timed upload overwrites the same files as the next one does (a
     part would make the first timed copy create the rest); a single file's pages are the ones the timed copies
     touch first, and memory the host gave back is slow to touch again."""
-    small = all(f.size <= WARM_PART_MAX_FILE_BYTES for f in file_set.files)
-    if direction == "upload" or len(file_set.files) <= WARMUP_FILES or not small:
+    if direction == "upload" or len(file_set.files) <= WARMUP_FILES or not _all_small(file_set):
         return file_set
     return dataclasses.replace(file_set, files=file_set.files[:WARMUP_FILES])
+
+
+def _all_small(file_set: FileSet) -> bool:
+    return all(f.size <= SMALL_FILE_MAX_BYTES for f in file_set.files)
 
 
 def _reconnect(client: Client) -> Client:
