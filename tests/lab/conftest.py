@@ -9,7 +9,7 @@ run with the smallest plan): those are `concurrent_lab` jobs. Every selected one
 needs one asks for it, CONCURRENT_LABS at a time (each lab is named by its own process, and a lab cleans only the
 leftovers of labs whose owner is gone, so labs side by side leave each other alone); most of a small lab's time
 is waiting on its link's probes, namespaces and servers, so they overlap well. Every other lab test measures:
-it waits until all of them have ended (`_quiet_machine`), so no figure is taken beside them.
+it waits until all of them have ended (this conftest's `pytest_runtest_protocol`), so no figure is taken beside them.
 """
 
 from __future__ import annotations
@@ -69,24 +69,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    """A measuring lab test waits for the concurrent runs before its time limit starts (pytest-timeout's timer is
-    set in its own wrapper of this hook, inside this one): the wait is the pool's, not the test's."""
-    if item.get_closest_marker("lab") and item.get_closest_marker(CONCURRENT_MARK) is None:
+    """Every other test here measures: it waits for the concurrent runs before its setup (its module's labs
+    included) and before its time limit starts (pytest-timeout's timer is set in its own wrapper of this hook,
+    inside this one), so the wait is the pool's, not the test's."""
+    if item.get_closest_marker(CONCURRENT_MARK) is None:
         _wait_for_concurrent_labs()
     yield
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _quiet_module(request: pytest.FixtureRequest) -> None:
-    """A module with no concurrent_lab test waits for the concurrent runs before its own module-scoped labs (an
-    autouse fixture is set up first of its scope)."""
-    module_items = [i for i in request.session.items if getattr(i, "module", None) is request.module]
-    if not any(i.get_closest_marker(CONCURRENT_MARK) for i in module_items):
-        _wait_for_concurrent_labs()
-
-
-@pytest.fixture(autouse=True)
-def _quiet_machine(request: pytest.FixtureRequest) -> None:
-    """A lab test that measures starts only once no concurrent lab run is left."""
-    if request.node.get_closest_marker(CONCURRENT_MARK) is None:
-        _wait_for_concurrent_labs()
