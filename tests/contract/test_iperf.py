@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import free_port
-from workbench.probe.iperf import IperfAuth, iperf3_available, iperf3_command, parse_iperf3_json, run_iperf3
+from workbench.probe.iperf import (
+    IperfAuth,
+    iperf3_available,
+    iperf3_command,
+    parse_iperf3_json,
+    run_iperf3,
+    turned_away_between_tests,
+)
 from workbench.server.iperf_server import Iperf3Server, write_server_auth
 from workbench.shared.errors import NetworkError, UsageError, WorkbenchError
 
@@ -55,6 +62,28 @@ def test_server_refuses_clients_without_the_credentials(iperf3_server: tuple[int
     with pytest.raises(NetworkError):
         run_iperf3(HOST, port, "upload", 1, auth=wrong)
     assert run_iperf3(HOST, port, "upload", 1, window=256 * 1024, auth=auth) is not None
+
+
+@needs_iperf3
+def test_a_test_right_after_a_refused_login_is_not_turned_away(iperf3_server: tuple[int, IperfAuth]) -> None:
+    # The server re-opens its listener after every test, the refused one included; a client arriving in that gap
+    # used to be reset ("unable to connect to server: Connection reset by peer").
+    port, auth = iperf3_server
+    wrong = IperfAuth(USER, "not-the-password", auth.public_key)
+    for _ in range(3):
+        with pytest.raises(NetworkError, match=r"(?i)authoriz|authentic"):
+            run_iperf3(HOST, port, "upload", 1, auth=wrong)
+        result = run_iperf3(HOST, port, "upload", 1, auth=auth)
+        assert result is not None and result.bytes > 0
+
+
+def test_only_a_connection_turned_away_before_a_test_is_tried_again() -> None:
+    assert turned_away_between_tests("iperf3 to h:1: unable to connect to server: Connection reset by peer")
+    assert turned_away_between_tests("iperf3 to h:1: unable to connect to server: Connection refused")
+    assert turned_away_between_tests("iperf3 to h:1: unable to receive control message: Connection reset by peer")
+    assert not turned_away_between_tests("iperf3 to h:1: the server is busy running a test. try again later")
+    assert not turned_away_between_tests("iperf3 to h:1: test authorization failed")
+    assert not turned_away_between_tests("iperf3 to h:1: control socket has closed unexpectedly")
 
 
 @needs_iperf3
