@@ -94,6 +94,7 @@ HONOURED: dict[str, Callable[[str, Settings], Any]] = {
     "target": _served_target,
     "credentials": _served_target,
     "tcp_duration": from_plans(lambda plan: plan.tcp_duration),
+    "goodput_duration": as_read("goodput_duration"),  # the lab's link meter (workbench.lab.run), not the plan's
     "stall_timeout": from_plans(lambda plan: plan.options.stall_timeout_s),
     "files": from_plans(lambda plan: plan.files_dir),
     "iperf3": as_read("iperf3"),  # a URL run's baseline server; a fleet job carries it to the members

@@ -222,6 +222,19 @@ SETTINGS: tuple[Setting, ...] = (
         range=Range(0, TCP_DURATION_MAX_S, "3", low_open=True),
     ),
     Setting(
+        # The link's own check (one plain stream up, after a second of warm-up), apart from the run's baseline:
+        # a run that needs only its rows (a quick check of a client) can skip it with 0.
+        "goodput_duration",
+        float,
+        3.0,
+        "Seconds of the lab link's goodput meter (one TCP stream up, after 1 s of warm-up); 0 skips it.",
+        "",
+        "goodput_duration = 1.0",
+        commands=LAB,
+        unit="seconds",
+        range=Range(0, TCP_DURATION_MAX_S, "3"),
+    ),
+    Setting(
         # A served host's own iperf3 (serve starts one) is always used; a stock server's only when named here.
         "iperf3",
         str | None,

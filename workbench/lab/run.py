@@ -282,9 +282,12 @@ def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Lab, Pa
         # a run's stalls start after its raw-TCP baseline: the baseline is the path's capacity, the copies
         # are what stalls (a stall inside the 1 s probe would make every copy's share of raw TCP meaningless)
         with Lab(spec, defer_stalls=True, server_cpu_cores=req.server_cpu) as lab:
-            observer.status(f"lab: idle RTT measured {lab.idle_rtt_ms:.2f} ms; measuring goodput (3 s)…")
-            with contextlib.suppress(WorkbenchError):
-                lab.measure_goodput_bits_per_s(seconds=3.0)
+            goodput_s = float(req.settings["goodput_duration"])  # 0: the link's meter is skipped, as asked
+            measuring = f"; measuring goodput ({goodput_s:g} s)…" if goodput_s else ""
+            observer.status(f"lab: idle RTT measured {lab.idle_rtt_ms:.2f} ms{measuring}")
+            if goodput_s:
+                with contextlib.suppress(WorkbenchError):
+                    lab.measure_goodput_bits_per_s(seconds=goodput_s)
             link = link_document(lab.describe(), req.preset)
             link["smb_server"] = smb.to_json() if smb is not None else None
             yield lab, work, link
