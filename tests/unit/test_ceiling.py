@@ -20,6 +20,7 @@ from workbench.core.ceiling import (
     holds,
     noise_share,
     per_file_bound,
+    per_file_s,
     with_fixed_cost,
 )
 from workbench.core.explain import explain
@@ -175,11 +176,27 @@ def test_the_window_bound_uses_the_rtt_it_was_seen_under() -> None:
     assert found["window"].bytes_per_s == pytest.approx((1 << 20) / 0.006)
 
 
-def test_per_file_bound_counts_round_trips_bytes_and_cpu_in_files_per_second() -> None:
-    bound = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.001, client_per_file_s=0.0005)
-    file_s = 4 * 0.0028 + 65536 / 62.5e6 + 0.0015
+def test_per_file_bound_adds_round_trips_to_the_longest_of_bytes_and_either_sides_cpu() -> None:
+    # 64 KiB at 62.5 MB/s is 1.05 ms: the server's 1.5 ms of CPU on the file outlasts it and the client's 0.5 ms,
+    # and the three overlap (the bytes are produced and consumed as they cross), so only the longest is charged
+    bound = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.0015, client_per_file_s=0.0005)
+    file_s = 4 * 0.0028 + 0.0015
     assert bound.label == "per-file" and bound.bytes_per_s == pytest.approx(65536 / file_s)
-    assert bound.explanation.startswith(f"≤ {1 / file_s:,.0f} files/s: 4 RTT + 64 KiB + 1.0 ms server + 0.50 ms client")
+    assert bound.explanation == (
+        f"≤ {1 / file_s:,.0f} files/s: 4 RTT + 1.5 ms server per file (overlapping 64 KiB on the path and 0.50 ms "
+        "client)"
+    )
+    # the sum a strict ping-pong would take is more than the floor: the ceiling is higher than that sum's
+    summed_s = 4 * 0.0028 + 65536 / 62.5e6 + 0.0015 + 0.0005
+    assert bound.bytes_per_s > 65536 / summed_s * 1.1
+    # a client's CPU longer than the rest is what is charged, whichever side it is on
+    client_bound = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.0015, client_per_file_s=0.003)
+    assert client_bound.bytes_per_s == pytest.approx(65536 / (4 * 0.0028 + 0.003))
+    assert "4 RTT + 3.0 ms client per file" in client_bound.explanation
+    # CPU shorter than the bytes' time costs nothing: the bytes are charged
+    light = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.0002, client_per_file_s=0.0004)
+    assert light.bytes_per_s == pytest.approx(65536 / (4 * 0.0028 + 65536 / 62.5e6))
+    assert "4 RTT + 64 KiB per file (overlapping 0.20 ms server and 0.40 ms client)" in light.explanation
     parallel = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, files_in_flight=4)
     assert parallel.bytes_per_s == pytest.approx(4 * 65536 / (4 * 0.0028 + 65536 / 62.5e6))
     assert "4 at a time" in parallel.explanation
@@ -217,6 +234,19 @@ def test_ceilings_that_agree_name_the_more_specific_cause() -> None:
         raw_tcp_bytes_per_s=20.0e6, window_bytes=65536, window_rtt_s=0.0029, rtt_s=0.0028, link_bytes_per_s=62.6e6
     )
     assert binding_bound(found).label == "raw-tcp"
+
+
+def test_per_file_s_is_round_trips_then_the_longest_overlapping_part() -> None:
+    assert per_file_s(3, 0.04, 0.005) == pytest.approx(0.125)
+    assert per_file_s(3, 0.04, 0.005, server_s=0.002, client_s=0.007) == pytest.approx(0.127)
+    assert per_file_s(3, 0.04, 0.005, server_s=0.009, client_s=0.007) == pytest.approx(0.129)
+    assert per_file_s(0, 0.04, 0.0, server_s=None, client_s=None) == 0.0
+
+
+def test_waits_for_a_core_are_added_on_top_and_named() -> None:
+    bound = per_file_bound(10 * 65536, 10, 1, 0.01, 62.5e6, server_per_file_s=0.002, waited_per_file_s=0.003)
+    assert bound.bytes_per_s == pytest.approx(65536 / (0.01 + 0.002 + 0.003))
+    assert "1 RTT + 2.0 ms server + 3.0 ms waiting for a core per file" in bound.explanation
 
 
 def test_a_set_pays_its_own_round_trips_once() -> None:
@@ -266,22 +296,22 @@ def _explained(row: Result) -> RowExplanation:
     return explain(run, "10.77.0.2").rows[0]
 
 
-def test_the_per_file_ceiling_is_the_wire_and_the_servers_turnaround_whatever_the_rate(
+def test_the_per_file_ceiling_is_the_round_trip_and_the_longest_overlapping_part_whatever_the_rate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(exchanges.COUNTED, ("http/aiohttp", "upload"), exchanges.Exchanges(per_file=1, per_set=0))
-    # 1 RTT + 64 KiB at 62.5 MB/s = 3.85 ms on the wire, 0.5 ms of server CPU per file (and a clock tick left
-    # out): 4.35 ms per file. The client's 1 ms of CPU per file is never charged: a copy at 4.4 ms per file is
-    # bound by the ceiling
-    row = _set_row("http/aiohttp", "upload", [0.22, 0.22, 0.22], server_cpu_s=0.035, client_cpu_s=0.05)
+    # 1 RTT, then the server's 2 ms of CPU per file (a clock tick left out), longer than the file's 1.05 ms on the
+    # path and the client's 0.8 ms, which it overlaps: 4.8 ms per file, and a copy at 5 ms per file is bound by
+    # it. Summed (5.85 ms), the same copy would beat its ceiling by 17 %.
+    row = _set_row("http/aiohttp", "upload", [0.25, 0.25, 0.25], server_cpu_s=0.11, client_cpu_s=0.05)
     why = _explained(row)
     per_file = next(b for b in why.bounds if b.label == "per-file")
-    assert "server" in per_file.explanation and "client" not in per_file.explanation
-    assert per_file.bytes_per_s == pytest.approx(65536 / (0.0028 + 65536 / 62.5e6 + 0.0005))
+    assert "1 RTT + 2.0 ms server per file (overlapping 64 KiB on the path and 0.80 ms client)" in per_file.explanation
+    assert per_file.bytes_per_s == pytest.approx(65536 / (0.0028 + 0.002))
     assert why.bound == "per-file"
-    # 2 ms of server CPU per file makes the ceiling 5.85 ms per file, which the same copy beats: the row is
+    # 4 ms of server CPU per file makes the ceiling 6.8 ms per file, which the same copy beats: the row is
     # unexplained, not met by a looser ceiling (the wire alone would hold)
-    fast = _set_row("http/aiohttp", "upload", [0.22, 0.22, 0.22], server_cpu_s=0.1, client_cpu_s=0.05)
+    fast = _set_row("http/aiohttp", "upload", [0.25, 0.25, 0.25], server_cpu_s=0.21, client_cpu_s=0.05)
     fast_why = _explained(fast)
     assert fast_why.bound == "unexplained" and fast_why.bound_explanation is not None
     assert "beats its per-file ceiling" in fast_why.bound_explanation
@@ -317,8 +347,8 @@ def test_waits_for_a_core_are_not_charged_and_a_set_that_misses_its_ceiling_says
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(exchanges.COUNTED, ("sftp/paramiko", "upload"), exchanges.Exchanges(per_file=1, per_set=0))
-    # 1 RTT + 64 KiB = 3.85 ms per file on the wire, 2 ms of client CPU per file (less a tick: 1.8 ms, beyond its
-    # bytes' 1.05 ms: 0.75 ms); the copies take 11 ms per file, 6 ms of it the client's wait, 5 ms the server's
+    # 1 RTT, then the client's 2 ms of CPU per file (a tick left out), longer than its bytes' 1.05 ms: 4.8 ms per
+    # file; the copies take 11 ms per file, 6 ms of it the client's wait, 5 ms the server's
     starved = dict(server_cpu_s=0.0, client_cpu_s=0.11, client_wait_s=0.3, server_wait_s=0.25)
     why = _explained(_set_row("sftp/paramiko", "upload", [0.55, 0.55, 0.55], **starved))
     per_file = next(b for b in why.bounds or () if b.label == "per-file")

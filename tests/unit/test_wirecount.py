@@ -138,10 +138,10 @@ def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> No
 
     rtt_s, path = 0.0028, 62.5e6
     wire_s = 65536 / path
-    # 3 round trips per file, 3 ms of client CPU (1.95 ms of it beyond the bytes' time), 1 ms of server CPU:
-    # 3 RTT + 3 ms + 1 ms = 12.4 ms per file; the sets of 4 and 12 files took 0.2 s beyond that, 5 RTT of it
-    # the set's round trips
-    per_file_s = 3 * rtt_s + 0.003 + 0.001
+    # 3 round trips per file, then 3 ms of client CPU, which overlaps the bytes' 1.05 ms and the server's 1 ms of
+    # CPU: 3 RTT + 3 ms = 11.4 ms per file; the sets of 4 and 12 files took 0.2 s beyond that, 5 RTT of it the
+    # set's round trips
+    per_file_s = 3 * rtt_s + 0.003
     count = _three_round_trips("sftp/openssh")
 
     def row(files: int) -> Result:
@@ -153,13 +153,13 @@ def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> No
     (counted,) = with_setups(run, [count])
     assert counted.setup_s == pytest.approx(0.2 - 5 * rtt_s)
     # on the same link it gives the sets back; on a link of 0.3 ms and 1 Gbit/s the round trips shrink, the CPU
-    # stays, and a client's CPU under its bytes' time costs nothing
+    # stays, and CPU under the bytes' time costs nothing
     assert predicted_s(counted, 12, 65536, rtt_s, path) == pytest.approx(0.2 + 12 * per_file_s)
     fast = predicted_s(counted, 30, 65536, 0.0003, 125e6)
-    assert fast == pytest.approx(0.2 - 5 * rtt_s + 5 * 0.0003 + 30 * (3 * 0.0003 + 0.003 + 0.001))
+    assert fast == pytest.approx(0.2 - 5 * rtt_s + 5 * 0.0003 + 30 * (3 * 0.0003 + 0.003))
     light = dataclasses.replace(counted, client_cpu_per_file_s=0.0005)
     assert predicted_s(light, 12, 65536, rtt_s, path) == pytest.approx(
-        counted.setup_s + 5 * rtt_s + 12 * (3 * rtt_s + wire_s + 0.001)
+        counted.setup_s + 5 * rtt_s + 12 * (3 * rtt_s + wire_s)
     )
 
 
@@ -168,7 +168,7 @@ def test_waits_for_a_core_are_no_part_of_a_count_and_added_only_when_asked() -> 
     from workbench.lab.exchangecount import Waits, predicted_s, waits_of, with_setups
 
     rtt_s, path = 0.0028, 62.5e6
-    per_file_s = 3 * rtt_s + 0.003 + 0.001  # as above: 3 RTT, 3 ms of client CPU, 1 ms of server CPU
+    per_file_s = 3 * rtt_s + 0.003  # as above: 3 RTT, then 3 ms of client CPU over the server's 1 ms and the bytes
     count = _three_round_trips("sftp/paramiko")
 
     def row(files: int, client_wait_s: float, server_wait_s: float) -> Result:

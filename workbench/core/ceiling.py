@@ -4,7 +4,8 @@ Pure maths. Rates are bytes/s like everywhere in workbench; RTT in seconds; wind
 - A window-like limit W allows at most W per round trip: W / RTT.
 - A request/response client with n requests of S bytes outstanding waits, per request, a round trip, the
   request's own serialisation at the path's rate B, and the server's turnaround: n·S / (RTT + S/B + t_server).
-- A set of small files costs, per file, its round trips and its bytes at the path's rate (`per_file_bound`).
+- A set of small files costs, per file, its round trips, then the longest of its bytes at the path's rate and
+  each side's CPU on it, which overlap (`per_file_s`, `per_file_bound`).
 - A fixed cost per copy (a process start, a login) turns any ceiling C of a copy of `bytes` into
   bytes / (fixed + bytes / C) (`with_fixed_cost`).
 - A host that signs or encrypts every SMB message on k cores, at c CPU seconds per byte for the algorithm (and m
@@ -139,6 +140,31 @@ def _requests_bound(
     return Bound("requests", size * n / wait, f"{format_bytes(size)} × {n} {noun} / {waited}")
 
 
+def per_file_s(
+    round_trips: float,
+    rtt_s: float,
+    bytes_s: float,
+    server_s: float | None = None,
+    client_s: float | None = None,
+) -> float:
+    """Seconds one file of a set takes at least, one file at a time: its round trips, then the longest of its
+    bytes' time on the path (`bytes_s`), the server's CPU on it and the client's.
+
+    Why the longest and not the sum: a file's work is a pipeline, not a relay. While its bytes cross the path the
+    sender's CPU produces them and the receiver's consumes them, all at once through the socket buffers; a side's
+    CPU after its answer is sent (closing a file, its bookkeeping) overlaps the other side's next work. Added up,
+    the three charged a strict ping-pong none of the clients plays, and copies beat that ceiling (an upload whose
+    server reads its 64 KiB as they arrive). The longest of them is a floor: each side is one thread of work on
+    its own core (two cores in the lab, two hosts in a real pair), so neither finishes its file faster than its own
+    CPU, nor any file faster than its bytes. The round trips are added, not overlapped: each is a wait for the
+    other side's answer, which cannot leave before the question arrives. A two-core floor (both sides' CPU over
+    the two cores) adds nothing to it: half the sum is never more than the larger side.
+    This bounds the time (it is what a ceiling needs); a prediction through it is a floor, and a copy that also
+    waits for a core or for work that overlaps less takes longer.
+    """
+    return round_trips * rtt_s + max(bytes_s, server_s or 0.0, client_s or 0.0)
+
+
 def per_file_bound(
     set_bytes: int,
     files: int,
@@ -151,31 +177,36 @@ def per_file_bound(
     set_round_trips: float = 0.0,
     waited_per_file_s: float | None = None,
 ) -> Bound:
-    """A set of `files` small files when each costs `round_trips_per_file` round trips, its bytes at the
-    path's rate and, where charged, the server's turnaround and the client's CPU time on it, `files_in_flight`
-    at a time, and the set `set_round_trips` once: the set's rate, explained in files/s.
+    """A set of `files` small files when each costs `per_file_s` (its round trips, then the longest of its bytes
+    at the path's rate and, where charged, the server's and the client's CPU time on it), `files_in_flight` at a
+    time, and the set `set_round_trips` once: the set's rate, explained in files/s.
 
-    `waited_per_file_s` is time the client or server was measured waiting for a core (their run-queue wait,
-    the client's beyond what overlapped its bytes), added like their CPU and named for what it is. The rows'
-    own ceilings pass none (the two sides' waits overlap each other and the wire, so charging them put the
-    ceiling below what copies reached); a prediction's "with waits" figure passes them."""
+    `waited_per_file_s` is time the client or server was measured waiting for a core (their run-queue wait),
+    added on top and named for what it is. The rows' own ceilings pass none (the two sides' waits overlap each
+    other and the wire, so charging them put the ceiling below what copies reached); a prediction's "with waits"
+    figure passes them."""
     per_file = set_bytes / files
-    file_s = round_trips_per_file * rtt_s + (per_file / path_bytes_per_s if path_bytes_per_s else 0.0)
-    file_s += (server_per_file_s or 0.0) + (client_per_file_s or 0.0) + (waited_per_file_s or 0.0)
+    bytes_s = per_file / path_bytes_per_s if path_bytes_per_s else 0.0
+    file_s = per_file_s(round_trips_per_file, rtt_s, bytes_s, server_per_file_s, client_per_file_s)
+    file_s += waited_per_file_s or 0.0
     set_s = set_round_trips * rtt_s + files * file_s / max(1, files_in_flight)
     files_per_s = files / set_s
     rate = set_bytes / set_s
-    parts = [f"{round_trips_per_file:g} RTT", format_bytes(int(per_file))]
-    if server_per_file_s:
-        parts.append(f"{format_ms(server_per_file_s)} server")
-    if client_per_file_s:
-        parts.append(f"{format_ms(client_per_file_s)} client")
+    # the longest of the file's overlapping parts is the one charged; the others are named beside it
+    overlapping = [(bytes_s, format_bytes(int(per_file)), f"{format_bytes(int(per_file))} on the path")]
+    for side, cpu_s in (("server", server_per_file_s), ("client", client_per_file_s)):
+        if cpu_s:
+            overlapping.append((cpu_s, f"{format_ms(cpu_s)} {side}", f"{format_ms(cpu_s)} {side}"))
+    longest = max(overlapping, key=lambda part: part[0])
+    parts = [f"{round_trips_per_file:g} RTT", longest[1]]
     if waited_per_file_s:
         parts.append(f"{format_ms(waited_per_file_s)} waiting for a core")
+    shorter = [part[2] for part in overlapping if part is not longest]
     return Bound(
         "per-file",
         rate,
         f"≤ {files_per_s:,.0f} files/s: {' + '.join(parts)} per file"
+        + (f" (overlapping {' and '.join(shorter)})" if shorter else "")
         + (f", {files_in_flight} at a time" if files_in_flight > 1 else "")
         + (f", + {set_round_trips:g} RTT per set" if set_round_trips else ""),
     )

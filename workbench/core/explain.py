@@ -104,16 +104,15 @@ def _per_file_trips(row: Result) -> tuple[float, float, int] | None:
 def _per_file_ceiling(
     row: Result, rtt_s: float | None, path_bytes_per_s: float | None, cost: fixedcost.FixedCost | None
 ) -> Bound | None:
-    """The per-file ceiling of a small-file set, one rule for every client and every row: the wire (exchanges ×
-    RTT + the file's bytes at the path's rate) plus the server's turnaround, its CPU per file.
+    """The per-file ceiling of a small-file set, one rule for every client and every row: exchanges × RTT, then
+    the longest of the file's bytes at the path's rate, the server's CPU per file and the client's
+    (ceiling.per_file_s says why the longest: the three overlap).
 
     The rule is fixed from the inputs before the row's rate is looked at, so a copy that beats it is unexplained
-    rather than met by a looser charge. The server's turnaround is charged because a client waits for each answer
-    before its next exchange. A client that copies one file at a time spends its own CPU between its waits, never
-    during one (it has nothing to do while the answer it waits for travels), but may spend it while its file's
-    bytes move: its CPU per file is charged beyond the bytes' time (fixedcost.client_cpu_per_file_s, less what
-    its start-up could have taken). A client with files in flight may overlap it with anything: not charged. The
-    time either side waited for a core is not charged: measured per thread, the client's and the server's waits
+    rather than met by a looser charge. The client's CPU per file (fixedcost.client_cpu_per_file_s, less what its
+    start-up could have taken) is charged for a client that copies one file at a time; a client with files in
+    flight may overlap it with anything: not charged. The time either side waited for a core is not charged:
+    measured per thread, the client's and the server's waits
     overlap each other, the other side's work and the wire (charged, they put the ceiling under copies on every
     link); a row that misses its ceiling says how long each side waited. A row with a fixed cost pays its set's
     login in that cost, so the set's own exchanges are not charged twice.
@@ -128,8 +127,6 @@ def _per_file_ceiling(
     set_trips = 0.0 if cost is not None else per_set
     one_at_a_time = (row.details.files_in_flight or 1) == 1
     client_cpu = fixedcost.client_cpu_per_file_s(row, cost) if one_at_a_time else None
-    bytes_s = row.bytes / row.files / path_bytes_per_s if path_bytes_per_s else 0.0
-    client_s = max(0.0, (client_cpu or 0.0) - bytes_s)  # beyond what overlaps its bytes
     bound = per_file_bound(
         row.bytes,
         row.files,
@@ -138,7 +135,7 @@ def _per_file_ceiling(
         path_bytes_per_s,
         in_flight,
         server_s,
-        client_s or None,
+        client_cpu or None,
         set_trips,
     )
     return with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound
@@ -236,7 +233,7 @@ def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, f
             if row.details.timed_includes_setup and fixed_s is None
             else ""
         )
-        # a per-file ceiling of a client one file at a time charged both sides' CPU already (see _per_file_ceiling)
+        # a per-file ceiling of a client one file at a time charged the busier side's CPU already (_per_file_ceiling)
         one_at_a_time = bound.label == "per-file" and (row.details.files_in_flight or 1) == 1
         cpu = _off_cpu(row) if one_at_a_time else _streamed_cpu(row)
         per_file = format_ms(gap_s / row.files)

@@ -12,8 +12,8 @@ exact, with the per-connection processes that ended mid-copy: workbench.lab.serv
 process and its reaped children, to the microsecond), and what the sets took beyond their files and round trips
 by the per-file ceiling's rule is the set's setup (`with_setups`).
 
-`predicted_s` carries them to another link through the `per-file` ceiling: round trips × its RTT + bytes at its
-rate or the client's CPU where longer + the server's CPU, and the setup once per set. CPU figures are time on a
+`predicted_s` carries them to another link through the `per-file` ceiling: round trips × its RTT + the longest of
+the bytes at its rate, the client's CPU and the server's, and the setup once per set. CPU figures are time on a
 core, which a loaded host does not stretch. The time either side waited for a core (their most-waiting threads'
 run-queue wait, workbench.shared.schedstat) is not added: the two sides' waits overlap each other and the wire,
 and added they made predictions longer than the copies on every link (`predicted_s` can charge them, to show it).
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.core.ceiling import link_goodput_bytes_per_s, per_file_bound, with_fixed_cost
+from workbench.core.ceiling import link_goodput_bytes_per_s, per_file_bound, per_file_s, with_fixed_cost
 from workbench.core.results import Result, Run
 from workbench.lab.lifecycle import CLIENT_ADDR, CLIENT_DEV
 from workbench.lab.wirecount import Capture, Packet, control_connections, count_round_trips, within
@@ -173,13 +173,13 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
 
 
 def file_s(count: ClientCount, rtt_s: float, path_bytes_per_s: float, file_bytes: int) -> float | None:
-    """Seconds one file costs by the per-file ceiling's rule (explain's): the counted round trips at `rtt_s`, the
-    file's bytes at the path's rate or the client's CPU per file where that is longer (it overlaps its bytes, never
-    a wait), and the server's CPU per file. None: the count has no CPU figures."""
+    """Seconds one file costs by the per-file ceiling's rule (ceiling.per_file_s): the counted round trips at
+    `rtt_s`, then the longest of the file's bytes at the path's rate, the client's CPU per file and the server's.
+    None: the count has no CPU figures."""
     if count.client_cpu_per_file_s is None or count.server_cpu_per_file_s is None or path_bytes_per_s <= 0:
         return None
     wire_s = file_bytes / path_bytes_per_s
-    return count.per_file * rtt_s + max(wire_s, count.client_cpu_per_file_s) + count.server_cpu_per_file_s
+    return per_file_s(count.per_file, rtt_s, wire_s, count.server_cpu_per_file_s, count.client_cpu_per_file_s)
 
 
 def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
@@ -261,16 +261,16 @@ def predicted_s(
     waits: Waits | None = None,
 ) -> float:
     """The seconds a set of `files` files of `file_bytes` takes on a link of `rtt_s` and `path_bytes_per_s`:
-    the counted round trips at its RTT, the bytes at its rate, each side's CPU per file as counted (the client's
-    beyond its bytes' time) and the set's setup; a count without CPU figures, its turnaround as counted instead.
+    the counted round trips at its RTT, the longest of the bytes at its rate and each side's CPU per file as
+    counted, and the set's setup; a count without CPU figures, its turnaround as counted instead.
     `waits`: what the predicted copies measured waiting for a core, added for the "with waits" figure (the rows'
     own ceilings leave waits out).
 
-    Through the ceiling users see (`per_file_bound`, and the set's setup or turnaround as a fixed cost per copy,
-    which like every fixed cost is never negative), so checking a prediction checks that model."""
+    With CPU figures, through the ceiling users see (`per_file_bound`, and the set's setup as a fixed cost per
+    copy, which like every fixed cost is never negative), so checking a prediction checks that model: a floor on
+    the time, which a copy that waits for a core or overlaps less than the longest of its parts exceeds."""
     set_bytes = files * file_bytes
     if file_s(count, rtt_s, path_bytes_per_s, file_bytes) is not None and count.setup_s is not None:
-        client_s = max(0.0, (count.client_cpu_per_file_s or 0.0) - file_bytes / path_bytes_per_s)
         bound = per_file_bound(
             set_bytes,
             files,
@@ -278,21 +278,14 @@ def predicted_s(
             rtt_s,
             path_bytes_per_s,
             server_per_file_s=count.server_cpu_per_file_s,
-            client_per_file_s=client_s or None,
+            client_per_file_s=count.client_cpu_per_file_s or None,
             set_round_trips=count.per_set,
             waited_per_file_s=_waited_per_file_s(count, files, file_bytes, path_bytes_per_s, waits) if waits else None,
         )
         return set_bytes / with_fixed_cost(bound, count.setup_s, set_bytes).bytes_per_s
-    bound = per_file_bound(
-        set_bytes,
-        files,
-        count.per_file,
-        rtt_s,
-        path_bytes_per_s,
-        server_per_file_s=count.turnaround_per_file_s,
-        set_round_trips=count.per_set,
-    )
-    return set_bytes / with_fixed_cost(bound, count.turnaround_per_set_s, set_bytes).bytes_per_s
+    # the turnaround is, by its reading, the time left beyond the round trips and the bytes: it adds to them
+    file_time_s = count.per_file * rtt_s + file_bytes / path_bytes_per_s + max(0.0, count.turnaround_per_file_s)
+    return count.per_set * rtt_s + files * file_time_s + max(0.0, count.turnaround_per_set_s)
 
 
 def lab_run(flags: Mapping[str, Any], label: str) -> tuple[Run, list[Packet], list[tuple[float, str | None]]]:
