@@ -19,10 +19,10 @@ from workbench.cli.options import with_settings
 from workbench.core.settings import BY_NAME, Settings
 from workbench.shared import paths, signals
 from workbench.shared.errors import ExitCode, NotFoundError, Terminated, UsageError, WorkbenchError, from_os_error
+from workbench.shared.ports import DEFAULT_PORTS
 
 # messages quote user input such as '[ports]' and servers' words: print them, never parse them, no control codes
 from workbench.shared.safetext import for_markup as escape
-from workbench.shared.target import DEFAULT_PORTS
 
 if TYPE_CHECKING:
     from workbench.cli.exports import Outputs

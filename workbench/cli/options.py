@@ -14,7 +14,6 @@ from typing import Annotated, Any, TypeVar, cast
 
 import typer
 
-from workbench.core.config import resolve
 from workbench.core.settings import Setting, for_command
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -71,6 +70,10 @@ def with_settings(command: str) -> Callable[[F], F]:
             mine = {k: v for k, v in kwargs.items() if k in own_names}
             flags = {k: v for k, v in kwargs.items() if k in setting_names}
             typed = typed_names(mine["ctx"]) & setting_names
+            # the config file's model (pydantic) and the plan's protocols load only for a command that runs,
+            # not for --help or the other commands
+            from workbench.core.config import resolve
+
             resolved = resolve(command, flags, config=kwargs.get(CONFIG), typed=typed)
             return fn(**mine, settings=resolved)
 

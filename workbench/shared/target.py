@@ -19,19 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import NotFoundError, UsageError
 from workbench.shared.paths import TARGET_FILE
+from workbench.shared.ports import DEFAULT_PORTS as DEFAULT_PORTS  # declared apart, so --help needs no models
 from workbench.shared.servers_hello import ServersHello, checked_hello
 from workbench.shared.validate import check_host, parse_model
-
-DEFAULT_PORTS: Mapping[str, int] = {
-    "tcp": 5301,  # workbench's raw-TCP probe
-    "http": 8181,
-    "ftp": 2121,
-    "ssh": 2222,
-    "smb": 4445,
-    "rsync": 8730,
-    "iperf3": 5201,
-    "afp": 5548,  # netatalk's afpd (AFP's own port, 548, is left to a system AFP server)
-}
 
 
 def url_host(host: str) -> str:

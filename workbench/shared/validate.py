@@ -18,17 +18,18 @@ import types
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, Union, get_args, get_origin
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
 
 from workbench.shared.errors import DiskError, UsageError
 from workbench.shared.jsontypes import JSONValue
 from workbench.shared.sizes import SmallSet, total_bytes
 
+if TYPE_CHECKING:  # pydantic loads with its caller's models, not in every command that only checks a flag
+    from pydantic import BaseModel, ValidationError
+
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
-_Model = TypeVar("_Model", bound=BaseModel)
+_Model = TypeVar("_Model", bound="BaseModel")
 
 # Limits on what one run or `files make` may ask for. They catch typos (1000000000x1K) before a billion
 # files are written; a real test of a larger volume can run several sets or runs.
@@ -251,6 +252,8 @@ def _branches(annotation: object) -> tuple[object, ...]:
 
 def _model_of(annotation: object) -> type[BaseModel] | None:
     """The pydantic model inside an annotation such as `PortsTable | None`, if any."""
+    from pydantic import BaseModel
+
     for branch in _branches(annotation):
         if isinstance(branch, type) and issubclass(branch, BaseModel):
             return branch
@@ -333,6 +336,8 @@ def parse_model(
     if not isinstance(data, dict):
         kind, example = example_doc.split(":", 1)
         raise UsageError(f"{what} must be {kind}, not a {type(data).__name__}", f"e.g. {example.strip()}")
+    from pydantic import ValidationError
+
     try:
         return model.model_validate(data)
     except ValidationError as exc:
