@@ -15,10 +15,16 @@ from workbench.shared.credentials import Credentials, generate
 XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
 
 
+# bash runs ~/.bashrc before a command sshd hands it (it sees SSH_CLIENT) unless it is a nested shell: with SHLVL=1
+# in the session's environment it counts itself one, so the tests' SSH sessions run their commands without the
+# test machine's shell start-up (a pyenv init there costs ~0.2 s of CPU per login) and nothing else changes.
+NO_LOGIN_RC_ENV = "SHLVL=1"
+
+
 def sshd_setenv() -> str:
-    """What a test sshd's `SetEnv` adds so its sessions carry this worker's name (nothing outside pytest -n)."""
+    """What a test sshd's `SetEnv` adds: no ~/.bashrc (NO_LOGIN_RC_ENV), and this worker's name (under pytest -n)."""
     worker = os.environ.get(XDIST_WORKER_ENV)
-    return f" {XDIST_WORKER_ENV}={worker}" if worker else ""
+    return f" {NO_LOGIN_RC_ENV}" + (f" {XDIST_WORKER_ENV}={worker}" if worker else "")
 
 
 def started_by_this_worker(pid: int) -> bool:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port, sshd_setenv
+from tests.helpers import NO_LOGIN_RC_ENV, free_port, sshd_setenv
+from workbench.server.daemons.sshd import Sshd
 from workbench.shared.net import port_open
 
 HOST = "127.0.0.1"
@@ -32,6 +34,22 @@ class LoginHost:
     ssh_config: Path
     known_hosts: Path
     host_key_line: str
+
+
+@contextlib.contextmanager
+def sshds_without_login_rc() -> Iterator[None]:
+    """workbench's sshds (its own and the stock one) started meanwhile in this process hand NO_LOGIN_RC_ENV to their
+    sessions, as the tests' own login sshds do (tests.helpers.sshd_setenv): an sshd's `-o` comes before its
+    configuration file, which sets no SetEnv of its own."""
+    command = Sshd.command
+
+    def with_env(self: Sshd) -> list[str]:
+        binary, *rest = command(self)
+        return [binary, "-o", f"SetEnv={NO_LOGIN_RC_ENV}", *rest]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Sshd, "command", with_env)
+        yield
 
 
 def keygen(path: Path) -> None:

@@ -9,3 +9,18 @@ maps them onto the contract's `served_root`, `make_client`, `bad_client` and `st
 Tests of `workbench run`, `servers up`, confinement or faults across several parts belong in
 tests/integration.
 """
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.ssh_login import sshds_without_login_rc
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _sshd_sessions_without_login_rc() -> Iterator[None]:
+    """Every sshd these tests start skips the login shell's ~/.bashrc in its sessions (tests/ssh_login.py)."""
+    with sshds_without_login_rc():
+        yield

@@ -17,8 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.ssh_login import login_host  # noqa: F401 -- a fixture for test_via_ssh and test_fleet_cli
+from tests.ssh_login import (
+    login_host,  # noqa: F401 -- a fixture for test_via_ssh and test_fleet_cli
+    sshds_without_login_rc,
+)
 from tests.stock_urls import StockSite
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _sshd_sessions_without_login_rc() -> Iterator[None]:
+    """Every sshd these tests start skips the login shell's ~/.bashrc in its sessions (tests/ssh_login.py)."""
+    with sshds_without_login_rc():
+        yield
 
 
 @pytest.fixture
