@@ -102,7 +102,7 @@ def test_hostile_file_names_in_the_scratch_directory(hostile: tuple[StockSite, H
     proc, _ = _run(site, server, SftpCase(odd_names=ODD_NAMES), db)
     _assert_shown_safely(proc.stdout + proc.stderr)
     assert proc.returncode in (ExitCode.OK, ExitCode.ROWS_FAILED), proc.stderr[-2000:]
-    _report_everything(site, tmp_path, db)
+    _report_everything(site, tmp_path, db, charts=True)
 
 
 def test_the_server_serves_a_run_unchanged(hostile: tuple[StockSite, HostileSftp], tmp_path: Path) -> None:
