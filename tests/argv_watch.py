@@ -14,6 +14,19 @@ import threading
 SCAN_PAUSE_S = 0.002  # between two passes over /proc: short-lived helpers (an askpass, an ssh) live ~10 ms
 
 
+def _read(path: str) -> bytes:
+    """The whole file, read with plain system calls: half the CPU of open() with its buffered file object, for a
+    watch that reads every process's command line hundreds of times a second."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 class ArgvWatch:
     """Reads every process's command line until stopped; keeps any that holds the secret, and the programs seen."""
 
@@ -37,8 +50,7 @@ class ArgvWatch:
             if not entry.name.isdigit():
                 continue
             try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                    argv = fh.read()
+                argv = _read(f"/proc/{entry.name}/cmdline")
             except OSError:
                 continue  # gone meanwhile
             if not argv:
