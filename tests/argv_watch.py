@@ -4,14 +4,37 @@ Used wherever a password or key must reach a server but no command line (`workbe
 their helpers such as curl, smbclient, rsync, ssh). `programs` lists what the watch saw, so a test can check
 that the processes it cares about lived long enough to be looked at, and `scans` that the watch ran at all:
 a watch that saw nothing cannot pass.
+
+Where the kernel's process connector answers (root, Linux), the watch reads a command line the moment its
+process execs, and passes over the whole of /proc only every `pause_s` (for a command line rewritten after
+its exec, and for any event the connector dropped). Elsewhere it passes over /proc every `pause_s` alone.
+Waiting for exec events costs nothing while nothing starts; re-reading every process's command line every
+2 ms burnt most of a core for the whole of a long test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
+import socket
+import struct
 import threading
 
-SCAN_PAUSE_S = 0.002  # between two passes over /proc: short-lived helpers (an askpass, an ssh) live ~10 ms
+SCAN_PAUSE_S = 0.002  # between two passes over /proc without exec events: a helper (an askpass, an ssh) lives ~10 ms
+EVENT_RESCAN_S = 0.1  # between two passes over /proc beside exec events
+
+# linux/connector.h and linux/cn_proc.h: the process-events channel of the connector netlink family
+_NETLINK_CONNECTOR = 11
+_CN_IDX_PROC = 1
+_CN_VAL_PROC = 1
+_PROC_CN_MCAST_LISTEN = 1
+_PROC_EVENT_EXEC = 0x00000002
+_NLMSG_HEADER = struct.Struct("=IHHII")  # length, type, flags, sequence, port
+_CN_MSG = struct.Struct("=IIIIHH")  # idx, val, sequence, ack, payload length, flags
+_EVENT_HEADER = struct.Struct("=IIQ")  # what, cpu, timestamp (ns)
+_EXEC_EVENT = struct.Struct("=II")  # pid (the thread's), tgid (the process's)
+_NLMSG_DONE = 3
 
 
 def _read(path: str) -> bytes:
@@ -27,39 +50,93 @@ def _read(path: str) -> bytes:
         os.close(fd)
 
 
+def exec_events() -> socket.socket | None:
+    """A socket on which the kernel announces every exec on this machine; None where it will not (not root,
+    no process connector, not the initial network namespace)."""
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_CONNECTOR)
+    except (OSError, AttributeError):
+        return None
+    try:
+        sock.bind((0, _CN_IDX_PROC))
+        listen = struct.pack("=I", _PROC_CN_MCAST_LISTEN)
+        message = _CN_MSG.pack(_CN_IDX_PROC, _CN_VAL_PROC, 0, 0, len(listen), 0) + listen
+        sock.send(_NLMSG_HEADER.pack(_NLMSG_HEADER.size + len(message), _NLMSG_DONE, 0, 0, 0) + message)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def exec_pids(datagram: bytes) -> list[int]:
+    """The processes that exec'd, from one datagram of the process connector (other events are skipped)."""
+    pids = []
+    offset = 0
+    while offset + _NLMSG_HEADER.size <= len(datagram):
+        length = _NLMSG_HEADER.unpack_from(datagram, offset)[0]
+        event_at = offset + _NLMSG_HEADER.size + _CN_MSG.size
+        if length < _NLMSG_HEADER.size or event_at + _EVENT_HEADER.size + _EXEC_EVENT.size > len(datagram):
+            break
+        if _EVENT_HEADER.unpack_from(datagram, event_at)[0] == _PROC_EVENT_EXEC:
+            pids.append(_EXEC_EVENT.unpack_from(datagram, event_at + _EVENT_HEADER.size)[1])
+        offset += (length + 3) & ~3
+    return pids
+
+
 class ArgvWatch:
     """Reads every process's command line until stopped; keeps any that holds the secret, and the programs seen."""
 
     def __init__(self, secret: str, pause_s: float = SCAN_PAUSE_S) -> None:
-        """`pause_s` between passes: the default catches a helper of ~10 ms; a long run's own processes (a fleet's
-        ssh sessions and members) are seen with a longer one, at a fraction of the CPU."""
+        """`pause_s` between passes over /proc when there are no exec events (the default catches a helper of
+        ~10 ms); with them, passes come at least every EVENT_RESCAN_S. A long run's own processes (a fleet's ssh
+        sessions and members) are seen with a longer one, at a fraction of the CPU."""
         self.secret = secret.encode()
         self.pause_s = pause_s
         self.hits: list[str] = []
         self.programs: set[str] = set()
         self.scans = 0
+        self.execs_seen = 0
+        self._events = exec_events()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
     def _watch(self) -> None:
-        while not self._stop.wait(self.pause_s):
-            self.scan()
+        if self._events is None:
+            while not self._stop.wait(self.pause_s):
+                self.scan()
+            return
+        rescan_s = max(self.pause_s, EVENT_RESCAN_S)
+        while not self._stop.is_set():
+            readable, _, _ = select.select([self._events], [], [], rescan_s)
+            if not readable:
+                self.scan()
+                continue
+            try:
+                datagram = self._events.recv(1 << 16)
+            except OSError:  # ENOBUFS: the kernel dropped events; a pass over /proc sees what is still there
+                self.scan()
+                continue
+            for pid in exec_pids(datagram):
+                self.execs_seen += 1
+                self._look(str(pid))
+
+    def _look(self, pid: str) -> None:
+        try:
+            argv = _read(f"/proc/{pid}/cmdline")
+        except OSError:
+            return  # gone meanwhile
+        if not argv:
+            return  # a zombie or a kernel thread
+        words = argv.split(b"\0")
+        self.programs.add(os.path.basename(words[0].decode(errors="replace")))
+        if self.secret in argv:
+            shown = argv.replace(self.secret, b"<PASSWORD>").replace(b"\0", b" ").decode(errors="replace")
+            self.hits.append(f"pid {pid}: {shown[:300]}")
 
     def scan(self) -> None:
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                argv = _read(f"/proc/{entry.name}/cmdline")
-            except OSError:
-                continue  # gone meanwhile
-            if not argv:
-                continue  # a zombie or a kernel thread
-            words = argv.split(b"\0")
-            self.programs.add(os.path.basename(words[0].decode(errors="replace")))
-            if self.secret in argv:
-                shown = argv.replace(self.secret, b"<PASSWORD>").replace(b"\0", b" ").decode(errors="replace")
-                self.hits.append(f"pid {entry.name}: {shown[:300]}")
+            if entry.name.isdigit():
+                self._look(entry.name)
         self.scans += 1
 
     def __enter__(self) -> ArgvWatch:
@@ -71,3 +148,6 @@ class ArgvWatch:
         self._stop.set()
         self._thread.join(timeout=30)
         self.scan()
+        if self._events is not None:
+            with contextlib.suppress(OSError):
+                self._events.close()

@@ -41,6 +41,16 @@ def test_the_watch_catches_a_password_on_a_command_line() -> None:
     assert len(watch.hits) >= 1 and secret not in watch.hits[0] and "<PASSWORD>" in watch.hits[0]
 
 
+def test_the_watch_reads_a_command_line_when_its_process_execs() -> None:
+    # Passes over /proc only on entry and exit: a short-lived child in between is caught by its exec event alone.
+    secret = creds_mod.generate().password
+    with ArgvWatch(secret, pause_s=30.0) as watch:
+        for _ in range(5):
+            subprocess.run([sys.executable, "-S", "-c", "pass", secret], check=True, timeout=30)
+    assert watch.execs_seen >= 5, "the kernel's process connector sent no exec events"
+    assert watch.hits and all(secret not in hit for hit in watch.hits)
+
+
 def test_no_password_on_any_command_line_against_stock_servers(site: StockSite, tmp_path: Path) -> None:
     kinds = ["smb", "ssh", "ftp", "ftps", "rsync", "webdav", "webdav-digest-https"]
     for kind in kinds:
