@@ -20,6 +20,7 @@ import select
 import socket
 import struct
 import threading
+import time
 
 SCAN_PAUSE_S = 0.002  # between two passes over /proc without exec events: a helper (an askpass, an ssh) lives ~10 ms
 EVENT_RESCAN_S = 0.1  # between two passes over /proc beside exec events
@@ -105,16 +106,22 @@ class ArgvWatch:
             while not self._stop.wait(self.pause_s):
                 self.scan()
             return
+        # Passes keep their pace however many execs arrive (the events are machine-wide and may never pause), and
+        # the wait for events is short enough that a stop is seen within it.
         rescan_s = max(self.pause_s, EVENT_RESCAN_S)
+        next_scan = time.monotonic() + rescan_s
         while not self._stop.is_set():
-            readable, _, _ = select.select([self._events], [], [], rescan_s)
-            if not readable:
+            now = time.monotonic()
+            if now >= next_scan:
                 self.scan()
+                next_scan = now + rescan_s
+            readable, _, _ = select.select([self._events], [], [], min(next_scan - now, EVENT_RESCAN_S))
+            if not readable:
                 continue
             try:
                 datagram = self._events.recv(1 << 16)
             except OSError:  # ENOBUFS: the kernel dropped events; a pass over /proc sees what is still there
-                self.scan()
+                next_scan = 0.0
                 continue
             for pid in exec_pids(datagram):
                 self.execs_seen += 1
@@ -147,6 +154,8 @@ class ArgvWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            raise RuntimeError("the argv watch did not stop within 30 s")
         self.scan()
         if self._events is not None:
             with contextlib.suppress(OSError):

@@ -78,12 +78,17 @@ def test_a_test_right_after_a_refused_login_is_not_turned_away(iperf3_server: tu
 
 
 def test_only_a_connection_turned_away_before_a_test_is_tried_again() -> None:
-    assert turned_away_between_tests("iperf3 to h:1: unable to connect to server: Connection reset by peer")
-    assert turned_away_between_tests("iperf3 to h:1: unable to connect to server: Connection refused")
-    assert turned_away_between_tests("iperf3 to h:1: unable to receive control message: Connection reset by peer")
-    assert not turned_away_between_tests("iperf3 to h:1: the server is busy running a test. try again later")
-    assert not turned_away_between_tests("iperf3 to h:1: test authorization failed")
-    assert not turned_away_between_tests("iperf3 to h:1: control socket has closed unexpectedly")
+    before = json.dumps({"start": {"connected": []}, "intervals": [], "end": {}})
+    began = json.dumps({"start": {}, "intervals": [{"sum": {"bytes": 1}}], "end": {}})
+    reset = "iperf3 to h:1: unable to receive control message: Connection reset by peer"
+    assert turned_away_between_tests("iperf3 to h:1: unable to connect to server: Connection reset by peer", before)
+    assert turned_away_between_tests("iperf3 to h:1: unable to connect to server: Connection refused", before)
+    assert turned_away_between_tests(reset, before)
+    assert not turned_away_between_tests(reset, began)  # reset mid-test: a real failure, not the gap
+    assert not turned_away_between_tests(reset, "not json")
+    assert not turned_away_between_tests("iperf3 to h:1: the server is busy running a test. try again later", before)
+    assert not turned_away_between_tests("iperf3 to h:1: test authorization failed", before)
+    assert not turned_away_between_tests("iperf3 to h:1: control socket has closed unexpectedly", before)
 
 
 @needs_iperf3

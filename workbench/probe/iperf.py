@@ -87,10 +87,11 @@ def run_iperf3(
             raise NetworkError(
                 f"iperf3 to {host}:{port} did not finish within {timeout:.0f} s", "is the iperf3 server reachable?"
             ) from exc
+        text = proc.stdout.decode(errors="replace")
         try:
-            return parse_iperf3_json(proc.stdout.decode(errors="replace"), direction, host, port, window)
+            return parse_iperf3_json(text, direction, host, port, window)
         except NetworkError as exc:
-            if attempt == BETWEEN_TESTS_ATTEMPTS or not turned_away_between_tests(exc.message):
+            if attempt == BETWEEN_TESTS_ATTEMPTS or not turned_away_between_tests(exc.message, text):
                 raise
         time.sleep(BETWEEN_TESTS_PAUSE_S * attempt)
     raise AssertionError("unreachable: the last attempt returns or raises")
@@ -99,17 +100,25 @@ def run_iperf3(
 # An iperf3 server closes its listening socket when a test ends, failed or not, and opens a new one for the next:
 # a client that connects in between is refused, or reset if it was still queued on the old socket. Back-to-back
 # tests (upload then download, or a test after a refused login) meet that gap now and then, so a test turned away
-# before it began is tried again, twice, after a short pause. A server that is not there fails the same way
-# three times, about a second later than it would have.
+# before it began (no interval measured) is tried again, twice, after a short pause. A test reset once it had
+# begun is not: that is a failure of the path or the server. A server that is not there fails the same way three
+# times, about a second later than it would have.
 BETWEEN_TESTS_ATTEMPTS = 3
 BETWEEN_TESTS_PAUSE_S = 0.3
 
 
-def turned_away_between_tests(message: str) -> bool:
-    """Whether an iperf3 error says the connection was refused or reset before any test began."""
+def turned_away_between_tests(message: str, output: str) -> bool:
+    """Whether an iperf3 error (`message`, from its -J `output`) says the connection was refused or reset before
+    the test began: no interval was measured."""
     lowered = message.lower()
-    before_a_test = "unable to connect" in lowered or "unable to receive control message" in lowered
-    return before_a_test and ("refused" in lowered or "reset by peer" in lowered)
+    turned_away = "unable to connect" in lowered or "unable to receive control message" in lowered
+    if not turned_away or not ("refused" in lowered or "reset by peer" in lowered):
+        return False
+    try:
+        data = json.loads(output)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and not data.get("intervals")
 
 
 def parse_iperf3_json(
