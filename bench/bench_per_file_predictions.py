@@ -9,9 +9,10 @@ The counts (round trips per file and per set, each side's CPU per file and the s
 come from --counts (bench/count_exchanges.py --json) or are taken first on wifi-ac (sets of --count-files).
 Each other link then runs `workbench lab` with one set of 64 KiB files, and every client's set is predicted as
 round trips × that link's idle RTT + the longest of the bytes at its goodput, the client's CPU and the server's
-(they overlap), + the setup (workbench.lab.exchangecount.predicted_s). That is the time of the rows' own per-file
-ceiling, a floor: a ratio under 1 is a copy slower than its ceiling, over 1 a ceiling the copy beat. CPU is time
-on a core, which load does not stretch. A prediction within 25 % of the measured median holds. The table also
+(taken to overlap), + the setup (workbench.lab.exchangecount.predicted_s). That is the time of the rows' own
+per-file ceiling, a model of measured parts and not a proven floor: a ratio under 1 is a copy slower than its
+ceiling, over 1 a ceiling the copy beat (which that row would say is unexplained). CPU is time on a core, which
+load does not stretch. A prediction within 25 % of the measured median holds. The table also
 shows the waits for a core the measured copies read (schedstat, per file) and the prediction with them added.
 --save DIR keeps the counts (counts.json), the run they were counted in (wifi-ac.json) and each link's run
 (LINK.json); --runs DIR predicts from those again without a lab (after a change to the model). --swing prints
@@ -98,8 +99,8 @@ def measure(link: str, files: int, protocols: str, repeat: int) -> Run:
 def show(link: str, run: Run, rows: list[Prediction], counted_by: str) -> int:
     rtt = (run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0
     print(
-        f"\n{link}: idle RTT {rtt:.2f} ms; predicted from the counts by the per-file ceiling's rule (a floor on the"
-        " time), per file (the set's time / its files)"
+        f"\n{link}: idle RTT {rtt:.2f} ms; predicted from the counts by the per-file ceiling's model, per file (the"
+        " set's time / its files)"
     )
     print(f"server CPU per copy read from: {counted_by} (counts), {_server_cpu_method(run)} ({link})")
     head = f"{'client':<22}{'dir':<10}{'RT/file':>8}{'predicted':>11}{'measured':>10}{'ratio':>7}  holds"

@@ -102,8 +102,8 @@ def test_counts_from_wifi_ac_predict_another_links_small_files(
 ) -> None:
     """The counted turns are real waits: on another link every set takes at least their share of its time
     (turns × its RTT). The whole prediction is the per-file ceiling's time: the turns, then the longest of the
-    bytes and each side's CPU counted on wifi-ac (time on a core, which load does not stretch), a floor: the
-    clients' median prediction holds within 25 % where round trips dominate (wan);
+    bytes and each side's CPU counted on wifi-ac (time on a core, which load does not stretch), a model's time
+    and not a floor: the clients' median prediction holds within 25 % where round trips dominate (wan);
     bench/bench_per_file_predictions.py prints every client's."""
     run, _, _ = lab_run(_flags(link, [f"{files}x64K"]), f"predictions on {link}")
     rtt_s = float((run.link or {}).get("rtt_ms") or 0) / 1e3

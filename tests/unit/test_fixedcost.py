@@ -145,6 +145,11 @@ def test_the_per_file_ceiling_charges_a_one_file_at_a_time_clients_cpu_beyond_it
     slow = _why(_set("smb/pysmb", 50 * 0.03, client_cpu_s=50 * 0.003))
     assert slow.bound == "unexplained" and slow.bound_explanation is not None
     assert "off the wire and off its CPU" in slow.bound_explanation
+    # before that: the bytes and each side's CPU, charged as overlapping, may have run one after another
+    assert "(its bytes, the server's CPU and the client's) may have run in turn, or time" in slow.bound_explanation
+    # a client with files in flight had no CPU charged: only its bytes and the server's are named
+    slow_flight = _why(_set("smb/smbprotocol", 50 * 0.03, client_cpu_s=50 * 0.003, files_in_flight=4))
+    assert "(its bytes and the server's CPU) may have run in turn" in (slow_flight.bound_explanation or "")
 
 
 def test_a_per_copy_clients_start_up_is_paid_by_its_single_file_and_its_set() -> None:

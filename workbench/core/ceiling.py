@@ -5,7 +5,8 @@ Pure maths. Rates are bytes/s like everywhere in workbench; RTT in seconds; wind
 - A request/response client with n requests of S bytes outstanding waits, per request, a round trip, the
   request's own serialisation at the path's rate B, and the server's turnaround: n·S / (RTT + S/B + t_server).
 - A set of small files costs, per file, its round trips, then the longest of its bytes at the path's rate and
-  each side's CPU on it, which overlap (`per_file_s`, `per_file_bound`).
+  each side's CPU on it, taken to overlap (`per_file_s`, `per_file_bound`): a model of measured parts, which
+  `holds` checks against each row rather than a proven bound.
 - A fixed cost per copy (a process start, a login) turns any ceiling C of a copy of `bytes` into
   bytes / (fixed + bytes / C) (`with_fixed_cost`).
 - A host that signs or encrypts every SMB message on k cores, at c CPU seconds per byte for the algorithm (and m
@@ -143,26 +144,28 @@ def _requests_bound(
 def per_file_s(
     round_trips: float,
     rtt_s: float,
-    bytes_s: float,
+    wire_s: float,
     server_s: float | None = None,
     client_s: float | None = None,
 ) -> float:
-    """Seconds one file of a set takes at least, one file at a time: its round trips, then the longest of its
-    bytes' time on the path (`bytes_s`), the server's CPU on it and the client's.
+    """Seconds one file of a set takes by the per-file model, one file at a time: its round trips, then the
+    longest of its bytes' time on the path (`wire_s`), the server's CPU on it and the client's.
 
-    Why the longest and not the sum: a file's work is a pipeline, not a relay. While its bytes cross the path the
-    sender's CPU produces them and the receiver's consumes them, all at once through the socket buffers; a side's
-    CPU after its answer is sent (closing a file, its bookkeeping) overlaps the other side's next work. Added up,
-    the three charged a strict ping-pong none of the clients plays, and copies beat that ceiling (an upload whose
-    server reads its 64 KiB as they arrive). The longest of them is a floor: each side is one thread of work on
-    its own core (two cores in the lab, two hosts in a real pair), so neither finishes its file faster than its own
-    CPU, nor any file faster than its bytes. The round trips are added, not overlapped: each is a wait for the
-    other side's answer, which cannot leave before the question arrives. A two-core floor (both sides' CPU over
-    the two cores) adds nothing to it: half the sum is never more than the larger side.
-    This bounds the time (it is what a ceiling needs); a prediction through it is a floor, and a copy that also
-    waits for a core or for work that overlaps less takes longer.
+    Why the longest and not the sum: much of a file's work overlaps. While its bytes cross the path the sender's
+    CPU produces them and the receiver's consumes them through the socket buffers; a side's CPU after its answer is
+    sent (closing a file, its bookkeeping) overlaps the other side's next round trip. Added up, the three charged a
+    strict ping-pong, and copies beat that ceiling (an upload whose server reads its 64 KiB as they arrive).
+
+    A model whose every part was measured, not a proven floor: the parts do not separate cleanly. The counted
+    round trips include flights (a sender waiting for ACKs while its bytes cross), which overlap the bytes and the
+    receiver's CPU, so that time can be charged twice; and a side's CPU figure may be spread over more than one
+    core (the server's is its whole cgroup: sshd and sftp-server, smbd's threads; the client's includes its
+    children, ssh or scp), so the side may take less wall time than it says. The ceiling is therefore checked
+    against each row (`holds`): a row that beats it by more than its own noise is unexplained, not bounded. A
+    prediction through it is the model's time; a copy whose parts ran in turn, or that waited for a core, takes
+    longer, and one whose parts overlapped more than the model counts takes less.
     """
-    return round_trips * rtt_s + max(bytes_s, server_s or 0.0, client_s or 0.0)
+    return round_trips * rtt_s + max(wire_s, server_s or 0.0, client_s or 0.0)
 
 
 def per_file_bound(
@@ -179,21 +182,22 @@ def per_file_bound(
 ) -> Bound:
     """A set of `files` small files when each costs `per_file_s` (its round trips, then the longest of its bytes
     at the path's rate and, where charged, the server's and the client's CPU time on it), `files_in_flight` at a
-    time, and the set `set_round_trips` once: the set's rate, explained in files/s.
+    time, and the set `set_round_trips` once: the set's rate by that model (per_file_s says why it is checked
+    against each row, not proven), explained in files/s.
 
     `waited_per_file_s` is time the client or server was measured waiting for a core (their run-queue wait),
     added on top and named for what it is. The rows' own ceilings pass none (the two sides' waits overlap each
     other and the wire, so charging them put the ceiling below what copies reached); a prediction's "with waits"
     figure passes them."""
     per_file = set_bytes / files
-    bytes_s = per_file / path_bytes_per_s if path_bytes_per_s else 0.0
-    file_s = per_file_s(round_trips_per_file, rtt_s, bytes_s, server_per_file_s, client_per_file_s)
+    wire_s = per_file / path_bytes_per_s if path_bytes_per_s else 0.0
+    file_s = per_file_s(round_trips_per_file, rtt_s, wire_s, server_per_file_s, client_per_file_s)
     file_s += waited_per_file_s or 0.0
     set_s = set_round_trips * rtt_s + files * file_s / max(1, files_in_flight)
     files_per_s = files / set_s
     rate = set_bytes / set_s
     # the longest of the file's overlapping parts is the one charged; the others are named beside it
-    overlapping = [(bytes_s, format_bytes(int(per_file)), f"{format_bytes(int(per_file))} on the path")]
+    overlapping = [(wire_s, format_bytes(int(per_file)), f"{format_bytes(int(per_file))} on the path")]
     for side, cpu_s in (("server", server_per_file_s), ("client", client_per_file_s)):
         if cpu_s:
             overlapping.append((cpu_s, f"{format_ms(cpu_s)} {side}", f"{format_ms(cpu_s)} {side}"))

@@ -105,8 +105,8 @@ def _per_file_ceiling(
     row: Result, rtt_s: float | None, path_bytes_per_s: float | None, cost: fixedcost.FixedCost | None
 ) -> Bound | None:
     """The per-file ceiling of a small-file set, one rule for every client and every row: exchanges × RTT, then
-    the longest of the file's bytes at the path's rate, the server's CPU per file and the client's
-    (ceiling.per_file_s says why the longest: the three overlap).
+    the longest of the file's bytes at the path's rate, the server's CPU per file and the client's, taken to
+    overlap (ceiling.per_file_s says why, and why it is a model of measured parts rather than a proven bound).
 
     The rule is fixed from the inputs before the row's rate is looked at, so a copy that beats it is unexplained
     rather than met by a looser charge. The client's CPU per file (fixedcost.client_cpu_per_file_s, less what its
@@ -177,7 +177,10 @@ def _crypto_ceiling(row: Result, costs: _CryptoCosts) -> Bound | None:
 
 # What a beaten ceiling's model leaves out, by label.
 _MISSING = {
-    "per-file": "exchanges or CPU time the client overlaps (its counted pattern is stale: bench/count_exchanges.py)",
+    "per-file": (
+        "exchanges or CPU time the client overlaps: round trips that overlap its bytes, a side's CPU spread over"
+        " more than one core, or a counted pattern gone stale (bench/count_exchanges.py)"
+    ),
     "requests": "requests the client keeps in flight beyond the depth it declares",
     "window": "a window larger than the one the copy's sender was seen offered",
     "ssh-window": "an SSH window larger than the one the client declares",
@@ -200,6 +203,13 @@ def _streamed_cpu(row: Result) -> str:
         if said
         else ""
     )
+
+
+def _in_turn(client_charged: bool) -> str:
+    """The first place a set slower than its per-file ceiling may have spent its time: that ceiling charges only
+    the longest of the parts it takes to overlap (ceiling.per_file_s), and they may have run one after another."""
+    parts = "its bytes, the server's CPU and the client's" if client_charged else "its bytes and the server's CPU"
+    return f"the parts charged as overlapping ({parts}) may have run in turn, or "
 
 
 def _off_cpu(row: Result) -> str:
@@ -238,7 +248,10 @@ def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, f
         cpu = _off_cpu(row) if one_at_a_time else _streamed_cpu(row)
         per_file = format_ms(gap_s / row.files)
         starved = "" if one_at_a_time else _starved(row)  # said per file by _off_cpu
-        return f"≈{per_file} per file{trips}: time the client or server spends off the wire{cpu}{setup}{starved}"
+        in_turn = _in_turn(one_at_a_time) if bound.label == "per-file" else ""
+        return (
+            f"≈{per_file} per file{trips}: {in_turn}time the client or server spends off the wire{cpu}{setup}{starved}"
+        )
     triage = row.tcp
     said = f"; the {triage.side}'s TCP counters say {triage.limit}" if triage is not None and triage.limit else ""
     said += _starved(row)
