@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import socket
 import struct
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -130,6 +133,9 @@ def test_a_runs_copies_give_round_trips_per_file_per_set_and_the_turnaround() ->
     assert count.turnaround_per_set_s == pytest.approx(0.1 - 4 * 0.02 - 5 * rtt_s)
     # on the same link the counts give back the copies' own times
     assert predicted_s(count, 12, 65536, rtt_s, 62.5e6) == pytest.approx(0.26)
+    # a link with no path rate known charges no bytes' time rather than failing
+    no_path = predicted_s(count, 12, 65536, rtt_s, 0.0)
+    assert no_path == pytest.approx(0.26 - 12 * 65536 / 62.5e6)
 
 
 def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> None:
@@ -163,6 +169,36 @@ def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> No
     )
 
 
+def test_a_counts_setup_is_the_measured_intercept_not_what_the_model_leaves() -> None:
+    from workbench.core.results import Baseline, Result, Run, Sample
+    from workbench.lab.exchangecount import predicted_s, with_setups
+
+    rtt_s, path = 0.0028, 62.5e6
+    # the model charges 3 RTT + 3 ms of client CPU per file, but the copies took 2 ms more per file (their parts
+    # ran in turn) beyond a setup of 0.2 s
+    model_s = 3 * rtt_s + 0.003
+    count = _three_round_trips("sftp/openssh")
+
+    def row(files: int) -> Result:
+        sample = Sample(bytes=files * 65536, seconds=0.2 + files * (model_s + 0.002), files=files, verified=True)
+        return Result("sftp", "openssh", "upload", f"{files}x64K", files * 65536, files, samples=(sample,))
+
+    link = {"rtt_ms": 2.8, "expected_goodput_bytes_per_s": path}
+    run = Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=(row(4), row(12)), link=link)
+    (counted,) = with_setups(run, [count])
+    # the sets less the model's files would leave 4 × 2 ms and 12 × 2 ms in the setup (16 ms more, their median):
+    # the intercept leaves the model's shortfall per file
+    assert counted.setup_s == pytest.approx(0.2 - 5 * rtt_s)
+    # so a set smaller than the counted ones is not overshot: its prediction is the model's time, under the copy's
+    one = predicted_s(counted, 1, 65536, rtt_s, path)
+    assert one == pytest.approx(0.2 + model_s)
+    assert one < 0.2 + model_s + 0.002
+    # a setup the sets' line puts below zero is none
+    early = Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=(row(4), row(40)), link=link)
+    (none,) = with_setups(early, [dataclasses.replace(count, files=(4, 40), per_set=200)])
+    assert none.setup_s == 0.0
+
+
 def test_waits_for_a_core_are_no_part_of_a_count_and_added_only_when_asked() -> None:
     from workbench.core.results import Baseline, Result, Run, Sample
     from workbench.lab.exchangecount import Waits, predicted_s, waits_of, with_setups
@@ -190,8 +226,14 @@ def test_waits_for_a_core_are_no_part_of_a_count_and_added_only_when_asked() -> 
     assert waits_of(loaded[1]) == Waits(0.06, 0.03)
     quiet = predicted_s(counted, 12, 65536, rtt_s, path)
     assert quiet == pytest.approx(0.2 + 12 * per_file_s)
-    # asked, the prediction adds the measured waits: the client's beyond its CPU's share of its bytes, the server's
-    assert predicted_s(counted, 12, 65536, rtt_s, path, waits_of(loaded[1])) == pytest.approx(quiet + 0.09)
+    # asked, the prediction adds the measured waits by the model's own rule: each side's wait per file joins its
+    # CPU and the longest part is taken again. The client's 5 ms per file makes its 3 ms 8, the server's 2.5 ms
+    # makes its 1 ms 3.5: the file's longest part grows by 5 ms, not by both waits (7.5 ms)
+    assert predicted_s(counted, 12, 65536, rtt_s, path, waits_of(loaded[1])) == pytest.approx(quiet + 12 * 0.005)
+    # a server's wait that leaves it shorter than the client's CPU adds nothing (1 ms + 1 ms < 3 ms)
+    assert predicted_s(counted, 12, 65536, rtt_s, path, Waits(None, 0.012)) == pytest.approx(quiet)
+    # one that makes it the longest part adds what it outlasts the client by (1 ms + 4 ms = 5 ms: 2 ms more)
+    assert predicted_s(counted, 12, 65536, rtt_s, path, Waits(None, 0.048)) == pytest.approx(quiet + 12 * 0.002)
     # a client with files in flight may overlap its waits with anything: none to add
     in_flight = dataclasses.replace(loaded[1], details=dataclasses.replace(loaded[1].details, files_in_flight=4))
     assert waits_of(in_flight) == Waits()
@@ -203,3 +245,30 @@ def _three_round_trips(label: str) -> ClientCount:
     return ClientCount(
         label, "upload", 3, 5, 3, 0, 0.0, 0.0, (4, 12), client_cpu_per_file_s=0.003, server_cpu_per_file_s=0.001
     )
+
+
+def test_a_rewritten_table_keeps_the_figures_several_countings_agreed_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workbench.lab.exchangecount import write_table
+    from workbench.protocols import exchanges
+
+    table = tmp_path / "exchanges.py"
+    table.write_text(Path(exchanges.__file__).read_text())
+    # one counting that sees afp downloads at 2.4 round trips per file, and ftplib uploads at 7
+    counts = [
+        ClientCount("afp/python", "download", 2.4, 0.3, 2.4, 0, 0.0, 0.0, (4, 12)),
+        ClientCount("ftp/ftplib", "upload", 7.0, 0.1, 6.0, 1.0, 0.0, 0.0, (4, 12)),
+    ]
+    write_table(table, counts)
+    spec = importlib.util.spec_from_file_location("rewritten_exchanges", table)
+    assert spec is not None and spec.loader is not None
+    rewritten = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, rewritten)  # its dataclass looks its module up
+    spec.loader.exec_module(rewritten)
+    counted = rewritten.COUNTED
+    assert counted[("ftp/ftplib", "upload")] == rewritten.Exchanges(per_file=7, per_set=0.1)
+    # the figures six countings agreed on are declared after the generated table: the rewrite keeps them
+    assert counted[("afp/python", "download")] == rewritten.Exchanges(per_file=2, per_set=0)
+    assert set(rewritten.AGREED_BY_SIX_COUNTINGS) == set(exchanges.AGREED_BY_SIX_COUNTINGS)
+    assert ("afp/python", "download") in exchanges.AGREED_BY_SIX_COUNTINGS

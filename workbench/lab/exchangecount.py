@@ -9,14 +9,16 @@ login). The copies' durations give, the same way, the time per file and per set 
 nor bytes on the wire: the client's and the server's turnaround, which is this machine's and not the link's.
 Their CPU gives each side's CPU per file the same way (the server's read from the lab server host's cgroup,
 exact, with the per-connection processes that ended mid-copy: workbench.lab.servercpu; the client's from this
-process and its reaped children, to the microsecond), and what the sets took beyond their files and round trips
-by the per-file ceiling's rule is the set's setup (`with_setups`).
+process and its reaped children, to the microsecond), and the time the two sets' line gives at zero files, less
+the set's round trips, is the set's setup (`with_setups`).
 
-`predicted_s` carries them to another link through the `per-file` ceiling: round trips × its RTT + the longest of
-the bytes at its rate, the client's CPU and the server's, and the setup once per set. CPU figures are time on a
-core, which a loaded host does not stretch. The time either side waited for a core (their most-waiting threads'
-run-queue wait, workbench.shared.schedstat) is not added: the two sides' waits overlap each other and the wire,
-and added they made predictions longer than the copies on every link (`predicted_s` can charge them, to show it).
+`predicted_s` carries them to another link through the `per-file` ceiling's model: round trips × its RTT + the
+longest of the bytes at its rate, the client's CPU and the server's, and the setup once per set. That model's time
+is not a floor (ceiling.per_file_s says why), so a prediction checks the model from either side. CPU figures are
+time on a core, which a loaded host does not stretch. The time either side waited for a core (their most-waiting
+threads' run-queue wait, workbench.shared.schedstat) is not added: the two sides' waits overlap each other and the
+wire, and added they made predictions longer than the copies on every link (`predicted_s` can charge them, to
+show it).
 """
 
 from __future__ import annotations
@@ -58,8 +60,8 @@ class ClientCount:
     # not measured
     client_cpu_per_file_s: float | None = None
     server_cpu_per_file_s: float | None = None
-    # per set: what the counted sets took beyond their files (file_s) and the set's round trips, the median of the
-    # two sets, never below 0 (a login's CPU, a process start); None: no CPU measured
+    # per set: the counted sets' time at zero files (the intercept of the line through the two) less the set's
+    # round trips, never below 0 (a login's CPU, a process start); None: no CPU measured
     setup_s: float | None = None
 
 
@@ -173,9 +175,9 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
 
 
 def file_s(count: ClientCount, rtt_s: float, path_bytes_per_s: float, file_bytes: int) -> float | None:
-    """Seconds one file costs by the per-file ceiling's rule (ceiling.per_file_s): the counted round trips at
+    """Seconds one file costs by the per-file ceiling's model (ceiling.per_file_s): the counted round trips at
     `rtt_s`, then the longest of the file's bytes at the path's rate, the client's CPU per file and the server's.
-    None: the count has no CPU figures."""
+    None: the count has no CPU figures, or there is no path rate."""
     if count.client_cpu_per_file_s is None or count.server_cpu_per_file_s is None or path_bytes_per_s <= 0:
         return None
     wire_s = file_bytes / path_bytes_per_s
@@ -183,8 +185,14 @@ def file_s(count: ClientCount, rtt_s: float, path_bytes_per_s: float, file_bytes
 
 
 def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
-    """`counts` with each one's setup_s from `run`, the run they were counted in: the median over its two sets
-    of the set's time less its files (`file_s`) and its round trips per set, never below 0."""
+    """`counts` with each one's setup_s from `run`, the run they were counted in: the time the line through its
+    two sets' times gives at zero files (their measured intercept), less its round trips per set, never below 0.
+    A count without CPU figures (`file_s` is None) keeps none, and predicts from its turnaround.
+
+    The intercept, not the sets' time less the model's files: where the copies took longer per file than the model
+    charges (its parts ran in turn, or waited for a core), that difference times each set's files would land in
+    the setup, and a prediction for a set smaller than the counted ones would overshoot by it (and one for a larger
+    set undershoot); the model's own per-file shortfall stays per file, where a prediction shows it."""
     rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
     seconds: dict[tuple[str, str, int], float] = {}
     for row in run.results:
@@ -195,13 +203,14 @@ def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
     for count in counts:
         path = link_goodput_bytes_per_s(run.link, count.direction) or run.baseline.for_direction(count.direction)
         per_file = file_s(count, rtt_s, path or 0.0, COUNTED_FILE_BYTES)
-        sets = [seconds.get((count.label, count.direction, n)) for n in count.files]
-        if per_file is None or None in sets:
+        small, large = count.files
+        d_small, d_large = (seconds.get((count.label, count.direction, n)) for n in (small, large))
+        if per_file is None or d_small is None or d_large is None or large <= small:
             found.append(count)
             continue
-        trips_s = count.per_set * rtt_s
-        spare = [max(0.0, d - n * per_file - trips_s) for n, d in zip(count.files, sets, strict=True) if d]
-        found.append(dataclasses.replace(count, setup_s=statistics.median(spare)))
+        measured_file_s = (d_large - d_small) / (large - small)
+        setup_s = d_small - small * measured_file_s - count.per_set * rtt_s
+        found.append(dataclasses.replace(count, setup_s=max(0.0, setup_s)))
     return found
 
 
@@ -224,14 +233,16 @@ def waits_of(row: Result) -> Waits:
 
 
 def _waited_per_file_s(count: ClientCount, files: int, file_bytes: int, path_bytes_per_s: float, waits: Waits) -> float:
-    """Per file, the wait a prediction's "with waits" figure adds: the client's beyond what its CPU leaves of its
-    bytes' time, and the server's whole."""
+    """Per file, the wait a prediction's "with waits" figure adds, by the per-file model's own rule: each side's
+    wait per file added to its CPU, the longest of the file's parts (ceiling.per_file_s) less the longest without
+    the waits. A wait that leaves its side shorter than another part adds nothing."""
     if files <= 0 or path_bytes_per_s <= 0:
         return 0.0
-    cpu_s = count.client_cpu_per_file_s or 0.0
-    bytes_s = file_bytes / path_bytes_per_s
-    client = max(0.0, cpu_s + (waits.client_s or 0.0) / files - bytes_s) - max(0.0, cpu_s - bytes_s)
-    return client + (waits.server_s or 0.0) / files
+    wire_s = file_bytes / path_bytes_per_s
+    server_s, client_s = count.server_cpu_per_file_s or 0.0, count.client_cpu_per_file_s or 0.0
+    waited_server_s = server_s + (waits.server_s or 0.0) / files
+    waited_client_s = client_s + (waits.client_s or 0.0) / files
+    return per_file_s(0, 0.0, wire_s, waited_server_s, waited_client_s) - per_file_s(0, 0.0, wire_s, server_s, client_s)
 
 
 def _median_cpu(row: Result, side: str) -> float | None:
@@ -267,8 +278,9 @@ def predicted_s(
     own ceilings leave waits out).
 
     With CPU figures, through the ceiling users see (`per_file_bound`, and the set's setup as a fixed cost per
-    copy, which like every fixed cost is never negative), so checking a prediction checks that model: a floor on
-    the time, which a copy that waits for a core or overlaps less than the longest of its parts exceeds."""
+    copy, which like every fixed cost is never negative), so checking a prediction checks that model. It is the
+    model's time, not a floor (ceiling.per_file_s): a copy that waits for a core or whose parts ran in turn takes
+    longer, one whose flights overlapped its bytes or whose side spread its CPU over two cores less."""
     set_bytes = files * file_bytes
     if file_s(count, rtt_s, path_bytes_per_s, file_bytes) is not None and count.setup_s is not None:
         bound = per_file_bound(
@@ -284,7 +296,8 @@ def predicted_s(
         )
         return set_bytes / with_fixed_cost(bound, count.setup_s, set_bytes).bytes_per_s
     # the turnaround is, by its reading, the time left beyond the round trips and the bytes: it adds to them
-    file_time_s = count.per_file * rtt_s + file_bytes / path_bytes_per_s + max(0.0, count.turnaround_per_file_s)
+    wire_s = file_bytes / path_bytes_per_s if path_bytes_per_s > 0 else 0.0  # no path rate: no bytes' time known
+    file_time_s = count.per_file * rtt_s + wire_s + max(0.0, count.turnaround_per_file_s)
     return count.per_set * rtt_s + files * file_time_s + max(0.0, count.turnaround_per_set_s)
 
 
