@@ -93,6 +93,9 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise UsageError(f"malformed config {path}: {exc}", "fix the TOML syntax") from exc
     model = parse_model(ConfigFile, data, f"config {path}", "a TOML table: host = \"nas.local\"")
     values = model.model_dump(exclude_unset=True)
+    for setting in SETTINGS:  # the model's bounds cannot say every range ("0, or 0.5..9"): each key, used or not
+        if setting.range is not None and values.get(setting.name) is not None:
+            setting.check(values[setting.name], source=f"config {path} key '{setting.name}'")
     if "ports" in values:
         values["ports"] = {k: v for k, v in values["ports"].items() if v is not None}
     return values

@@ -223,16 +223,20 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         # The link's own check (one plain stream up, after a second of warm-up), apart from the run's baseline:
-        # a run that needs only its rows (a quick check of a client) can skip it with 0.
+        # a run that needs only its rows (a quick check of a client) can skip it with 0. At most 9: with its 1 s
+        # of warm-up a round stays within the meter's bound of load (workbench.lab.measure.GOODPUT_LOAD_MAX_S,
+        # 10 s), so no value is cut short; at least 0.5, as a few hundredths would time the gap between two reads
+        # of the stream, or none (a round with no time after its warm-up fails, and the run has no goodput).
         "goodput_duration",
         float,
         3.0,
-        "Seconds of the lab link's goodput meter (one TCP stream up, after 1 s of warm-up); 0 skips it.",
+        "Seconds of the lab link's goodput meter (one TCP stream up, after 1 s of warm-up): 0.5 to 9, "
+        "or 0 to skip it.",
         "",
         "goodput_duration = 1.0",
         commands=LAB,
         unit="seconds",
-        range=Range(0, TCP_DURATION_MAX_S, "3"),
+        range=Range(0, 9, "3", off_below=0.5),
     ),
     Setting(
         # A served host's own iperf3 (serve starts one) is always used; a stock server's only when named here.

@@ -91,6 +91,10 @@ def calibrate(hosts: Hosts, emulator: LinkDriver, rtt_ms: float, loss: float, no
 
 
 GOODPUT_AGREES = 0.98  # a goodput within 2 % of the expected one needs no second look
+# A round's warm-up and measured seconds together never load the link longer than this: the meter runs before
+# every lab run, two rounds at most. --goodput-duration (workbench.core.settings) stops at what fits after the
+# lab's 1 s warm-up, so what a run asks for is what it gets.
+GOODPUT_LOAD_MAX_S = 10.0
 GOODPUT_ROUNDS = 2  # CPU contention only ever lowers a round: the better of two is the link's
 
 
@@ -149,7 +153,7 @@ def _shortfall_note(best: _Round, expected: float, all_bits_per_s: list[float]) 
 
 
 def _one_round(hosts: Hosts, emulator: LinkDriver, cc: str | None, seconds: float, warmup: float) -> _Round:
-    total = min(seconds + warmup, 10.0)  # bounded: never more than 10 s of load
+    total = min(seconds + warmup, GOODPUT_LOAD_MAX_S)  # bounded time, whatever a caller asks
     before = emulator.stats()
     with hosts.in_server():
         listener = socket.socket()
@@ -198,9 +202,7 @@ def _one_round(hosts: Hosts, emulator: LinkDriver, cc: str | None, seconds: floa
         thread.join(10)
     if errors or len(marks) < 2:
         raise WorkbenchError(f"goodput stream over the lab link failed: {errors[0] if errors else 'no data'}")
-    start_t = marks[0][0] + warmup
-    first = next(((t, b) for t, b in marks if t >= start_t), marks[0])
-    last = marks[-1]
+    bits_per_s = _rate_after_warmup_bits_per_s(marks, warmup)
     after = emulator.stats()
     wall = max(1e-9, after["wall_seconds"] - before["wall_seconds"])
     stalled_s = sum(
@@ -211,8 +213,24 @@ def _one_round(hosts: Hosts, emulator: LinkDriver, cc: str | None, seconds: floa
     if info is not None and info.bytes_sent and info.bytes_retrans is not None:
         retrans = info.bytes_retrans / info.bytes_sent
     return _Round(
-        bits_per_s=8 * (last[1] - first[1]) / (last[0] - first[0]),
+        bits_per_s=bits_per_s,
         emulator_cpu=(after["cpu_seconds"] - before["cpu_seconds"]) / wall,
         stalled_s=stalled_s,
         retrans_share=retrans,
     )
+
+
+def _rate_after_warmup_bits_per_s(marks: list[tuple[float, int]], warmup: float) -> float:
+    """The receiver's rate in bit/s from its first mark (time, bytes so far) at or after `warmup` to its last
+    (from its first mark if none came that late). No time between them (a single mark after the warm-up, as a
+    very short measured time or a stalled line gives) measures nothing: refused, not divided by."""
+    start_t = marks[0][0] + warmup
+    first = next(((t, b) for t, b in marks if t >= start_t), marks[0])
+    last = marks[-1]
+    span_s = last[0] - first[0]
+    if span_s <= 0:
+        raise WorkbenchError(
+            f"goodput stream over the lab link: no time left to measure after its {warmup:g} s warm-up "
+            f"({len(marks)} reads, the last {last[0] - marks[0][0]:.2f} s after the first)"
+        )
+    return 8 * (last[1] - first[1]) / span_s

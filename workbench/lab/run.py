@@ -290,6 +290,7 @@ def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Lab, Pa
                     lab.measure_goodput_bits_per_s(seconds=goodput_s)
             link = link_document(lab.describe(), req.preset)
             link["smb_server"] = smb.to_json() if smb is not None else None
+            link["goodput_duration_s"] = goodput_s  # 0: skipped, so goodput_bytes_per_s is null, not a figure
             yield lab, work, link
     finally:
         shutil.rmtree(work, ignore_errors=True)

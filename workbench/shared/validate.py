@@ -56,10 +56,13 @@ class Range:
     example: str
     low_open: bool = False  # `low` itself excluded
     whole: bool = False  # whole numbers only
+    off_below: float | None = None  # `low` itself (an "off"), else at least this: nothing in between
 
     def text(self, unit: str = "") -> str:
         """What the range accepts, in words: 'a whole number 1..1000', 'a number of seconds 1..3600'."""
         kind = ("a whole number" if self.whole else "a number") + (f" of {unit}" if unit else "")
+        if self.off_below is not None:
+            return f"{self.low:g}, or {kind} {self.off_below:g}..{self.high:g}"
         if self.low_open:
             return f"{kind} above {self.low:g} and at most {self.high:g}"
         return f"{kind} {int(self.low)}..{int(self.high)}" if self.whole else f"{kind} {self.low:g}..{self.high:g}"
@@ -67,6 +70,7 @@ class Range:
     def check(self, value: float, *, where: str, flag_text: str, unit: str = "") -> None:
         """Refuse a number outside the range; `where` names its source, `flag_text` the flag of the example."""
         below = value <= self.low if self.low_open else value < self.low
+        below = below or (self.off_below is not None and self.low < value < self.off_below)
         if math.isfinite(value) and not below and value <= self.high and (not self.whole or value == int(value)):
             return
         raise UsageError(f"{where} must be {self.text(unit)}, not {value!r}", f"e.g. {flag_text} {self.example}")
