@@ -16,8 +16,9 @@ XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
 
 
 # bash runs ~/.bashrc before a command sshd hands it (it sees SSH_CLIENT) unless it is a nested shell: with SHLVL=1
-# in the session's environment it counts itself one, so the tests' SSH sessions run their commands without the
-# test machine's shell start-up (a pyenv init there: ~0.1 s of CPU, 0.2 s in all, per login); nothing else changes.
+# in the session's environment it counts itself one. The tests' SSH sessions run their commands without the login
+# user's shell start-up, which costs time in every session (whatever ~/.bashrc holds) and which no test depends
+# on; nothing else changes.
 NO_LOGIN_RC_ENV = "SHLVL=1"
 
 
