@@ -58,3 +58,5 @@ def test_a_skipped_meter_is_said_on_the_links_line_and_leaves_no_figure() -> Non
     failed = link_line({**skipped, "goodput_duration_s": 3.0})  # asked for, but the meter failed: nothing claimed
     older = link_line({k: v for k, v in skipped.items() if k != "goodput_duration_s"})  # a run before the setting
     assert SKIPPED not in failed and SKIPPED not in older
+    why = link_line({**skipped, "goodput_duration_s": 3.0, "goodput_error": "the meter read no bytes"})
+    assert "goodput not measured: the meter read no bytes" in why and SKIPPED not in why

@@ -437,6 +437,8 @@ def link_line(link: Mapping[str, Any]) -> str:
             text += f" (expected {expected * 8 / 1e6:,.0f})"
     elif link.get("goodput_duration_s") == 0:  # asked not to measure: said, so the missing figure is not a gap
         text += "; goodput meter skipped (--goodput-duration 0)"
+    elif link.get("goodput_error"):
+        text += f"; goodput not measured: {link['goodput_error']}"
     emulator = link.get("emulator") or {}
     if emulator.get("cpu_fraction") is not None:
         text += f"; emulator {emulator['cpu_fraction']:.0%} of a core, {emulator.get('drops', 0)} queue/loss drops"

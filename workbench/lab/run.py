@@ -285,12 +285,17 @@ def _built_lab(req: LabRequest, observer: RunObserver) -> Iterator[tuple[Lab, Pa
             goodput_s = float(req.settings["goodput_duration"])  # 0: the link's meter is skipped, as asked
             measuring = f"; measuring goodput ({goodput_s:g} s)…" if goodput_s else ""
             observer.status(f"lab: idle RTT measured {lab.idle_rtt_ms:.2f} ms{measuring}")
+            goodput_error = None
             if goodput_s:
-                with contextlib.suppress(WorkbenchError):
+                try:
                     lab.measure_goodput_bits_per_s(seconds=goodput_s)
+                except WorkbenchError as exc:  # the copies still run; the link says why it has no goodput
+                    goodput_error = exc.one_line()
+                    observer.status(f"lab: goodput not measured: {goodput_error}")
             link = link_document(lab.describe(), req.preset)
             link["smb_server"] = smb.to_json() if smb is not None else None
             link["goodput_duration_s"] = goodput_s  # 0: skipped, so goodput_bytes_per_s is null, not a figure
+            link["goodput_error"] = goodput_error
             yield lab, work, link
     finally:
         shutil.rmtree(work, ignore_errors=True)
