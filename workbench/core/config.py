@@ -93,9 +93,8 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise UsageError(f"malformed config {path}: {exc}", "fix the TOML syntax") from exc
     model = parse_model(ConfigFile, data, f"config {path}", "a TOML table: host = \"nas.local\"")
     values = model.model_dump(exclude_unset=True)
-    for setting in SETTINGS:  # the model's bounds cannot say every range ("0, or 0.5..9"): each key, used or not
-        if setting.range is not None and values.get(setting.name) is not None:
-            setting.check(values[setting.name], source=f"config {path} key '{setting.name}'")
+    # the model's bounds cannot say every range ("0, or 0.5..9"): each key, whether this command uses it or not
+    _check_ranges(values, lambda key: f"config {path} key '{key}'")
     if "ports" in values:
         values["ports"] = {k: v for k, v in values["ports"].items() if v is not None}
     return values
@@ -173,6 +172,13 @@ def check_afp_login(name: str) -> str:
     return name
 
 
+def _check_ranges(values: Mapping[str, Any], where: Callable[[str], str]) -> None:
+    """Every setting given in `values` that declares a range, checked against it; `where(key)` names the source."""
+    for setting in SETTINGS:
+        if setting.range is not None and values.get(setting.name) is not None:
+            setting.check(values[setting.name], source=where(setting.name))
+
+
 def _optional(
     values: Mapping[str, Any], key: str, where: Callable[[str], str], check: Callable[[str], str]
 ) -> str | None:
@@ -187,9 +193,7 @@ def _plan_inputs(values: Mapping[str, Any], where: Callable[[str], str] = flag) 
     A setting not in `values` (or None) takes its default from workbench.core.settings. Nothing is contacted
     or written: `run` and `lab` call this before any server, file or namespace.
     """
-    for setting in SETTINGS:
-        if setting.range is not None and values.get(setting.name) is not None:
-            setting.check(values[setting.name], source=where(setting.name))
+    _check_ranges(values, where)
     sizes_text = _text(_given(values, "sizes"))
     sizes = tuple(named(where("sizes"), parse_sizes, sizes_text)) if sizes_text.strip() else ()
     small = values.get("small") or []
