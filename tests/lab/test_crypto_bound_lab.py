@@ -56,7 +56,10 @@ def test_an_encrypted_row_on_a_capped_server_meets_its_crypto_ceiling_or_says_un
             # held by something else (the capped CPU's other work, the link): a row that beat its crypto ceiling
             # would have said unexplained, so this one stays under it
             assert rate <= found[0]["bytes_per_s"] * (1 + EXPLAINS), shown
-    # the verdict says what the encryption costs the capped server, and whether it or the rest is the limit
+    # the verdict says what the encryption costs the capped server, and whether it or the rest is the limit; with
+    # neither row held by the server's CPU, it still says the cost measured, and that no ceiling explains the row
     said = [s for s in doc["verdict"] if s.startswith("SMB encryption (AES-128-CCM) costs the server")]
     assert len(said) == 1 and "capped at 0.1 core" in said[0], doc["verdict"]
+    held = any(row["bound"] in ("crypto", "cpu") for row in rows)
+    assert said[0].endswith("no ceiling explains it.") is not held, (said[0], [r["bound"] for r in rows])
     assert 3 <= len(doc["verdict"]) <= 6

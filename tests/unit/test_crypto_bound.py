@@ -114,6 +114,18 @@ def test_a_row_faster_than_its_crypto_alone_allows_says_unexplained() -> None:
     assert "crypto ceiling" in why.bound_explanation and "cheaper there than OpenSSL" in why.bound_explanation
 
 
+def test_an_unexplained_signed_row_still_has_its_measured_crypto_cost_said_and_no_holding_claim() -> None:
+    # the same row as above: the cost the client measured is a fact, the row's limit is not known
+    slow = CryptoCosts({"AES-128-CMAC": 5e-8}, "OpenSSL test")
+    why = explain(_run((_row(2.0, 0.1, 0.2, SIGNED),), None, slow, cap=None), "10.0.0.2")
+    assert why.rows[0].bound == "unexplained"
+    said = [s for s in why.verdict if s.startswith("SMB signing")]
+    assert len(said) == 1, why.verdict
+    assert said[0].startswith("SMB signing (AES-128-CMAC) costs the client 5 core per 100 MB/s")
+    assert said[0].endswith("on the client's CPU; no ceiling explains it.") and "held" not in said[0]
+    assert 3 <= len(why.verdict) <= 6
+
+
 def test_an_unsigned_row_or_a_run_without_costs_has_no_crypto_ceiling() -> None:
     costs = CryptoCosts({"AES-128-CMAC": 3e-9}, "OpenSSL test")
     plain = ClientDetails(signing=False, dialect="3.1.1", request_bytes=MIB)

@@ -315,13 +315,18 @@ def _worst(measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
 def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
     """When a signed or encrypted SMB row is held by a host's CPU (its crypto or its cpu ceiling): what the signing
     or encryption costs that host per 100 MB/s and its share of that host's CPU per byte, so the reader sees whether
-    the crypto or the host's other work is the limit (the row furthest below raw TCP among such rows)."""
-    held = [(r, w) for r, w in measured if w.bound in ("crypto", "cpu") and crypto_in_use(r.details) is not None]
-    if not held:
+    the crypto or the host's other work is the limit (the row furthest below raw TCP among such rows).
+
+    When no such row is held by either but one that pays for its crypto is unexplained, the cost measured is still
+    said, with that row's own words: no ceiling explains it (its note says what the model misses)."""
+    paying = [(r, w) for r, w in measured if crypto_in_use(r.details) is not None]
+    held = [(r, w) for r, w in paying if w.bound in ("crypto", "cpu")]
+    unexplained = [(r, w) for r, w in paying if w.bound == UNEXPLAINED and _crypto_bound(w) is not None]
+    if not held and not unexplained:
         return None
-    row, why = min(held, key=lambda item: item[1].pct_of_tcp if item[1].pct_of_tcp is not None else 100.0)
+    row, why = min(held or unexplained, key=lambda item: 100.0 if item[1].pct_of_tcp is None else item[1].pct_of_tcp)
     use = crypto_in_use(row.details)
-    side = crypto_side(_binding(why) or "")
+    side = crypto_side(_binding(why) or "") if held else crypto_side(_crypto_bound(why) or "")
     costs = cryptocost.from_run(run.meta, side) if side else None
     per_byte = costs.for_side(use.algorithm, side) if costs is not None and use is not None and side else None
     if use is None or side is None or per_byte is None:
@@ -333,10 +338,19 @@ def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str 
     if why.bound == "cpu" and (not whole or per_byte < CRYPTO_WORTH_SAYING * whole):
         return None  # a CPU the crypto hardly weighs on (GMAC, GCM): nothing to say about the crypto
     share = f", {per_byte / whole:.0%} of its CPU per byte" if whole else ""
-    held_at = f"{row.label} {row.direction} {row.file_set} is held at {(row.median_bytes_per_s or 0) / 1e6:,.1f} MB/s"
-    cause = f"by {whose}, not the network." if why.bound == "crypto" else f"by {whose}, but by its other work."
     costs_words = f"SMB {use.what} ({use.algorithm}) costs the {side} {per_byte * 1e8:.2g} core per 100 MB/s{share}"
-    return f"{costs_words}: {held_at} {cause}"
+    rate = f"{(row.median_bytes_per_s or 0) / 1e6:,.1f} MB/s"
+    if why.bound == UNEXPLAINED:
+        where = f"{row.label} {row.direction} {row.file_set} reached {rate} on {whose}"
+        return f"{costs_words}: {where}; no ceiling explains it."
+    cause = f"by {whose}, not the network." if why.bound == "crypto" else f"by {whose}, but by its other work."
+    return f"{costs_words}: {row.label} {row.direction} {row.file_set} is held at {rate} {cause}"
+
+
+def _crypto_bound(why: RowExplanation) -> str | None:
+    """The explanation of a row's crypto ceiling (it names the host whose CPU pays), None when it has none."""
+    found = [b for b in why.bounds or () if b.label == "crypto"]
+    return min(found, key=lambda b: b.bytes_per_s).explanation if found else None
 
 
 # A sender's congestion control keeps its own losses to a few % of the bytes (1-2 % at a full lab link); a tenth
