@@ -11,9 +11,12 @@ Each other link then runs `workbench lab` with one set of 64 KiB files, and ever
 round trips × that link's idle RTT + the longest of the bytes at its goodput, the client's CPU and the server's
 (taken to overlap), + the setup (workbench.lab.exchangecount.predicted_s). That is the time of the rows' own
 per-file ceiling, a model of measured parts and not a proven floor: a ratio under 1 is a copy slower than its
-ceiling, over 1 a ceiling the copy beat (which that row would say is unexplained). CPU is time on a core, which
-load does not stretch. A prediction within 25 % of the measured median holds. The table also
-shows the waits for a core the measured copies read (schedstat, per file) and the prediction with them added.
+ceiling, over 1 a ceiling the copy beat (which that row would say is unexplained). One difference: a client that
+keeps files in flight (under one turn per file counted) is charged its round trips per set only, where its row's
+ceiling still charges the declared ones per file (and says unexplained when a long link shows them overlapped).
+CPU is time on a core, which load does not stretch. A prediction within 25 % of the measured median holds. The
+table also shows the waits for a core the measured copies read (schedstat, per file) and the prediction with them
+added.
 --save DIR keeps the counts (counts.json), the run they were counted in (wifi-ac.json) and each link's run
 (LINK.json); --runs DIR predicts from those again without a lab (after a change to the model). --swing prints
 each side's CPU per file beside another counting's (its counts.json): how far two runs' readings are apart.
@@ -32,7 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.core.ceiling import link_goodput_bytes_per_s
 from workbench.core.results import Run
-from workbench.lab.exchangecount import ClientCount, count_clients, lab_run, predicted_s, waits_of, with_setups
+from workbench.lab.exchangecount import (
+    ClientCount,
+    count_clients,
+    lab_run,
+    predicted_s,
+    waited_round_trips,
+    waits_of,
+    with_setups,
+)
 from workbench.protocols.exchanges import COUNTED_FILE_BYTES
 
 HOLDS = 0.25
@@ -42,8 +53,9 @@ Prediction = tuple[str, str, int, float, float, float, float, float, float | Non
 
 
 def predictions(run: Run, counts: list[ClientCount]) -> list[Prediction]:
-    """(client, direction, files, round trips per file, predicted s with the measured waits for a core added,
-    measured s, predicted s, the waits added in s, the count's server CPU per file in s) of every small-file row."""
+    """(client, direction, files, round trips per file charged (none for a client that keeps files in flight),
+    predicted s with the measured waits for a core added, measured s, predicted s, the waits added in s, the
+    count's server CPU per file in s) of every small-file row."""
     rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
     by_client = {(c.label, c.direction): c for c in counts}
     found = []
@@ -64,7 +76,7 @@ def predictions(run: Run, counts: list[ClientCount]) -> list[Prediction]:
                 row.label,
                 row.direction,
                 row.files,
-                count.per_file,
+                waited_round_trips(count),
                 loaded,
                 median,
                 quiet,

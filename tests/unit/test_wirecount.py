@@ -239,6 +239,26 @@ def test_waits_for_a_core_are_no_part_of_a_count_and_added_only_when_asked() -> 
     assert waits_of(in_flight) == Waits()
 
 
+def test_a_client_that_keeps_files_in_flight_is_charged_no_round_trip_per_file_on_another_link() -> None:
+    from workbench.lab.exchangecount import IN_FLIGHT_TURNS, predicted_s, waited_round_trips
+
+    # counted on a 2.8 ms link at half a round trip per file: 0.4 turns (its own pace left half-RTT gaps) and 0.1
+    # flights, 1 round trip per set, 1.8 ms of client and 0.5 ms of server CPU per file, no setup
+    pipelined = ClientCount(
+        "smb/smbprotocol", "upload", 0.5, 1, 0.4, 0.1, 0.0, 0.0, (4, 12),
+        client_cpu_per_file_s=0.0018, server_cpu_per_file_s=0.0005, setup_s=0.0,
+    )  # fmt: skip
+    assert pipelined.turns_per_file < IN_FLIGHT_TURNS and waited_round_trips(pipelined) == 0
+    rtt_s, path = 0.040, 11.7e6
+    wire_s = 65536 / path  # 5.6 ms: longer than either side's CPU
+    # on a 40 ms link 8 files cost one round trip for the set and their bytes, not 8 × 0.5 × 40 ms more
+    assert predicted_s(pipelined, 8, 65536, rtt_s, path) == pytest.approx(rtt_s + 8 * wire_s)
+    # one turn per file is a wait per file, on any link
+    one_turn = dataclasses.replace(pipelined, per_file=1.0, turns_per_file=1.0, flights_per_file=0.0)
+    assert waited_round_trips(one_turn) == 1.0
+    assert predicted_s(one_turn, 8, 65536, rtt_s, path) == pytest.approx(rtt_s + 8 * (rtt_s + wire_s))
+
+
 def _three_round_trips(label: str) -> ClientCount:
     """An upload count of 3 round trips per file and 5 per set, 3 ms of client and 1 ms of server CPU per file,
     taken from sets of 4 and 12 files."""

@@ -41,6 +41,10 @@ from workbench.lab.wirecount import Capture, Packet, control_connections, count_
 from workbench.protocols.exchanges import COUNTED_FILE_BYTES
 
 WARMUP = "warm-up"
+# A client counted at fewer turns per file than this keeps files in flight: it sent the next file's requests before
+# the last one's reply. A request/response client waits a whole turn (or more) per file in every counting, and the
+# clients that keep files in flight counted 0.06 to 0.62 (how often their pace left a gap of half an RTT).
+IN_FLIGHT_TURNS = 0.75
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,15 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
     return with_setups(run, found)
 
 
+def waited_round_trips(count: ClientCount) -> float:
+    """Round trips per file a prediction charges at another link's RTT: the counted ones, or none for a client that
+    keeps files in flight (under IN_FLIGHT_TURNS turns per file). That client waits for no file's reply before the
+    next file: its round trips per file on the counting link are how often its own pace left the link idle for half
+    an RTT, not a wait that grows with the RTT. On a longer link more of its files are in flight, and a set costs it
+    its round trips per set and, per file, the longest of the bytes' time and each side's CPU."""
+    return count.per_file if count.turns_per_file >= IN_FLIGHT_TURNS else 0.0
+
+
 def file_s(count: ClientCount, rtt_s: float, path_bytes_per_s: float, file_bytes: int) -> float | None:
     """Seconds one file costs by the per-file ceiling's model (ceiling.per_file_s): the counted round trips at
     `rtt_s`, then the longest of the file's bytes at the path's rate, the client's CPU per file and the server's.
@@ -272,8 +285,10 @@ def predicted_s(
     waits: Waits | None = None,
 ) -> float:
     """The seconds a set of `files` files of `file_bytes` takes on a link of `rtt_s` and `path_bytes_per_s`:
-    the counted round trips at its RTT, the longest of the bytes at its rate and each side's CPU per file as
-    counted, and the set's setup; a count without CPU figures, its turnaround as counted instead.
+    the counted round trips at its RTT (none per file for a client that keeps files in flight: waited_round_trips),
+    the longest of the bytes at its rate and each side's CPU per file as counted, and the set's setup; a count
+    without CPU figures, its turnaround as counted instead (added to all its counted round trips, since the
+    turnaround was read as what they leave).
     `waits`: what the predicted copies measured waiting for a core, added for the "with waits" figure (the rows'
     own ceilings leave waits out).
 
@@ -286,7 +301,7 @@ def predicted_s(
         bound = per_file_bound(
             set_bytes,
             files,
-            count.per_file,
+            waited_round_trips(count),
             rtt_s,
             path_bytes_per_s,
             server_per_file_s=count.server_cpu_per_file_s,
