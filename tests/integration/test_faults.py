@@ -290,26 +290,43 @@ def _stall_copy_tries(far: Far, tmp_path: Path, label: str, direction: str) -> S
     return outcome
 
 
+# The clients whose stalled copies run against a second far host (`servers up` of serve and sshd alone): serve's
+# and sshd's clients split over two servers each, so no lane is much longer than smbd's.
+ON_THE_SECOND_HOST = frozenset({"ftp/ftplib", "ftp/curl", "sftp/sshfs", "rsync/ssh"})
+
+
 @pytest.fixture(scope="module")
-def stalled_copies(far: Far, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], StalledCopy]:
-    """Every client's stalled copy both ways. The SSH clients' copies (sshd's tree stopped) run beside the others'
-    (serve's, the rsync daemon's, smbd's), each side one copy at a time: no copy stops a server the other side
-    uses, and each waits on a stall timeout, not on a core; the two sides take about as long. Only two sides: with
-    a side per server, the logins of one (rsync's over SSH, bound by the stall timeout) were late on a busy machine."""
+def stalled_copies(
+    far: Far, serverless_logins: ServerlessLogins, tmp_path_factory: pytest.TempPathFactory
+) -> dict[tuple[str, str], StalledCopy]:
+    """Every client's stalled copy both ways, one lane per server process (serve and sshd of two far hosts, the
+    rsync daemon, smbd), the lanes side by side and each one copy at a time: a lane stops only its own server, which
+    no other lane's copies use, and each copy waits on a stall timeout, not on a core. The step that runs this module
+    has the machine to itself (.ci/run), so the SSH logins inside the stall timeout are not starved by other tests'
+    work. The logins that reach no server (serverless_logins) run beside the lanes."""
     base = tmp_path_factory.mktemp("stalled")
-    lanes: dict[bool, list[tuple[str, str]]] = {}
-    for label in CLIENTS:
-        for direction in DIRECTIONS:
-            lanes.setdefault(_server_name(label) == "sshd", []).append((label, direction))
-
-    def run_lane(cases: list[tuple[str, str]]) -> dict[tuple[str, str], StalledCopy]:
-        return {(lb, d): _stall_copy_tries(far, base / f"{lb.replace('/', '-')}-{d}", lb, d) for lb, d in cases}
-
+    second_base = tmp_path_factory.mktemp("second-far")
     far.restart_serve_if_dead()
-    found: dict[tuple[str, str], StalledCopy] = {}
-    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-        for outcomes in pool.map(run_lane, lanes.values()):
-            found |= outcomes
+    with servers_up(second_base, only=["serve", "sshd"]) as second_host:
+        second = Far(second_base, second_host)
+        lanes: dict[tuple[int, str], list[tuple[str, str]]] = {}
+        for label in CLIENTS:
+            on_second = label in ON_THE_SECOND_HOST
+            for direction in DIRECTIONS:
+                lanes.setdefault((int(on_second), _server_name(label)), []).append((label, direction))
+
+        def run_lane(cases: list[tuple[str, str]]) -> dict[tuple[str, str], StalledCopy]:
+            return {
+                (lb, d): _stall_copy_tries(
+                    second if lb in ON_THE_SECOND_HOST else far, base / f"{lb.replace('/', '-')}-{d}", lb, d
+                )
+                for lb, d in cases
+            }
+
+        found: dict[tuple[str, str], StalledCopy] = {}
+        with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+            for outcomes in pool.map(run_lane, lanes.values()):
+                found |= outcomes
     return found
 
 
@@ -499,28 +516,47 @@ class FailedLogin:
     close_error: BaseException | None = None  # what the client's close() raised, if anything
 
 
-class FailedLogins:
-    """Every client's login against bad credentials, a refused port and a port speaking something else."""
+class ServerlessLogins:
+    """Every client's login against a refused port and a port speaking something else, started in the background:
+    they reach no server of the far host, so they run from the module's start beside the stalled copies."""
 
     def __init__(self, far: Far) -> None:
-        far.restart_serve_if_dead()
         self._garbage = Garbage()
         cases: dict[tuple[str, str], Callable[[], FailedLogin]] = {}
         for label in reversed(CLIENTS):  # the SMB clients' waits on garbage are the longest
             wrong = _retarget(far, label, self._garbage.port)
             cases[WRONG_SERVICE, label] = functools.partial(_attempt_login, label, wrong)
+        # bound and never listening: connections are refused, and no server started meanwhile (the second far host
+        # of the stalled copies) can take the port
+        self._closed = socket.socket()
+        self._closed.bind((HOST, 0))
+        closed_port = self._closed.getsockname()[1]
+        for label in CLIENTS:
+            cases[REFUSED, label] = functools.partial(_attempt_login, label, _retarget(far, label, closed_port))
+        self._pool = ThreadPoolExecutor(max_workers=LOGIN_WORKERS)
+        self.futures = {case: self._pool.submit(attempt) for case, attempt in cases.items()}
+
+    def close(self) -> None:
+        try:
+            self._pool.shutdown(wait=True)
+        finally:
+            self._garbage.close()
+            self._closed.close()
+
+
+class FailedLogins:
+    """Every client's login against bad credentials, a refused port and a port speaking something else."""
+
+    def __init__(self, far: Far, serverless: ServerlessLogins) -> None:
+        far.restart_serve_if_dead()
+        cases: dict[tuple[str, str], Callable[[], FailedLogin]] = {}
         for label in CLIENTS:
             # pyftpdlib answers a failed login after 3 s (its brake on guessing): a shorter stall timeout would
             # call that a stalled server, so bad credentials leave more time
             cases[BAD_CREDENTIALS, label] = functools.partial(_attempt_login, label, _bad_target(far, label), 5.0)
-        for label in CLIENTS:
-            cases[REFUSED, label] = functools.partial(_attempt_login, label, _retarget(far, label, free_port(HOST)))
-        try:
-            with ThreadPoolExecutor(max_workers=LOGIN_WORKERS) as pool:
-                futures = {case: pool.submit(attempt) for case, attempt in cases.items()}
-                self._by_case = {case: future.result() for case, future in futures.items()}
-        finally:
-            self._garbage.close()
+        with ThreadPoolExecutor(max_workers=LOGIN_WORKERS) as pool:
+            futures = {case: pool.submit(attempt) for case, attempt in cases.items()}
+            self._by_case = {case: future.result() for case, future in (futures | serverless.futures).items()}
 
     def result(self, what: str, label: str) -> tuple[WorkbenchError, float]:
         """connect() must have failed with a WorkbenchError: the error and the seconds it took."""
@@ -556,8 +592,17 @@ def _attempt_login(label: str, target: Target, timeout: float = STALL_S) -> Fail
 
 
 @pytest.fixture(scope="module")
-def failed_logins(far: Far) -> FailedLogins:
-    return FailedLogins(far)
+def serverless_logins(far: Far) -> Iterator[ServerlessLogins]:
+    logins = ServerlessLogins(far)
+    try:
+        yield logins
+    finally:
+        logins.close()
+
+
+@pytest.fixture(scope="module")
+def failed_logins(far: Far, serverless_logins: ServerlessLogins) -> FailedLogins:
+    return FailedLogins(far, serverless_logins)
 
 
 @pytest.mark.parametrize("label", CLIENTS)
