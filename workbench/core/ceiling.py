@@ -160,7 +160,11 @@ def per_file_s(
     round trips include flights (a sender waiting for ACKs while its bytes cross), which overlap the bytes and the
     receiver's CPU, so that time can be charged twice; and a side's CPU figure may be spread over more than one
     core (the server's is its whole cgroup: sshd and sftp-server, smbd's threads; the client's includes its
-    children, ssh or scp), so the side may take less wall time than it says. The ceiling is therefore checked
+    children, ssh or scp), so the side may take less wall time than it says. Where a file needs a login of its own
+    (scp downloads log in once per remote file) the model errs the other way: a login is a strict turn-taking, the
+    client waiting while the server computes and back, so both sides' CPU and their waits for a core add up; and
+    the client's figure lacks the CPU of children its tool does not reap (scp's ssh per remote file), so such a
+    row is slower than its ceiling and says what is missing. The ceiling is therefore checked
     against each row (`holds`): a row that beats it by more than its own noise is unexplained, not bounded. A
     prediction through it is the model's time; a copy whose parts ran in turn, or that waited for a core, takes
     longer, and one whose parts overlapped more than the model counts takes less.
