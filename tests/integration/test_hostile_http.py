@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.forked_workbench import ForkedWorkbench
 from tests.hostile_http import Counts, HostileCase, HostileDavFront
 from tests.integration.test_hostile_servers import CLEAR, OSC52, _assert_shown_safely, _report_everything
 from tests.stock_urls import StockSite, run_workbench
@@ -140,13 +141,26 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StockSit
         site.stop()
 
 
-def _run(
-    site: StockSite, front: HostileDavFront, case: HostileCase, db: Path
-) -> tuple[subprocess.CompletedProcess, Counts]:
-    """`workbench run` through the front answering as `case` says, and what the front counted meanwhile."""
-    front.set_case(case)
+@pytest.fixture(scope="module")
+def forked(hostile: tuple[StockSite, HostileDavFront]) -> Iterator[ForkedWorkbench]:
+    """The matrix's runs, each a process forked from one that has imported workbench and both HTTP clients
+    (tests/forked_workbench.py); the pass-through run is `python -m workbench` itself."""
+    runner = ForkedWorkbench(hostile[0].env(), ("workbench.protocols.http", "workbench.protocols.curl"))
     try:
-        proc = run_workbench(site, "run", front.url(site.credentials.user), *RUN, "--db", str(db), timeout=240)
+        yield runner
+    finally:
+        runner.close()
+
+
+def _run(
+    site: StockSite, front: HostileDavFront, case: HostileCase, db: Path, forked: ForkedWorkbench | None = None
+) -> tuple[subprocess.CompletedProcess, Counts]:
+    """`workbench run` through the front answering as `case` says (forked from `forked`, else `python -m
+    workbench`), and what the front counted meanwhile."""
+    front.set_case(case)
+    args = ("run", front.url(site.credentials.user), *RUN, "--db", str(db))
+    try:
+        proc = forked.run(*args, timeout=240) if forked else run_workbench(site, *args, timeout=240)
         return proc, front.counts
     finally:
         front.set_case()
@@ -154,12 +168,13 @@ def _run(
 
 @pytest.mark.parametrize(("request_name", "answer"), CASES)
 def test_a_hostile_answer_is_one_safe_line_and_the_documented_exit(
-    hostile: tuple[StockSite, HostileDavFront], tmp_path: Path, request_name: str, answer: str
+    hostile: tuple[StockSite, HostileDavFront], forked: ForkedWorkbench, tmp_path: Path, request_name: str, answer: str
 ) -> None:
     site, front = hostile
     db = tmp_path / "runs.sqlite"
     method, path, codes = REQUESTS[request_name]
-    proc, counts = _run(site, front, HostileCase(method, path, {**ANSWERS, **PROPFIND_ANSWERS}[answer]), db)
+    case = HostileCase(method, path, {**ANSWERS, **PROPFIND_ANSWERS}[answer])
+    proc, counts = _run(site, front, case, db, forked)
     assert counts.answered >= 1, counts.requests  # the run did meet the hostile answer
     shown = proc.stdout + proc.stderr
     _assert_shown_safely(shown)

@@ -20,6 +20,7 @@ from typing import NoReturn
 import pytest
 from typer.testing import CliRunner
 
+from tests.forked_workbench import ForkedWorkbench
 from tests.helpers import free_port
 from tests.hostile_servers import HostileStockFtp
 from tests.markdown_check import assert_no_markdown_from_data
@@ -81,6 +82,17 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StockSit
         yield site, server
     finally:
         site.stop()
+
+
+@pytest.fixture(scope="module")
+def forked(hostile: tuple[StockSite, HostileStockFtp]) -> Iterator[ForkedWorkbench]:
+    """The matrix's runs, each a process forked from one that has imported workbench (tests/forked_workbench.py);
+    the hostile file names' run is `python -m workbench` itself."""
+    runner = ForkedWorkbench(hostile[0].env(), ("workbench.protocols.ftp",))
+    try:
+        yield runner
+    finally:
+        runner.close()
 
 
 def _assert_shown_safely(text: str) -> None:
@@ -162,7 +174,7 @@ def _report_everything(site: StockSite, tmp_path: Path, db: Path, charts: bool =
 @pytest.mark.parametrize("reply", list(REPLIES))
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_hostile_reply_is_one_safe_line_and_the_documented_exit(
-    hostile: tuple[StockSite, HostileStockFtp], tmp_path: Path, command: str, reply: str
+    hostile: tuple[StockSite, HostileStockFtp], forked: ForkedWorkbench, tmp_path: Path, command: str, reply: str
 ) -> None:
     site, server = hostile
     db = tmp_path / "runs.sqlite"
@@ -170,7 +182,7 @@ def test_a_hostile_reply_is_one_safe_line_and_the_documented_exit(
     words = REPLIES[reply].replace("550", "530") if command == "PASS" else REPLIES[reply]  # 530: not logged in
     server.set_case((verb,), words, match)
     try:
-        proc = run_workbench(site, "run", site.url("ftp"), *RUN, "--db", str(db), timeout=240)
+        proc = forked.run("run", site.url("ftp"), *RUN, "--db", str(db), timeout=240)
     finally:
         server.set_case()
     shown = proc.stdout + proc.stderr

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from paramiko.sftp import SFTP_FAILURE, SFTP_NO_SUCH_FILE, SFTP_PERMISSION_DENIED
 
+from tests.forked_workbench import ForkedWorkbench
 from tests.hostile_sftp import HostileSftp, SftpCase
 from tests.integration.test_hostile_servers import ODD_NAMES, _assert_shown_safely, _report_everything
 from tests.integration.test_hostile_servers import REPLIES as FTP_REPLIES
@@ -69,11 +70,26 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StockSit
         server.stop()
 
 
-def _run(site: StockSite, server: HostileSftp, case: SftpCase, db: Path) -> tuple[subprocess.CompletedProcess, int]:
-    """`workbench run` against the server answering as `case` says, and how many requests got the case's status."""
-    server.set_case(case)
+@pytest.fixture(scope="module")
+def forked(hostile: tuple[StockSite, HostileSftp]) -> Iterator[ForkedWorkbench]:
+    """The matrix's runs, each a process forked from one that has imported workbench and both SFTP clients
+    (tests/forked_workbench.py); the plain server's run is `python -m workbench` itself."""
+    runner = ForkedWorkbench(hostile[0].env(), ("workbench.protocols.sftp", "workbench.protocols.openssh_sftp"))
     try:
-        proc = run_workbench(site, "run", f"sftp://{ALIAS}/srv", *RUN, "--warmup", "0", "--db", str(db), timeout=240)
+        yield runner
+    finally:
+        runner.close()
+
+
+def _run(
+    site: StockSite, server: HostileSftp, case: SftpCase, db: Path, forked: ForkedWorkbench | None = None
+) -> tuple[subprocess.CompletedProcess, int]:
+    """`workbench run` against the server answering as `case` says (forked from `forked`, else `python -m
+    workbench`), and how many requests got the case's status."""
+    server.set_case(case)
+    args = ("run", f"sftp://{ALIAS}/srv", *RUN, "--warmup", "0", "--db", str(db))
+    try:
+        proc = forked.run(*args, timeout=240) if forked else run_workbench(site, *args, timeout=240)
         return proc, server.answered
     finally:
         server.set_case()
@@ -82,12 +98,12 @@ def _run(site: StockSite, server: HostileSftp, case: SftpCase, db: Path) -> tupl
 @pytest.mark.parametrize("message", list(MESSAGES))
 @pytest.mark.parametrize("request_name", list(REQUESTS))
 def test_a_hostile_status_message_is_one_safe_line_and_the_documented_exit(
-    hostile: tuple[StockSite, HostileSftp], tmp_path: Path, request_name: str, message: str
+    hostile: tuple[StockSite, HostileSftp], forked: ForkedWorkbench, tmp_path: Path, request_name: str, message: str
 ) -> None:
     site, server = hostile
     db = tmp_path / "runs.sqlite"
     command, match, codes = REQUESTS[request_name]
-    proc, answered = _run(site, server, SftpCase((command,), match, CODES[message], MESSAGES[message]), db)
+    proc, answered = _run(site, server, SftpCase((command,), match, CODES[message], MESSAGES[message]), db, forked)
     assert answered >= 1  # the run did meet the hostile status
     shown = proc.stdout + proc.stderr
     _assert_shown_safely(shown)
@@ -99,10 +115,12 @@ def test_a_hostile_status_message_is_one_safe_line_and_the_documented_exit(
         _report_everything(site, tmp_path, db, charts=(request_name, message) == CHARTED_CASE)
 
 
-def test_hostile_file_names_in_the_scratch_directory(hostile: tuple[StockSite, HostileSftp], tmp_path: Path) -> None:
+def test_hostile_file_names_in_the_scratch_directory(
+    hostile: tuple[StockSite, HostileSftp], forked: ForkedWorkbench, tmp_path: Path
+) -> None:
     site, server = hostile
     db = tmp_path / "runs.sqlite"
-    proc, _ = _run(site, server, SftpCase(odd_names=ODD_NAMES), db)
+    proc, _ = _run(site, server, SftpCase(odd_names=ODD_NAMES), db, forked)
     _assert_shown_safely(proc.stdout + proc.stderr)
     assert proc.returncode in (ExitCode.OK, ExitCode.ROWS_FAILED), proc.stderr[-2000:]
     _report_everything(site, tmp_path, db, charts=True)
