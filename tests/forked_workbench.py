@@ -54,11 +54,33 @@ with os.fdopen(control_in, "rb", buffering=0) as requests:
 """
 
 
+# What every `workbench run` imports, by the time it has reported (its client's module comes with `preload`).
+COMMON_MODULES = (
+    "workbench.cli.app",
+    "workbench.core.session",
+    "workbench.core.runner",
+    "workbench.core.config",
+    "workbench.core.stock",
+    "workbench.core.store",
+    "workbench.core.explain",
+    "workbench.core.fixedcost",
+    "workbench.cli.summary",
+    "workbench.cli.report",
+    "workbench.cli.run_table",
+    "workbench.cli.exports",
+    "workbench.cli.eta",
+    "workbench.shared.login",
+    "workbench.shared.urls",
+    "workbench.shared.sshconfig",
+    "workbench.probe.iperf",
+)
+
+
 class ForkedWorkbench:
     """One forking process for `env`, with `preload` (module names) imported before any command."""
 
     def __init__(self, env: dict[str, str], preload: tuple[str, ...] = ()) -> None:
-        modules = ("workbench.cli.app", "workbench.core.session", "workbench.core.runner", *preload)
+        modules = (*COMMON_MODULES, *preload)
         self._scratch = tempfile.TemporaryDirectory(prefix="forked-workbench-")
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _FORKER, *modules], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0
