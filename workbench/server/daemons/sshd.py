@@ -153,6 +153,11 @@ class Sshd(ManagedServer):
             "ClientAliveCountMax 4",
             "LogLevel INFO",
             "Subsystem sftp internal-sftp",
+            # sshd hands the gate to the account's login shell, and bash first reads the account's ~/.bashrc for a
+            # command that comes from sshd unless it is a nested shell (SHLVL set): that is the account's start-up,
+            # not the server's, and it would run inside every per-copy login's timed span (about 100 ms of CPU
+            # for an account whose shell start-up runs a version manager)
+            "SetEnv SHLVL=1",
             f"ForceCommand {gate_cmd}",
         ]
         return "\n".join(lines) + "\n"
