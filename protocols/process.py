@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, TypedDict
 
 from workbench.protocols.base import Progress
+from workbench.shared import childcpu
 from workbench.shared.errors import NetworkError, WorkbenchError
 
 
@@ -84,7 +85,7 @@ _native_runs = 0  # tools run_native started in this process so far
 
 def native_runs_started() -> int:
     """How many native tools run_native has started in this process: a copy that started one did its work in
-    a child process, whose CPU this process sees only once it is reaped and whose waits for a core not at all."""
+    a child process, whose waits for a core this process does not see (its CPU: workbench.shared.childcpu)."""
     return _native_runs
 
 
@@ -128,6 +129,8 @@ def run_native(
                 env=full_env,
                 cwd=cwd,
                 start_new_session=True,
+                # into the client processes' cgroup before exec, so what the tool forks is counted too
+                preexec_fn=childcpu.preexec_join(),
             )
         except FileNotFoundError as exc:
             raise WorkbenchError(f"{argv[0]} is not installed", "see 'workbench doctor'") from exc

@@ -47,7 +47,7 @@ from workbench.fixtures import generate
 from workbench.fixtures.manifest import FileEntry, FileSet, Manifest, hash_file
 from workbench.protocols import process, registry
 from workbench.protocols.base import Client, FileCopy
-from workbench.shared import cryptocost, hostinfo, procs, schedstat, triage
+from workbench.shared import childcpu, cryptocost, hostinfo, procs, schedstat, triage
 from workbench.shared.errors import UnavailableError, WorkbenchError, from_os_error
 from workbench.shared.paths import FILES_DIR
 
@@ -62,10 +62,15 @@ def _utc_now() -> str:
 
 
 def _cpu_now() -> tuple[float, float]:
-    """This process's CPU seconds and its reaped children's (a copy's curl, scp, rsync, smbclient): getrusage, whose
-    sum of user and system time is the scheduler's own runtime in microseconds (os.times() cuts it to 10 ms ticks)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+    """This process's CPU seconds and its client children's (a copy's curl, scp, rsync, smbclient).
+
+    Its own: getrusage, whose sum of user and system time is the scheduler's own runtime in microseconds
+    (os.times() cuts it to 10 ms ticks). Its children's: the cgroup v2 group run_native starts them in, which
+    counts every process of their trees, the ones no parent reaped too (scp's ssh per remote file); where no
+    group can be made, getrusage's reaped children (what a child leaves unreaped is then not counted)."""
+    children_s = childcpu.children_cpu_s()  # first: the first reading makes the group, with this process's CPU
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime, children_s
 
 
 def _waited(before: dict[int, int] | None, after: dict[int, int] | None) -> float | None:

@@ -7,8 +7,8 @@ hierarchy of its own or mounted with `cpu`) or version 2 (`cpu.max`; the CPU use
 `usage_usec`). The group is named after the lab's namespaces (`wb-lab-<owner pid>-<n>`), so a lab killed
 outright leaves one the next lab recognises and removes (`cleanup_stale`).
 
-The client host's CPU is the measuring process's own, with the clients it started and waited for
-(getrusage): the lab's client host is that process.
+The client host's CPU is the measuring process's own (getrusage), with the clients it started (their cgroup v2
+group, workbench.shared.childcpu; without one, those it waited for): the lab's client host is that process.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.lab import netns
+from workbench.shared import childcpu
 from workbench.shared.errors import UnavailableError, UsageError
 from workbench.shared.procs import pid_alive
 
@@ -307,14 +308,16 @@ def server_host_pids(server_ns: str) -> list[int]:
 
 
 def _own_cpu_s() -> float:
-    """This process's CPU seconds and those of the children it waited for."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    """This process's CPU seconds and those of its client children (childcpu: their cgroup, else getrusage's
+    reaped ones)."""
+    children_s = childcpu.children_cpu_s()
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime + children_s
 
 
 class HostCpuWatch:
     """The CPU both hosts used from start() (the first copy) to report() (after the last), per second of wall
-    time: the server host's from its cgroup, the client host's from this process and its waited-for clients."""
+    time: the server host's from its cgroup, the client host's from this process and its client children."""
 
     def __init__(self, cap: CpuCap | None) -> None:
         self._cap = cap
