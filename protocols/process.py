@@ -102,6 +102,7 @@ def run_native(
     stall_timeout: float | None = None,
     cwd: Path | None = None,
     watch: Callable[[], int | None] | None = None,
+    count_tree: bool = False,
 ) -> Completed:
     """Run argv to completion within `timeout` seconds, reporting progress as it goes.
 
@@ -109,6 +110,8 @@ def run_native(
     (uploads; an over-estimate early on since it counts config reads too, clipped to total_bytes).
     `watch`: a callable returning bytes done so far (e.g. the size of a temp dir), when neither fits.
     `stall_timeout`: kill the process when no progress is seen for that long.
+    `count_tree`: for a tool that leaves its own children unreaped (scp's ssh per remote file), run it in the
+    client children's cgroup, so their CPU is counted (workbench.shared.childcpu; a little dearer to start).
     Progress is completed to `total_bytes` only when the process exits 0; with total_bytes None (a
     download of unknown size) the caller tops it up from what landed, using `Completed.reported`.
     """
@@ -130,18 +133,20 @@ def run_native(
                 cwd=cwd,
                 start_new_session=True,
                 # into the client processes' cgroup before exec, so what the tool forks is counted too
-                preexec_fn=childcpu.preexec_join(),
+                preexec_fn=childcpu.preexec_join() if count_tree else None,
             )
         except FileNotFoundError as exc:
             raise WorkbenchError(f"{argv[0]} is not installed", "see 'workbench doctor'") from exc
+        if count_tree and childcpu.join_fd() is not None:
+            _joined.add(proc.pid)
         watcher = _Watcher(progress, total_bytes)
         try:
             _supervise(proc, argv[0], watcher, stdin_text, timeout, stall_timeout, watch, watch_file, watch_reads)
         finally:
-            if proc.poll() is None:
+            if not _reap(proc, block=False):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, 9)
-                proc.wait()
+                _reap(proc, block=True)
         out.seek(0)
         err.seek(0)
         stdout = out.read().decode(errors="replace")
@@ -194,6 +199,11 @@ def _ended_within(proc: subprocess.Popen[bytes], seconds: float) -> bool:
     try:
         exit_fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):  # no pidfd here, or the process is already reaped
+        if proc.pid in _joined:  # (out of descriptors) reaped with wait4 only: one sleep, one check
+            if _reap(proc, block=False):
+                return True
+            time.sleep(seconds)
+            return _reap(proc, block=False)
         try:
             proc.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
@@ -205,7 +215,24 @@ def _ended_within(proc: subprocess.Popen[bytes], seconds: float) -> bool:
         os.close(exit_fd)
     if not ended:
         return False
-    proc.wait()
+    _reap(proc, block=True)
+    return True
+
+
+_joined: set[int] = set()  # run_native's children in the client children's cgroup, not yet reaped
+
+
+def _reap(proc: subprocess.Popen[bytes], *, block: bool) -> bool:
+    """Whether `proc` has ended, reaping it if so (waiting for it if `block`). A child in the client children's
+    cgroup is reaped with wait4, whose CPU figure childcpu must know: getrusage now counts it too."""
+    if proc.pid not in _joined or proc.returncode is not None:
+        return (proc.wait() if block else proc.poll()) is not None
+    pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
+    if pid == 0:
+        return False
+    _joined.discard(proc.pid)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    childcpu.note_reaped(usage)
     return True
 
 

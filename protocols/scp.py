@@ -116,6 +116,7 @@ class _ScpClient(Client):
                 timeout=self.options.stall_timeout_s * 4 + min(total, MAX_BUDGET_BYTES) / MIN_RATE,
                 stall_timeout=self.options.stall_timeout_s,
                 env=env,
+                count_tree=True,  # a download of several files starts an ssh per file and reaps only the last
                 **watch,
             )
 

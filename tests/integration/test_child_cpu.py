@@ -1,7 +1,7 @@
 """The client children's CPU (workbench.shared.childcpu) on the real kernel: a grandchild no process reaps is
-counted through the cgroup v2 group run_native starts its tools in (getrusage never sees it), and where no group
-can be made the reading is getrusage's, as before. Needs root and cgroup v2 (CI has both; the hybrid layout's
-…/unified counts too)."""
+counted through the cgroup v2 group run_native starts a tool in when asked (`count_tree`; getrusage never sees
+it), the joined child itself is counted once, and where no group can be made the reading is getrusage's, as
+before. Needs root and cgroup v2 (CI has both; the hybrid layout's …/unified counts too)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _left_unreaped(out: Path) -> None:
     """Run, through run_native, a shell that starts the busy grandchild in the background and exits at once."""
     script = GRANDCHILD.format(s=BUSY_S, wall=WAIT_S)
     argv = ["sh", "-c", 'exec 1>/dev/null 2>&1; "$0" -S -c "$1" "$2" & exit 0', sys.executable, script, str(out)]
-    done = process.run_native(argv, progress=lambda _n: None, total_bytes=None, timeout=WAIT_S)
+    done = process.run_native(argv, progress=lambda _n: None, total_bytes=None, timeout=WAIT_S, count_tree=True)
     assert done.returncode == 0
 
 
@@ -101,7 +101,11 @@ def test_without_a_group_the_reading_is_getrusages_reaped_children(
     out = tmp_path / "busy"
     script = GRANDCHILD.format(s=0.05, wall=WAIT_S)
     done = process.run_native(
-        [sys.executable, "-S", "-c", script, str(out)], progress=lambda _n: None, total_bytes=None, timeout=WAIT_S
+        [sys.executable, "-S", "-c", script, str(out)],
+        progress=lambda _n: None,
+        total_bytes=None,
+        timeout=WAIT_S,
+        count_tree=True,  # asked, but there is no group to join
     )
     assert done.returncode == 0
     read_s, rusage_s = childcpu.children_cpu_s() - before_s, _rusage_children_s() - rusage_before_s
@@ -125,3 +129,25 @@ def test_a_killed_runs_group_is_removed_by_the_next(fresh_state: None) -> None:
     finally:
         with contextlib.suppress(OSError):
             left.rmdir()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a cgroup needs root")
+def test_a_joined_child_reaped_is_counted_once_and_others_as_before(fresh_state: None, tmp_path: Path) -> None:
+    before_s = runner._cpu_now()[1]
+    assert childcpu._group is not None
+    used_s = 0.0
+    for count_tree in (True, False):  # one in the group, reaped with wait4; one outside it, reaped as always
+        out = tmp_path / f"busy-{count_tree}"
+        done = process.run_native(
+            [sys.executable, "-S", "-c", GRANDCHILD.format(s=0.1, wall=WAIT_S), str(out)],
+            progress=lambda _n: None,
+            total_bytes=None,
+            timeout=WAIT_S,
+            count_tree=count_tree,
+        )
+        assert done.returncode == 0
+        used_s += float(out.read_text())
+    counted_s = runner._cpu_now()[1] - before_s
+    # each child's own clock at its last line, its exit after: each counted, neither twice
+    assert used_s - 0.001 <= counted_s < used_s + 0.02, (counted_s, used_s)
+    assert process._joined == set()

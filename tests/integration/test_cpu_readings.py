@@ -1,5 +1,5 @@
 """The CPU readings a copy's figures come from: the lab server host's, read through its cgroup with the reading
-calls and serve's sampling left out (against a real serve), and the client children's to the microsecond.
+calls and serve's sampling left out (against a real serve), and the client's reaped children's to the microsecond.
 That the cgroup keeps the CPU of a process that ended is tests/lab/test_server_cpu_cap.py's, on the real kernel."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from tests.serve_fixtures import ServeRunner
 from workbench.core import runner
 from workbench.core.farhost import ServedFarHost
 from workbench.lab import servercpu
-from workbench.shared import childcpu
 
 # Each cgroup reading of a scripted host: before and after the first call, then before and after the second. The
 # calls took 4 and 3 ms of the group's CPU; 46 ms passed between them (10.050 - 10.004), the copy's.
@@ -62,12 +61,7 @@ def test_a_reaped_childs_cpu_is_read_finer_than_a_clock_tick() -> None:
     gaps, off_tick = [], []
     for busy_s in (0.023, 0.027, 0.034, 0.041, 0.046):
         before = runner._cpu_now()[1]
-        out = subprocess.run(  # started as run_native starts a client: in the client children's group, if any
-            [sys.executable, "-S", "-c", BUSY.format(s=busy_s)],
-            capture_output=True,
-            check=True,
-            preexec_fn=childcpu.preexec_join(),
-        )
+        out = subprocess.run([sys.executable, "-S", "-c", BUSY.format(s=busy_s)], capture_output=True, check=True)
         read_s = runner._cpu_now()[1] - before
         gaps.append(read_s - float(out.stdout))  # the child's own CPU clock at its last line: its exit follows
         off_tick.append(abs(read_s * 100 - round(read_s * 100)) > 0.05)

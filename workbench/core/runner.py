@@ -65,9 +65,10 @@ def _cpu_now() -> tuple[float, float]:
     """This process's CPU seconds and its client children's (a copy's curl, scp, rsync, smbclient).
 
     Its own: getrusage, whose sum of user and system time is the scheduler's own runtime in microseconds
-    (os.times() cuts it to 10 ms ticks). Its children's: the cgroup v2 group run_native starts them in, which
-    counts every process of their trees, the ones no parent reaped too (scp's ssh per remote file); where no
-    group can be made, getrusage's reaped children (what a child leaves unreaped is then not counted)."""
+    (os.times() cuts it to 10 ms ticks). Its children's: getrusage's reaped ones, and what the trees of the tools
+    that leave children unreaped (scp's ssh per remote file) used besides, from the cgroup v2 group run_native
+    starts those in (workbench.shared.childcpu); where no group can be made, what such a tool leaves unreaped
+    is not counted."""
     children_s = childcpu.children_cpu_s()  # first: the first reading makes the group, with this process's CPU
     own = resource.getrusage(resource.RUSAGE_SELF)
     return own.ru_utime + own.ru_stime, children_s

@@ -4,13 +4,19 @@ getrusage(RUSAGE_CHILDREN) counts a child only once it is reaped, and a grandchi
 reaped it: a tool that leaves its children unreaped (scp downloading several files starts one ssh per remote
 file and never waits for them) takes their CPU out of the count (4 logins: 80 ms by getrusage, 320 ms spent).
 
-Where the kernel lets this process make one, a cgroup v2 group holds every client process run_native starts
-(`join_fd`: the child joins before it runs the tool, so nothing it forks escapes), and the group's
-`cpu.stat` `usage_usec` counts every task that ever ran in it, the exited and the unreaped ones too. The group
-sits under this process's own cgroup (a limit on that one still holds for the clients), is made by the first
-reading (`children_cpu_s`), is named after this process (`wb-clients-<pid>`), is removed at exit, and a run
-killed outright leaves one the next run removes (its owner gone). Without cgroup v2, or where the group cannot
-be made or joined (not root, read-only), the reading is getrusage's, as it always was.
+Where the kernel lets this process make one, a cgroup v2 group holds the client processes that run_native is
+asked to count whole (`count_tree`: the child joins in preexec_fn, before it runs the tool, so nothing it forks
+escapes), and the group's `cpu.stat` `usage_usec` counts every task that ever ran in it, the exited and the
+unreaped ones too. Joining is asked for only by the tools that leave children unreaped: it costs the start a
+fork instead of a vfork (1.5-2 ms) and the kernel's cgroup migration (usually under a millisecond, tens of ms
+on a loaded machine), time inside the copy's timed span. Every other child is counted by getrusage once
+reaped, as before; a joined child is reaped with wait4, whose figure (already in getrusage's) is taken off
+the group's, so nothing is counted twice.
+
+The group sits under this process's own cgroup (a limit on that one still holds for the clients), is made by
+the first reading (`children_cpu_s`), is named after this process (`wb-clients-<pid>`), is removed at exit,
+and a run killed outright leaves one the next run removes (its owner gone). Without cgroup v2, or where the
+group cannot be made or joined (not root, read-only), no child joins and the reading is getrusage's alone.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class _Group:
 
 _group: _Group | None = None
 _tried = False  # made or found impossible, once per process
+_reaped_s = 0.0  # what getrusage already counts of the group: the joined children reaped so far, with wait4
 
 
 def _v2_mount(mountinfo: str) -> Path | None:
@@ -112,12 +119,21 @@ def _make() -> _Group | None:
         ).returncode == 0
     except (OSError, subprocess.SubprocessError):
         joined = False
-    if not joined or _usage_s(path) is None:
+    if not joined or _usage_s(path) is None or not _pidfd_works():
         os.close(group.procs_fd)
         _remove(path)
         return None
     atexit.register(remove)
     return group
+
+
+def _pidfd_works() -> bool:
+    # a joined child is waited for with wait4 once its pidfd says it ended (run_native): a pidfd must be there
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
 
 
 def _joiner(procs_fd: int) -> functools.partial[int]:
@@ -134,21 +150,26 @@ def _current() -> _Group | None:
 
 
 def children_cpu_s() -> float:
-    """CPU seconds so far of this process's client children: the group's (all of every tree run_native started,
-    exited and unreaped descendants included) where there is one, else getrusage's reaped children. Only the
-    difference of two readings means anything; the first reading makes the group."""
-    group = _current()
-    if group is not None:
-        usage = _usage_s(group.path)
-        if usage is not None:
-            return usage
+    """CPU seconds so far of this process's client children: getrusage's reaped children, and where there is a
+    group, what the joined trees used besides (their exited and unreaped descendants, and the live ones so far).
+    Only the difference of two readings means anything; the first reading makes the group."""
+    group = _current()  # first: making it reaps a probe child, whose CPU belongs to no copy
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return children.ru_utime + children.ru_stime
+    reaped_s = children.ru_utime + children.ru_stime
+    usage = _usage_s(group.path) if group is not None else None
+    return reaped_s + usage - _reaped_s if usage is not None else reaped_s
+
+
+def note_reaped(usage: resource.struct_rusage) -> None:
+    """A joined child was reaped with wait4: `usage` (its own, and its reaped descendants') is now in getrusage's
+    figure as well as the group's."""
+    global _reaped_s
+    _reaped_s += usage.ru_utime + usage.ru_stime
 
 
 def join_fd() -> int | None:
     """The open cgroup.procs a client child writes "0" to before exec to join the group; None: no group (never
-    made by a reading here, or impossible), the child stays where it is and getrusage counts it."""
+    made by a reading here, or impossible), the child stays where it is and getrusage counts what is reaped."""
     return _group.procs_fd if _group is not None and _group.owner == os.getpid() else None
 
 
@@ -202,8 +223,8 @@ def remove_stale(parent: Path) -> list[Path]:
 
 def _forget_in_child() -> None:
     # A forked workbench run makes a group of its own at its first reading; its parent's stays the parent's.
-    global _group, _tried
-    _group, _tried = None, False
+    global _group, _tried, _reaped_s
+    _group, _tried, _reaped_s = None, False, 0.0
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
