@@ -7,8 +7,8 @@ hierarchy of its own or mounted with `cpu`) or version 2 (`cpu.max`; the CPU use
 `usage_usec`). The group is named after the lab's namespaces (`wb-lab-<owner pid>-<n>`), so a lab killed
 outright leaves one the next lab recognises and removes (`cleanup_stale`).
 
-The client host's CPU is the measuring process's own (getrusage), with the clients it started (their cgroup v2
-group, workbench.shared.childcpu; without one, those it waited for): the lab's client host is that process.
+The client host's CPU is the measuring process's own (getrusage), with the clients it started and waited for,
+and what those left unreaped (workbench.shared.childcpu): the lab's client host is that process.
 """
 
 from __future__ import annotations
@@ -308,8 +308,8 @@ def server_host_pids(server_ns: str) -> list[int]:
 
 
 def _own_cpu_s() -> float:
-    """This process's CPU seconds and those of its client children (childcpu: their cgroup, else getrusage's
-    reaped ones)."""
+    """This process's CPU seconds and those of its client children (childcpu: the reaped ones, and what the
+    tools in their cgroup left unreaped)."""
     children_s = childcpu.children_cpu_s()
     own = resource.getrusage(resource.RUSAGE_SELF)
     return own.ru_utime + own.ru_stime + children_s
