@@ -80,6 +80,19 @@ class Sshd(ManagedServer):
         self._write_known_hosts()
         self._write_gate()
         self.config_path.write_text(self._config())
+        if not self._config_accepted():  # an sshd older than OpenSSH 8.7 knows no SetEnv and refuses to start
+            self.config_path.write_text(self._config(set_env=False))
+
+    def _config_accepted(self) -> bool:
+        """Whether sshd's own check (`sshd -t`) takes the written configuration (True when the check cannot run:
+        the start then says what is wrong)."""
+        try:
+            check = subprocess.run(
+                [str(self.binary), "-t", "-f", str(self.config_path)], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return True
+        return check.returncode == 0 or "SetEnv" not in check.stderr
 
     def _write_keys(self) -> None:
         """The host key and the client key (its public half the only authorized key), made once."""
@@ -112,7 +125,7 @@ class Sshd(ManagedServer):
             gate |= {"scp": SCP, "scp_files": _loaded_files(SCP)}
         self.gate_path.write_text(json.dumps(gate, indent=2))
 
-    def _config(self) -> str:
+    def _config(self, set_env: bool = True) -> str:
         # A plain script under -S -I imports nothing but the standard library: it runs at the start of
         # every SSH session, inside the timed span of clients that connect per copy.
         gate_cmd = (
@@ -157,7 +170,7 @@ class Sshd(ManagedServer):
             # command that comes from sshd unless it is a nested shell (SHLVL set): that is the account's start-up,
             # not the server's, and it would run inside every per-copy login's timed span (about 100 ms of CPU
             # for an account whose shell start-up runs a version manager)
-            "SetEnv SHLVL=1",
+            *(["SetEnv SHLVL=1"] if set_env else []),
             f"ForceCommand {gate_cmd}",
         ]
         return "\n".join(lines) + "\n"
