@@ -40,6 +40,7 @@ class Sshd(ManagedServer):
     services = ("ssh",)
     binary = "/usr/sbin/sshd"
     install_hint = "apt-get install openssh-server"
+    set_env = True  # the configuration sets the sessions' SHLVL (SetEnv: OpenSSH 8.7 and later)
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -81,7 +82,8 @@ class Sshd(ManagedServer):
         self._write_gate()
         self.config_path.write_text(self._config())
         if not self._config_accepted():  # an sshd older than OpenSSH 8.7 knows no SetEnv and refuses to start
-            self.config_path.write_text(self._config(set_env=False))
+            self.set_env = False
+            self.config_path.write_text(self._config())
 
     def _config_accepted(self) -> bool:
         """Whether sshd's own check (`sshd -t`) takes the written configuration (True when the check cannot run:
@@ -125,7 +127,7 @@ class Sshd(ManagedServer):
             gate |= {"scp": SCP, "scp_files": _loaded_files(SCP)}
         self.gate_path.write_text(json.dumps(gate, indent=2))
 
-    def _config(self, set_env: bool = True) -> str:
+    def _config(self) -> str:
         # A plain script under -S -I imports nothing but the standard library: it runs at the start of
         # every SSH session, inside the timed span of clients that connect per copy.
         gate_cmd = (
@@ -170,7 +172,7 @@ class Sshd(ManagedServer):
             # command that comes from sshd unless it is a nested shell (SHLVL set): that is the account's start-up,
             # not the server's, and it would run inside every per-copy login's timed span (about 100 ms of CPU
             # for an account whose shell start-up runs a version manager)
-            *(["SetEnv SHLVL=1"] if set_env else []),
+            *(["SetEnv SHLVL=1"] if self.set_env else []),
             f"ForceCommand {gate_cmd}",
         ]
         return "\n".join(lines) + "\n"
