@@ -312,13 +312,17 @@ def _worst(measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
     )
 
 
+UNEXPLAINED_CRYPTO = "; no ceiling explains it."  # how the crypto sentence beside an unexplained row ends
+
+
 def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
     """When a signed or encrypted SMB row is held by a host's CPU (its crypto or its cpu ceiling): what the signing
     or encryption costs that host per 100 MB/s and its share of that host's CPU per byte, so the reader sees whether
     the crypto or the host's other work is the limit (the row furthest below raw TCP among such rows).
 
     When no such row is held by either but one that pays for its crypto is unexplained, the cost measured is still
-    said, with that row's own words: no ceiling explains it (its note says what the model misses)."""
+    said, with that row's own words: no ceiling explains it (its note says what the model misses). Held by the cpu
+    ceiling or unexplained, a crypto under a tenth of that CPU per byte is not worth the sentence."""
     paying = [(r, w) for r, w in measured if crypto_in_use(r.details) is not None]
     held = [(r, w) for r, w in paying if w.bound in ("crypto", "cpu")]
     unexplained = [(r, w) for r, w in paying if w.bound == UNEXPLAINED and _crypto_bound(w) is not None]
@@ -335,14 +339,14 @@ def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str 
     whose = f"the server's CPU (capped at {cap:g} core)" if cap else f"the {side}'s CPU"
     spent = [c for s in row.good_samples if (c := s.server_cpu_s if side == "server" else s.client_cpu_s) is not None]
     whole = statistics.median(spent) / row.bytes if spent and row.bytes > 0 else None
-    if why.bound == "cpu" and (not whole or per_byte < CRYPTO_WORTH_SAYING * whole):
+    if why.bound != "crypto" and (not whole or per_byte < CRYPTO_WORTH_SAYING * whole):
         return None  # a CPU the crypto hardly weighs on (GMAC, GCM): nothing to say about the crypto
     share = f", {per_byte / whole:.0%} of its CPU per byte" if whole else ""
     costs_words = f"SMB {use.what} ({use.algorithm}) costs the {side} {per_byte * 1e8:.2g} core per 100 MB/s{share}"
     rate = f"{(row.median_bytes_per_s or 0) / 1e6:,.1f} MB/s"
     if why.bound == UNEXPLAINED:
         where = f"{row.label} {row.direction} {row.file_set} reached {rate} on {whose}"
-        return f"{costs_words}: {where}; no ceiling explains it."
+        return f"{costs_words}: {where}{UNEXPLAINED_CRYPTO}"
     cause = f"by {whose}, not the network." if why.bound == "crypto" else f"by {whose}, but by its other work."
     return f"{costs_words}: {row.label} {row.direction} {row.file_set} is held at {rate} {cause}"
 
@@ -463,7 +467,9 @@ def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False)
     if worst:
         said.append(worst)
     crypto = _crypto(run, measured)
-    if crypto:
+    # the cost of the crypto behind a row it holds is its cause; beside a row no ceiling explains, it comes last
+    late_crypto = crypto if crypto and crypto.endswith(UNEXPLAINED_CRYPTO) else None
+    if crypto and not late_crypto:
         said.append(crypto)
     advice = _advice(run, measured, short=True)
     fixable = _offload_cause(run, measured) or (advice[0] if advice else _fixable(measured, _heavy_fixed(measured)))
@@ -472,6 +478,8 @@ def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False)
     stalls = _stalls(run)
     if stalls:
         said.append(stalls)
+    if late_crypto:
+        said.append(late_crypto)
     if len(said) < 3:
         small = _small_files(run, measured)
         if small:
