@@ -60,7 +60,7 @@ RUN += ["--credentials", "{creds}", "--protocols", "http/aiohttp", "--small", "2
 RUN += ["--directions", "upload,download", "--files", "{files}", "--compress", "--stall-timeout", "20"]
 RUN += ["--db", "{db}", "--json", "{out}/run.json", "--markdown", "{out}/run.md", "--csv", "{out}/run.csv"]
 RUN += ["--label", "console script", "--wide", "--insecure-host-keys", "--afp-login", "secure"]
-RUN += ["--requests-in-flight", "2", *SMB_CHOICES, *PLAN]
+RUN += ["--requests-in-flight", "2", "--skip-iperf3", *SMB_CHOICES, *PLAN]
 REPORT = ["report", "{run_id}", "--db", "{db}", "--json", "{out}/r.json", "--markdown", "{out}/r.md"]
 REPORT += ["--csv", "{out}/r.csv", "--html", "{out}/r.html", "--wide"]
 HISTORY = ["history", "--db", "{db}", "--limit", "5"]
@@ -95,6 +95,7 @@ OPTION_EXEMPT: dict[tuple[str, str], str] = {
     ("lab", "--smb-signing"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
     ("lab", "--smb-encryption"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
     ("lab", "--smb-max-dialect"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
+    ("fleet", "--skip-iperf3"): "this fleet's raw TCP is its --iperf3; each key through fleet: test_settings_table.py",
 }
 
 
@@ -271,6 +272,8 @@ def test_serve_tcp_run_report_history_compare(tmp_path: Path) -> None:
         plan = doc["run"]["plan"]
         assert plan["sizes"] == [64 << 10] and plan["profile"] == "text" and plan["repeat"] == 1, plan
         assert all(r["error"] is None and r["verified"] for r in doc["results"]), doc["results"]
+        baseline = doc["baseline"]  # --skip-iperf3: the probe's figures alone, with serve's iperf3 left alone
+        assert baseline["up_bytes_per_s"] and baseline["iperf3_up_bytes_per_s"] is None, baseline
         assert (out / "run.md").read_text().startswith("#") and (out / "run.csv").read_text().startswith("run_id")
         values["run_id"] = str(doc["run"]["id"])
     finally:

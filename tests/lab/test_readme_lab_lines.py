@@ -49,6 +49,8 @@ def bounds_for(line: ReadmeLine) -> list[str]:
     flags = list(SMALLEST)
     if "--protocols" not in argv:
         flags += ["--protocols", "http/aiohttp"]
+    if not {"--servers", "stock"} <= set(argv):  # no figure of iperf3 is read; a stock lab's raw TCP is iperf3
+        flags += ["--skip-iperf3"]
     if line is BARE:
         flags += OUTPUTS
     return flags

@@ -137,6 +137,12 @@ CASES: list[Case] = [
     Case("run bad direction", [*RUN, "--directions", "sideways"], USAGE, "--directions: unknown direction"),
     Case("run bad profile", [*RUN, "--profile", "spicy"], USAGE, "--profile: unknown data profile"),
     Case("run url host", [*RUN, "--host", "http://x/"], USAGE, "--host must be a host name"),
+    Case(
+        "run url skips its iperf3",
+        ["run", "sftp://127.0.0.1:1/tmp", "--iperf3", "5201", "--skip-iperf3"],
+        USAGE,
+        "--skip-iperf3 and --iperf3 ask for opposite things",
+    ),
     Case("run files is a file", [*RUN, "--files", "{tmp}/afile"], USAGE, "--files", {"afile": "x"}),
     Case("run json dir missing", [*RUN, "--json", "{tmp}/nodir/run.json"], NOT_FOUND, "does not exist"),
     Case("run json is a dir", [*RUN, "--json", "{tmp}"], USAGE, "is a directory"),
@@ -245,6 +251,7 @@ CASES: list[Case] = [
     Case("lab bad direction", ["lab", "--directions", "sideways"], USAGE, "--directions: unknown direction"),
     Case("lab tiny sweep window", ["lab", "--window-sweep", "1K"], USAGE, "--window-sweep 1K is out of range"),
     Case("lab empty label", ["lab", "--label", ""], USAGE, "--label must be"),
+    Case("lab stock skips iperf3", ["lab", "--servers", "stock", "--skip-iperf3"], USAGE, "iperf3's own figure"),
     Case("lab json dir missing", ["lab", "--json", "{tmp}/nodir/x.json"], NOT_FOUND, "does not exist"),
     Case("lab mtu not a number", ["lab", "--mtu", "abc"], CLICK),
     # ---------------------------------------------------------------- doctor

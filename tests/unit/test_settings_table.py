@@ -98,6 +98,7 @@ HONOURED: dict[str, Callable[[str, Settings], Any]] = {
     "stall_timeout": from_plans(lambda plan: plan.options.stall_timeout_s),
     "files": from_plans(lambda plan: plan.files_dir),
     "iperf3": as_read("iperf3"),  # a URL run's baseline server; a fleet job carries it to the members
+    "skip_iperf3": as_read("skip_iperf3"),  # a served run's plan (build_plan: test_a_served_plan_skips_iperf3…)
     "insecure_host_keys": from_plans(lambda plan: plan.options.verify_host_keys),
     "link": lab_field("preset"),
     **{name: lab_field(name) for name in ("rate", "rtt", "loss", "mtu", "cc", "window_sweep", "rate_up")},
@@ -276,3 +277,9 @@ def test_a_bad_link_option_in_a_config_file_is_refused_naming_the_key(line: str,
     with pytest.raises(UsageError) as info:
         validate_request(lab_request(capture("lab", ["--config", str(config)])))
     assert f"config {config} key '{key}'" in info.value.message
+
+
+def test_a_served_plan_skips_iperf3_only_when_asked(samples: dict[str, Any]) -> None:
+    asked = capture("run", ["--host", "127.0.0.1", "--skip-iperf3"])
+    assert build_plan(asked).iperf3 is False
+    assert build_plan(capture("run", ["--host", "127.0.0.1"])).iperf3 is True

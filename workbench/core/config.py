@@ -282,4 +282,4 @@ def build_plan(settings: Settings) -> Plan:
         target = Target(host=host, credentials=creds, ports=ports)
     else:
         raise UsageError("no host to copy to", "pass --host HOST (running 'workbench serve') or --target FILE")
-    return complete(target)
+    return dataclasses.replace(complete(target), iperf3=not settings["skip_iperf3"])

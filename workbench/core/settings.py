@@ -239,6 +239,17 @@ SETTINGS: tuple[Setting, ...] = (
         range=Range(0, 9, "3", off_below=0.5),
     ),
     Setting(
+        # workbench's own probe is the baseline of a served host and of the lab; iperf3 only cross-checks it, and
+        # iperf3 runs whole seconds: a run that needs only its rows (or a half-second baseline) can go without it
+        "skip_iperf3",
+        bool,
+        False,
+        "No iperf3 cross-check of the raw-TCP probe of a served host or the lab's servers (iperf3 runs whole "
+        "seconds, at least 1 s each way). A URL run's raw TCP is iperf3 itself (--iperf3): not with this.",
+        "true or false",
+        "skip_iperf3 = true",
+    ),
+    Setting(
         # A served host's own iperf3 (serve starts one) is always used; a stock server's only when named here.
         "iperf3",
         str | None,

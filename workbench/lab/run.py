@@ -178,6 +178,11 @@ def _check_stock(req: LabRequest, entries: tuple[Any, ...]) -> None:
             "--window-sweep needs workbench's TCP probe on the server host, and a stock lab runs none",
             "drop --window-sweep, or use --servers workbench",
         )
+    if req.settings["skip_iperf3"]:
+        raise UsageError(
+            f"{req.settings.where('skip_iperf3')}: a stock lab's raw TCP is iperf3's own figure (no probe to check)",
+            "drop it, or use --servers workbench",
+        )
     wanted = [f for service in STOCK_SERVICES for f in FAMILIES[service]]
     if not any(e.label == f or (f.endswith("/") and e.label.startswith(f)) for e in entries for f in wanted):
         raise UsageError(
