@@ -18,7 +18,7 @@ import pytest
 import typer
 
 from workbench.cli.options import with_settings
-from workbench.core.config import build_plan, resolve, shape, url_plan
+from workbench.core.config import build_plan, draft_plan, resolve, shape, url_plan
 from workbench.core.plan import Plan
 from workbench.core.settings import BY_NAME, SETTINGS, Setting, Settings, config_page, plan_json, typed_value
 from workbench.lab.run import lab_request
@@ -283,3 +283,6 @@ def test_a_served_plan_skips_iperf3_only_when_asked(samples: dict[str, Any]) -> 
     asked = capture("run", ["--host", "127.0.0.1", "--skip-iperf3"])
     assert build_plan(asked).iperf3 is False
     assert build_plan(capture("run", ["--host", "127.0.0.1"])).iperf3 is True
+    # a fleet member of servers workbench started makes its plan from the same draft (core.fleet_member)
+    member = resolve("fleet", asked.for_members(), typed=asked.given)
+    assert draft_plan(member)(build_plan(asked).target).iperf3 is False

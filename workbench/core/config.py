@@ -242,7 +242,9 @@ def draft_plan(settings: Settings) -> Callable[[Target], Plan]:
     check_free_space(directory, total_bytes(inputs["sizes"], inputs["small_sets"]))
 
     def complete(target: Target) -> Plan:
-        return Plan(target=target, files_dir=directory, **inputs)
+        # a served host's or the lab's baseline: iperf3 cross-checks the probe unless skipped (a URL run's
+        # plan, url_plan, has no probe: its iperf3 is the baseline itself, named by --iperf3)
+        return Plan(target=target, files_dir=directory, iperf3=not settings["skip_iperf3"], **inputs)
 
     return complete
 
@@ -282,4 +284,4 @@ def build_plan(settings: Settings) -> Plan:
         target = Target(host=host, credentials=creds, ports=ports)
     else:
         raise UsageError("no host to copy to", "pass --host HOST (running 'workbench serve') or --target FILE")
-    return dataclasses.replace(complete(target), iperf3=not settings["skip_iperf3"])
+    return complete(target)
