@@ -47,6 +47,7 @@ def _flags(link: str, small: list[str], protocols: str | None = None, warmup: in
         "repeat": 1,
         "warmup": warmup,
         "tcp_duration": 0.5,
+        "skip_iperf3": True,
         "goodput_duration": 0,
     }
     if protocols is not None:

@@ -28,6 +28,7 @@ LINK_BITS_PER_S = 533e6  # wifi-ac
 CLIENTS = [f"client{i}" for i in (1, 2, 3)]
 # no figure of the baseline or of the link's own meter is read here: the shortest of each
 PLAN = ["--link", "wifi-ac", "--directions", "download", "--small", "none", "--warmup", "0", "--tcp-duration", "0.5"]
+PLAN += ["--skip-iperf3"]  # no figure of iperf3 is read
 PLAN += ["--goodput-duration", "0"]
 
 
@@ -163,6 +164,7 @@ def test_run_via_ssh_between_two_lab_hosts(tmp_path: Path) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="wbt-"))
     plan = ["--protocols", "http/aiohttp", "--sizes", "4M", "--repeat", "1", "--warmup", "0", "--tcp-duration", "0.5"]
+    plan += ["--skip-iperf3"]
     try:
         with Lab(PRESETS["wifi-ac"]) as lab, ClientHosts(lab, 2, work / "clients") as hosts:
 

@@ -397,6 +397,7 @@ def test_injected_stalls_are_detected_as_stalls_of_their_duration(tmp_path: Path
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
     argv = [sys.executable, "-m", "workbench", "lab", "--rate", "100mbit", "--protocols", "http/curl"]
     argv += ["--sizes", "32M", "--small", "none", "--repeat", "1", "--warmup", "0", "--tcp-duration", "0.5"]
+    argv += ["--skip-iperf3"]
     argv += ["--goodput-duration", "0"]
     argv += ["--directions", "download", "--stall", "1s:500ms:down", "--json", str(doc_path)]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)

@@ -35,7 +35,7 @@ def test_lab_offload_switch_is_read_back_and_recorded(tmp_path: Path) -> None:
     env.pop("WORKBENCH_PASSWORD", None)
     argv = [
         sys.executable, "-m", "workbench", "lab", "--link", "wifi-ac", "--protocols", "http/aiohttp",
-        "--sizes", "1M", "--small", "none", "--repeat", "1", "--warmup", "0", "--tcp-duration", "0.5",
+        "--sizes", "1M", "--small", "none", "--repeat", "1", "--warmup", "0", "--tcp-duration", "0.5", "--skip-iperf3",
         "--goodput-duration", "0",
         "--offload", "server:tso=off,gso=off", "--json", str(doc_path),
     ]  # fmt: skip

@@ -226,6 +226,7 @@ def _ctrl_c_mid_run(folder: Path) -> LabInterrupted:
         "0.5",
         "--goodput-duration",
         "0",
+        "--skip-iperf3",
         "--db",
         str(db),
         home=folder / "home",

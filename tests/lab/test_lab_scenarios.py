@@ -55,7 +55,7 @@ def concurrent_lab_jobs(items: list[pytest.Item], tmp_path_factory: pytest.TempP
 # Flags typed beside --scenario win over its reduced form. No test reads the link's own goodput meter, so it is
 # skipped; a story checked for what it shows (not measured_story) needs its raw TCP only to have a figure.
 ROWS_ONLY = ["--goodput-duration", "0"]
-SHOWN_ONLY = [*ROWS_ONLY, "--tcp-duration", "0.5"]
+SHOWN_ONLY = [*ROWS_ONLY, "--tcp-duration", "0.5", "--skip-iperf3"]
 
 
 def _story(tmp: Path, name: str) -> subprocess.CompletedProcess:
@@ -155,7 +155,7 @@ def test_a_client_window_holds_every_streaming_download_at_window_over_rtt(tmp_p
     clients = "http/curl,http/aiohttp,ftp/ftplib,ftp/curl,smb/smbclient"
     proc = _workbench(
         tmp_path, "lab", "--client-window", "64K", "--protocols", clients, "--directions", "download",
-        "--sizes", "64M", "--small", "none", "--repeat", "2", "--warmup", "0", "--tcp-duration", "1",
+        "--sizes", "64M", "--small", "none", "--repeat", "2", "--warmup", "0", "--tcp-duration", "1", "--skip-iperf3",
         "--goodput-duration", "0", "--json", str(doc_path),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
