@@ -66,6 +66,7 @@ def _run_served(runner: ServeRunner, tmp_path: Path, *args: str) -> tuple[subpro
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH")) if x)
     argv = [sys.executable, "-m", "workbench", "run", "--target", str(runner.ctx.state_dir / "target.json")]
     argv += ["--credentials", str(runner.ctx.state_dir / "credentials.json"), "--tcp-duration", "0.5"]
+    argv += ["--skip-iperf3"]  # no figure of iperf3 is read
     argv += [*SETS, "--files", str(tmp_path / "files"), *_outputs(tmp_path), *args]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)
     return proc, _rows(proc, tmp_path)
