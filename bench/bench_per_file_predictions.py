@@ -11,9 +11,9 @@ Each other link then runs `workbench lab` with one set of 64 KiB files, and ever
 round trips × that link's idle RTT + the longest of the bytes at its goodput, the client's CPU and the server's
 (taken to overlap), + the setup (workbench.lab.exchangecount.predicted_s). That is the time of the rows' own
 per-file ceiling, a model of measured parts and not a proven floor: a ratio under 1 is a copy slower than its
-ceiling, over 1 a ceiling the copy beat (which that row would say is unexplained). One difference: a client that
-keeps files in flight (under one turn per file counted) is charged its round trips per set only, where its row's
-ceiling still charges the declared ones per file (and says unexplained when a long link shows them overlapped).
+ceiling, over 1 a ceiling the copy beat (which that row would say is unexplained). A client that keeps files in
+flight (under IN_FLIGHT_TURNS turns per file counted; its row's ceiling reads the same from the files in flight it
+declares) is charged its round trips per set only, by the one rule both follow (exchanges.waited_per_file).
 CPU is time on a core, which load does not stretch. A prediction within 25 % of the measured median holds. The
 table also shows the waits for a core the measured copies read (schedstat, per file) and the prediction with them
 added.

@@ -81,3 +81,21 @@ COUNTED.update(AGREED_BY_SIX_COUNTINGS)
 def declared(label: str, direction: str) -> Exchanges | None:
     """The counted exchanges of client `label` ("ftp/ftplib") copying sets `direction`; None: never counted."""
     return COUNTED.get((label, direction))
+
+
+def waited_per_file(round_trips_per_file: float, files_in_flight: bool) -> float:
+    """Round trips per file a client waits for at a link's RTT: those it counts (`round_trips_per_file`), at
+    least one, for a client that copies one file at a time (it sends a file's requests and waits for the replies
+    before the next file); none for a client that keeps files in flight (`files_in_flight`).
+
+    Why none: such a client sends the next file's requests before the last one's replies, so no file waits out a
+    round trip of its own. Its round trips per file on the counting link are how often its own pace left the link
+    idle for half an RTT, not a wait that grows with the RTT: on a longer link more of its files are in flight at
+    once. A set costs it its round trips per set and, per file, the longest of its bytes' time and each side's CPU
+    (workbench.core.ceiling.per_file_s).
+
+    The rows' per-file ceilings (workbench.core.explain: the client declares more than one file in flight) and
+    the predictions from a counting (workbench.lab.exchangecount: under IN_FLIGHT_TURNS turns per file counted)
+    both charge round trips through this one rule, and the two readings agree for every counted client.
+    """
+    return 0.0 if files_in_flight else max(1.0, round_trips_per_file)

@@ -371,6 +371,37 @@ def test_waits_for_a_core_are_not_charged_and_a_set_that_misses_its_ceiling_says
     assert unread.bound == "unexplained" and "CPU wait is not measured" in (unread.bound_explanation or "")
 
 
+def test_a_client_that_keeps_files_in_flight_is_charged_its_sets_round_trips_and_no_round_trip_per_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # counted at 0.4 round trips per file (its own pace on the counting link, not a wait) and 2 per set
+    monkeypatch.setitem(exchanges.COUNTED, ("smb/smbprotocol", "upload"), exchanges.Exchanges(per_file=0.4, per_set=2))
+    wire_s = 65536 / 62.5e6  # 1.05 ms per file on the path
+    in_flight = ClientDetails(files_in_flight=8)
+    row = _set_row("smb/smbprotocol", "upload", [0.06, 0.06, 0.06], server_cpu_s=0.0, client_cpu_s=0.0)
+    why = _explained(dataclasses.replace(row, details=in_flight))
+    per_file = next(b for b in why.bounds or () if b.label == "per-file")
+    # 2 RTT for the set and each file's bytes: 58 ms for 50 files, which the copy's 60 ms is bound by; a round trip
+    # per file (at least one, as for a client one file at a time) would make it 198 ms, and the copy would beat it
+    assert per_file.bytes_per_s == pytest.approx(50 * 65536 / (2 * 0.0028 + 50 * wire_s))
+    assert "+ 2 RTT per set" in per_file.explanation
+    assert why.bound == "per-file"
+    one_at_a_time = _explained(row)
+    assert next(b for b in one_at_a_time.bounds or () if b.label == "per-file").bytes_per_s == pytest.approx(
+        50 * 65536 / (2 * 0.0028 + 50 * (0.0028 + wire_s))
+    )
+    assert one_at_a_time.bound == "unexplained" and "beats its per-file ceiling" in (
+        one_at_a_time.bound_explanation or ""
+    )
+    # the server's CPU per file, where longer than the bytes' time, is what each file is charged: 2 ms (a tick left
+    # out)
+    busy = _set_row("smb/smbprotocol", "upload", [0.11, 0.11, 0.11], server_cpu_s=0.11, client_cpu_s=0.0)
+    busy_why = _explained(dataclasses.replace(busy, details=in_flight))
+    busy_bound = next(b for b in busy_why.bounds or () if b.label == "per-file")
+    assert busy_bound.bytes_per_s == pytest.approx(50 * 65536 / (2 * 0.0028 + 50 * 0.002))
+    assert "2.0 ms server per file" in busy_bound.explanation
+
+
 def test_a_single_copy_that_waited_for_a_core_says_it_was_cpu_starved_and_the_run_says_the_host_was_loaded() -> None:
     sample = Sample(bytes=64 << 20, seconds=2.0, verified=True, client_cpu_s=0.5, client_wait_s=0.6, server_wait_s=0.1)
     row = Result("smb", "pysmb", "download", "64M", 64 << 20, 1, samples=(sample,) * 3, details=ClientDetails())

@@ -259,6 +259,20 @@ def test_a_client_that_keeps_files_in_flight_is_charged_no_round_trip_per_file_o
     assert predicted_s(one_turn, 8, 65536, rtt_s, path) == pytest.approx(rtt_s + 8 * (rtt_s + wire_s))
 
 
+def test_a_client_waits_its_counted_round_trips_per_file_at_least_one_and_none_with_files_in_flight() -> None:
+    from workbench.lab.exchangecount import IN_FLIGHT_TURNS, waited_round_trips
+    from workbench.protocols.exchanges import waited_per_file
+
+    assert waited_per_file(4.0, files_in_flight=False) == 4.0  # one file at a time: each file's round trips
+    assert waited_per_file(0.4, files_in_flight=False) == 1.0  # at least its request and the reply
+    assert waited_per_file(0.4, files_in_flight=True) == 0.0  # the next file's requests go before the reply
+    assert waited_per_file(6.0, files_in_flight=True) == 0.0
+    # the predictions read "in flight" from the counted turns per file, through the same rule
+    count = ClientCount("ftp/ftplib", "upload", 0.5, 1, IN_FLIGHT_TURNS, 0.0, 0.0, 0.0, (4, 12))
+    assert waited_round_trips(count) == 1.0
+    assert waited_round_trips(dataclasses.replace(count, turns_per_file=IN_FLIGHT_TURNS - 0.01)) == 0.0
+
+
 def _three_round_trips(label: str) -> ClientCount:
     """An upload count of 3 round trips per file and 5 per set, 3 ms of client and 1 ms of server CPU per file,
     taken from sets of 4 and 12 files."""

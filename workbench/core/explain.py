@@ -82,8 +82,10 @@ def _per_file_trips(row: Result) -> tuple[float, float, int] | None:
 
     The client's counted exchanges (workbench.protocols.exchanges) when it has them: taken on files of
     COUNTED_FILE_BYTES, so a request-bound client's other file sizes add or drop their data requests, and
-    taken on the wall clock, so files in flight are in the count already. Else its declared round trips
-    besides the data requests (one when it says nothing), with its declared files in flight.
+    taken on the wall clock, so files in flight are in the count already; the round trips per file it waits
+    for are those of the rule the predictions use too (exchanges.waited_per_file): none when it declares more
+    than one file in flight. Else its declared round trips besides the data requests (one when it says
+    nothing), with its declared files in flight.
     """
     details = row.details
     if row.files <= 1 or details.streams_sets:  # rsync: no round trip per file
@@ -93,7 +95,8 @@ def _per_file_trips(row: Result) -> tuple[float, float, int] | None:
     counted = exchanges.declared(row.label, row.direction)
     if counted is not None:
         more = -(-int(per_file) // size) - -(-COUNTED_FILE_BYTES // size) if size else 0
-        return max(1.0, counted.per_file + more), counted.per_set, 1
+        keeps_files_in_flight = (details.files_in_flight or 1) > 1
+        return exchanges.waited_per_file(counted.per_file + more, keeps_files_in_flight), counted.per_set, 1
     data_trips = -(-int(per_file) // size) if size else 1  # a request-bound client asks for each request's worth
     in_flight = details.files_in_flight if details.files_in_flight is not None else 1
     if not in_flight:
@@ -111,8 +114,9 @@ def _per_file_ceiling(
     The rule is fixed from the inputs before the row's rate is looked at, so a copy that beats it is unexplained
     rather than met by a looser charge. The client's CPU per file (fixedcost.client_cpu_per_file_s, less what its
     start-up could have taken) is charged for a client that copies one file at a time; a client with files in
-    flight may overlap it with anything: not charged. The time either side waited for a core is not charged:
-    measured per thread, the client's and the server's waits
+    flight may overlap it with anything: not charged (nor a round trip per file: _per_file_trips), its set's round
+    trips and the longest of its bytes and the server's CPU per file are. The time either side waited for a core
+    is not charged: measured per thread, the client's and the server's waits
     overlap each other, the other side's work and the wire (charged, they put the ceiling under copies on every
     link); a row that misses its ceiling says how long each side waited. A row with a fixed cost pays its set's
     login in that cost, so the set's own exchanges are not charged twice.

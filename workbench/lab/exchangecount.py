@@ -39,7 +39,7 @@ from workbench.core.ceiling import link_goodput_bytes_per_s, per_file_bound, per
 from workbench.core.results import Result, Run
 from workbench.lab.lifecycle import CLIENT_ADDR, CLIENT_DEV
 from workbench.lab.wirecount import Capture, Packet, control_connections, count_round_trips, within
-from workbench.protocols.exchanges import COUNTED_FILE_BYTES
+from workbench.protocols.exchanges import COUNTED_FILE_BYTES, waited_per_file
 
 WARMUP = "warm-up"
 # A client counted at fewer turns per file than this keeps files in flight: it sent the next file's requests before
@@ -180,12 +180,11 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
 
 
 def waited_round_trips(count: ClientCount) -> float:
-    """Round trips per file a prediction charges at another link's RTT: the counted ones, or none for a client that
-    keeps files in flight (under IN_FLIGHT_TURNS turns per file). That client waits for no file's reply before the
-    next file: its round trips per file on the counting link are how often its own pace left the link idle for half
-    an RTT, not a wait that grows with the RTT. On a longer link more of its files are in flight, and a set costs it
-    its round trips per set and, per file, the longest of the bytes' time and each side's CPU."""
-    return count.per_file if count.turns_per_file >= IN_FLIGHT_TURNS else 0.0
+    """Round trips per file a prediction charges at another link's RTT, by the rule the rows' per-file ceilings
+    follow too (exchanges.waited_per_file, which says why): the counted ones (at least one), or none for a client
+    counted under IN_FLIGHT_TURNS turns per file, which keeps files in flight (the ceiling reads the same from the
+    client's declared files in flight)."""
+    return waited_per_file(count.per_file, count.turns_per_file < IN_FLIGHT_TURNS)
 
 
 def file_s(count: ClientCount, rtt_s: float, path_bytes_per_s: float, file_bytes: int) -> float | None:
@@ -293,8 +292,12 @@ def predicted_s(
     `waits`: what the predicted copies measured waiting for a core, added for the "with waits" figure (the rows'
     own ceilings leave waits out).
 
-    With CPU figures, through the ceiling users see (`per_file_bound`, and the set's setup as a fixed cost per
-    copy, which like every fixed cost is never negative), so checking a prediction checks that model. It is the
+    With CPU figures, through the model of the per-file ceiling users see: the same `per_file_bound`, the same
+    rule for round trips per file (exchanges.waited_per_file) and the set's setup as a fixed cost per copy, which
+    like every fixed cost is never negative; so checking a prediction checks that model. Its inputs differ: a
+    prediction takes this counting's round trips, CPU per file and setup, a row's ceiling the declared table's
+    round trips (workbench.protocols.exchanges) with the row's own CPU and fitted fixed cost; and a row's ceiling
+    leaves out the client's CPU of a client that keeps files in flight, which a prediction charges. It is the
     model's time, not a floor (ceiling.per_file_s): a copy that waits for a core or whose parts ran in turn takes
     longer, one whose flights overlapped its bytes or whose side spread its CPU over two cores less."""
     set_bytes = files * file_bytes
