@@ -14,7 +14,6 @@ and what those left unreaped (workbench.shared.childcpu): the lab's client host 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import resource
 import time
@@ -25,13 +24,14 @@ from typing import Any
 
 from workbench.lab import netns
 from workbench.shared import childcpu
+from workbench.shared.cgroupfs import cgroup_mounts, remove_group, stat, write_pid
+from workbench.shared.cgroupfs import read as _read
 from workbench.shared.errors import UnavailableError, UsageError
 from workbench.shared.procs import pid_alive
 
 MOUNTINFO = Path("/proc/self/mountinfo")
 PERIOD_US = 100_000  # the kernel's default CFS period: the quota is this share of it
 MIN_QUOTA_US = 1_000  # the least quota the kernel takes
-REMOVE_TRIES = 50  # rmdir is refused (EBUSY) until the kernel has let go of the group's last exited task
 CAP_HINT = "drop --server-cpu, or run the lab on a Linux host with the cgroup CPU controller mounted"
 
 
@@ -51,25 +51,15 @@ class Controllers:
         return tuple(found)
 
 
-def _unescape(path: str) -> str:
-    """A mountinfo path with its octal escapes (a space is \\040) undone."""
-    return path.encode().decode("unicode_escape") if "\\" in path else path
-
-
 def parse_mountinfo(text: str) -> Controllers | None:
     """The cgroup hierarchies of a /proc/self/mountinfo text; None when it mounts no cgroup file system."""
     v1: dict[str, Path] = {}
     v2: Path | None = None
-    for line in text.splitlines():
-        head, sep, tail = line.partition(" - ")
-        fields, rest = head.split(), tail.split()
-        if not sep or len(fields) < 5 or len(rest) < 3:
-            continue
-        point = Path(_unescape(fields[4]))
-        if rest[0] == "cgroup2" and v2 is None:
+    for kind, point, options in cgroup_mounts(text):
+        if kind == "cgroup2" and v2 is None:
             v2 = point
-        elif rest[0] == "cgroup":
-            for option in rest[2].split(","):
+        elif kind == "cgroup":
+            for option in options:
                 v1.setdefault(option, point)
     if "cpu" in v1 or "cpuacct" in v1:
         # a controller bound to a v1 hierarchy is absent from v2: v1 is the interface here
@@ -78,13 +68,6 @@ def parse_mountinfo(text: str) -> Controllers | None:
         controllers = _read(v2 / "cgroup.controllers").split()
         return Controllers(2, v2 if "cpu" in controllers else None, v2)
     return None
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
 
 
 def detect() -> Controllers | None:
@@ -173,7 +156,7 @@ class CpuCap:
         for pid in pids:
             try:
                 for group in self.groups:
-                    _write_pid(group / "cgroup.procs", pid)
+                    write_pid(group / "cgroup.procs", pid)
             except ProcessLookupError:
                 continue
             except OSError as exc:  # EINVAL/EBUSY (a v2 group with children of its own): the cap cannot hold
@@ -191,22 +174,22 @@ class CpuCap:
         if self.controllers.version == 1:
             text = _read(group / "cpuacct.usage").strip()
             return int(text) / 1e9 if text else None
-        usage_us = _stat(group).get("usage_usec")
+        usage_us = stat(group).get("usage_usec")
         return usage_us / 1e6 if usage_us is not None else None
 
     def throttled_s(self) -> float | None:
         """Seconds the cap held the group's processes back (None uncapped)."""
         if self.cores is None or self.controllers.cpu is None:
             return None
-        stat = _stat(self.controllers.cpu / self.name)
+        found = stat(self.controllers.cpu / self.name)
         if self.controllers.version == 1:
-            return stat["throttled_time"] / 1e9 if "throttled_time" in stat else None
-        return stat["throttled_usec"] / 1e6 if "throttled_usec" in stat else None
+            return found["throttled_time"] / 1e9 if "throttled_time" in found else None
+        return found["throttled_usec"] / 1e6 if "throttled_usec" in found else None
 
     def remove(self) -> None:
         """Move what is still inside out to the hierarchy's root, then remove the group (idempotent)."""
         for group in reversed(self._made):
-            _remove_group(group)
+            remove_group(group)
         self._made = []
         if self._enabled_cpu and self.controllers.cpu is not None:
             # the machine as it was; refused (EBUSY) while another group uses the controller, which then stays
@@ -224,49 +207,6 @@ def _enable_cpu(root: Path) -> bool:
     return True
 
 
-def _write_pid(procs_file: Path, pid: int) -> None:
-    # one pid per write: the kernel takes no list
-    fd = os.open(procs_file, os.O_WRONLY)
-    try:
-        os.write(fd, str(pid).encode())
-    except OSError as exc:
-        if exc.errno == errno.ESRCH:
-            raise ProcessLookupError(pid) from exc
-        raise
-    finally:
-        os.close(fd)
-
-
-def _pids(group: Path) -> list[int]:
-    return [int(p) for p in _read(group / "cgroup.procs").split()]
-
-
-def _stat(group: Path) -> dict[str, int]:
-    found = {}
-    for line in _read(group / "cpu.stat").splitlines():
-        key, _, value = line.partition(" ")
-        with contextlib.suppress(ValueError):
-            found[key] = int(value)
-    return found
-
-
-def _remove_group(group: Path) -> None:
-    root = group.parent
-    for _ in range(REMOVE_TRIES):
-        for pid in _pids(group):
-            with contextlib.suppress(OSError):
-                _write_pid(root / "cgroup.procs", pid)
-        try:
-            group.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if exc.errno != errno.EBUSY:
-                return
-        time.sleep(0.02)
-
-
 def cleanup_stale() -> list[str]:
     """Remove every lab group whose owning process is gone; what went."""
     controllers = detect()
@@ -278,7 +218,7 @@ def cleanup_stale() -> list[str]:
             for group in root.iterdir():
                 owner = netns.owner_of(group.name)
                 if group.is_dir() and owner is not None and not pid_alive(owner):
-                    _remove_group(group)
+                    remove_group(group)
                     if not group.exists():
                         removed.append(f"cgroup {group}")
     return removed
