@@ -9,6 +9,7 @@ through the environment or stdin, never argv.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import subprocess
@@ -121,23 +122,21 @@ def run_native(
     if env:
         full_env.update(env)
     # Output goes to temporary files, not pipes: a chatty client can never block on a full pipe, and
-    # the wait below (_ended_within) notices the exit at once instead of at the next poll.
+    # the wait below (_EndWatch) notices the exit at once instead of at the next poll.
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        # One decision per child: the preexec_fn it starts with says whether it joined (and is reaped with wait4).
+        joiner = childcpu.preexec_join() if count_tree else None
+        start = functools.partial(_start, argv, stdin_text is not None, out, err, full_env, cwd)
         try:
-            proc = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                env=full_env,
-                cwd=cwd,
-                start_new_session=True,
-                # into the client processes' cgroup before exec, so what the tool forks is counted too
-                preexec_fn=childcpu.preexec_join() if count_tree else None,
-            )
-        except FileNotFoundError as exc:
-            raise WorkbenchError(f"{argv[0]} is not installed", "see 'workbench doctor'") from exc
-        if count_tree and childcpu.join_fd() is not None:
+            proc = start(joiner)
+        except subprocess.SubprocessError:
+            if joiner is None:
+                raise
+            # the group refused it (gone, or no longer taking moves): without it from now on, counted by getrusage
+            childcpu.drop()
+            joiner = None
+            proc = start(None)
+        if joiner is not None:
             _joined.add(proc.pid)
         watcher = _Watcher(progress, total_bytes)
         try:
@@ -154,6 +153,31 @@ def run_native(
     if proc.returncode == 0:
         watcher.finish()
     return Completed(proc.returncode, stdout, stderr, watcher.reported)
+
+
+def _start(
+    argv: Sequence[str],
+    with_stdin: bool,
+    out: IO[bytes],
+    err: IO[bytes],
+    env: Mapping[str, str],
+    cwd: Path | None,
+    joiner: Callable[[], object] | None,
+) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            # into the client processes' cgroup before exec, so what the tool forks is counted too
+            preexec_fn=joiner,
+        )
+    except FileNotFoundError as exc:
+        raise WorkbenchError(f"{argv[0]} is not installed", "see 'workbench doctor'") from exc
 
 
 def _supervise(
@@ -175,48 +199,69 @@ def _supervise(
         # From a thread: a long command list (smbclient sets) is consumed as the copy goes, and a
         # blocking write here would suspend progress reports and the time limits meanwhile.
         threading.Thread(target=_feed, args=(proc.stdin, stdin_text.encode()), daemon=True).start()
-    while True:
-        if _ended_within(proc, POLL_SECONDS):
-            return
-        now = time.monotonic()
-        seen = watch() if watch is not None else _observe(proc.pid, watch_file, watch_reads)
-        if seen is not None:
-            if seen != last_seen:
-                last_seen, last_change = seen, now
-            watcher.advance_to(seen)
-        if now > deadline:
-            raise NetworkError(f"{name} did not finish within {timeout:.0f} s", "the link or server stalled")
-        if stall_timeout and seen is not None and now - last_change > stall_timeout:
-            raise NetworkError(f"{name} made no progress for {stall_timeout:.0f} s", "the server stopped?")
+    with _EndWatch(proc) as end:
+        while True:
+            if end.within(POLL_SECONDS):
+                return
+            now = time.monotonic()
+            seen = watch() if watch is not None else _observe(proc.pid, watch_file, watch_reads)
+            if seen is not None:
+                if seen != last_seen:
+                    last_seen, last_change = seen, now
+                watcher.advance_to(seen)
+            if now > deadline:
+                raise NetworkError(f"{name} did not finish within {timeout:.0f} s", "the link or server stalled")
+            if stall_timeout and seen is not None and now - last_change > stall_timeout:
+                raise NetworkError(f"{name} made no progress for {stall_timeout:.0f} s", "the server stopped?")
 
 
-def _ended_within(proc: subprocess.Popen[bytes], seconds: float) -> bool:
-    """Whether `proc` ends within `seconds`, seen the moment it ends (the copy's time stops there).
+class _EndWatch:
+    """Whether a child ends within a given time, seen the moment it ends (the copy's time stops there).
 
     Popen.wait(timeout) checks in growing sleeps (1, 2, 4, … up to 50 ms), so a child that ended just after a check
     was seen up to a sleep later: a 17 ms curl read as 32 ms, time that is neither the client's nor the link's.
-    A pidfd (Linux 5.3+) becomes readable when the process ends; elsewhere the sleeping wait is kept."""
-    try:
-        exit_fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # no pidfd here, or the process is already reaped
-        if proc.pid in _joined:  # (out of descriptors) reaped with wait4 only: one sleep, one check
-            if _reap(proc, block=False):
-                return True
-            time.sleep(seconds)
-            return _reap(proc, block=False)
-        try:
-            proc.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
+    A pidfd (Linux 5.3+) becomes readable when the process ends: one per child, opened here and closed when it
+    ends or the watch is left, and polled (select.select takes no descriptor from 1024 up). Elsewhere the
+    sleeping wait is kept."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self._fd: int | None = None
+        self._poller = select.poll()
+        with contextlib.suppress(AttributeError, OSError):  # no pidfd here (or out of descriptors)
+            self._fd = os.pidfd_open(proc.pid)
+            self._poller.register(self._fd, select.POLLIN)
+
+    def __enter__(self) -> _EndWatch:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def within(self, seconds: float) -> bool:
+        """Whether the child ends within `seconds` (reaping it when it does)."""
+        proc = self.proc
+        if self._fd is None:
+            if proc.pid in _joined:  # reaped with wait4 only: one sleep, one check
+                if _reap(proc, block=False):
+                    return True
+                time.sleep(seconds)
+                return _reap(proc, block=False)
+            try:
+                proc.wait(timeout=seconds)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        if not self._poller.poll(seconds * 1000):
             return False
+        self.close()
+        _reap(proc, block=True)
         return True
-    try:
-        ended, _, _ = select.select([exit_fd], [], [], seconds)
-    finally:
-        os.close(exit_fd)
-    if not ended:
-        return False
-    _reap(proc, block=True)
-    return True
 
 
 _joined: set[int] = set()  # run_native's children in the client children's cgroup, not yet reaped

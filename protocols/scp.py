@@ -41,6 +41,7 @@ from workbench.protocols.openssh_sftp import (
     total_size,
 )
 from workbench.protocols.process import Completed, Watch, run_native
+from workbench.shared import childcpu
 from workbench.shared.errors import UsageError
 
 CHANNEL_WINDOW_BYTES = 2 * 1024 * 1024  # OpenSSH's session channel window: the legacy protocol streams in it
@@ -102,12 +103,25 @@ class _ScpClient(Client):
             argv.append("-C")
         return [*argv, *ssh_options(self.target, self.options), *args]
 
-    def _run(self, args: list[str], progress: Progress, total: int, what: str, **watch: Unpack[Watch]) -> None:
-        done = self._scp(args, progress, total, **watch)
+    def _run(
+        self,
+        args: list[str],
+        progress: Progress,
+        total: int,
+        what: str,
+        count_tree: bool = False,
+        **watch: Unpack[Watch],
+    ) -> None:
+        done = self._scp(args, progress, total, count_tree, **watch)
         if done.returncode != 0:
             raise ssh_error(done, what, self._where, self.target)
 
-    def _scp(self, args: list[str], progress: Progress, total: int, **watch: Unpack[Watch]) -> Completed:
+    def _scp(
+        self, args: list[str], progress: Progress, total: int, count_tree: bool = False, **watch: Unpack[Watch]
+    ) -> Completed:
+        """Run scp. `count_tree` where it downloads more than one remote file: it starts an ssh per remote file and
+        reaps only the last, so only there its tree is counted whole (run_native), at a dearer start; one remote
+        file, or uploads (one login), leave no child unreaped."""
         with askpass_env(self.target) as env:
             return run_native(
                 self._argv(*args),
@@ -116,7 +130,7 @@ class _ScpClient(Client):
                 timeout=self.options.stall_timeout_s * 4 + min(total, MAX_BUDGET_BYTES) / MIN_RATE,
                 stall_timeout=self.options.stall_timeout_s,
                 env=env,
-                count_tree=True,  # a download of several files starts an ssh per file and reaps only the last
+                count_tree=count_tree,
                 **watch,
             )
 
@@ -126,6 +140,7 @@ class _ScpClient(Client):
         scp saying exactly that file is missing means the login worked and scp runs on the server.
         """
         probe = f".workbench-login-check-{secrets.token_hex(6)}"
+        childcpu.prepare()  # the group a download of several files counts its ssh in: made here, not in a copy
         with tempfile.TemporaryDirectory(prefix="wb-scp-") as tmp:
             done = self._scp([self._source(probe), f"{tmp}/"], lambda n: None, 0)
         said = done.stderr.lower()
@@ -172,6 +187,7 @@ class _ScpClient(Client):
                 progress,
                 sum(f.size for f in items),
                 f"downloading {len(items)} files from {remote_dir}",
+                count_tree=len(items) > 1,
                 watch=functools.partial(total_size, locals_),
             )
         for f in singles:

@@ -10,7 +10,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from workbench.core import runner
 from workbench.protocols import process
 from workbench.shared import childcpu
+from workbench.shared.cgroupfs import remove_group
 
 BUSY_S = 0.3  # the grandchild's CPU: well above what the shell and the start-up cost (a few ms)
 WAIT_S = 30.0  # the longest the grandchild may take on a loaded machine (it stops at BUSY_S of CPU)
@@ -34,10 +34,12 @@ GRANDCHILD = (
 
 
 @pytest.fixture
-def fresh_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Each test makes (or fails to make) the group anew; the group it made is removed after it."""
-    monkeypatch.setattr(childcpu, "_group", None)
-    monkeypatch.setattr(childcpu, "_tried", False)
+def fresh_state() -> Iterator[None]:
+    """Each test starts with no group, as a run does, and leaves none: the group a test made (a directory named
+    after this worker, the same for every group it makes) is removed, and a later count_tree child in this worker
+    makes a new one."""
+    childcpu.remove()
+    assert childcpu._group is None and not childcpu._tried
     yield
     childcpu.remove()
 
@@ -45,6 +47,18 @@ def fresh_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def _rusage_children_s() -> float:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return children.ru_utime + children.ru_stime
+
+
+def _busy(out: Path, s: float, count_tree: bool = True) -> None:
+    """Run, through run_native, a child busy for `s` seconds of CPU that leaves what it read in `out`."""
+    done = process.run_native(
+        [sys.executable, "-S", "-c", GRANDCHILD.format(s=s, wall=WAIT_S), str(out)],
+        progress=lambda _n: None,
+        total_bytes=None,
+        timeout=WAIT_S,
+        count_tree=count_tree,
+    )
+    assert done.returncode == 0
 
 
 def _left_unreaped(out: Path) -> None:
@@ -55,32 +69,27 @@ def _left_unreaped(out: Path) -> None:
     assert done.returncode == 0
 
 
-def _wait_for(out: Path) -> float:
-    deadline = time.monotonic() + WAIT_S + 5
-    while not out.exists():
-        assert time.monotonic() < deadline, "the grandchild never finished"
-        time.sleep(0.05)
-    return float(out.read_text())
+def _group_dir() -> Path:
+    parent = childcpu._parent_dir()
+    assert parent is not None, "no cgroup v2 here"
+    return parent / f"{childcpu.PREFIX}{os.getpid()}"
 
 
-def _group_empties(group: Path) -> None:
-    """The grandchild has written its figure; its exit (and the last of its CPU) follows at once."""
-    deadline = time.monotonic() + 10
-    while (group / "cgroup.procs").read_text().split():
-        assert time.monotonic() < deadline, "the grandchild did not exit"
-        time.sleep(0.02)
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="making a cgroup needs root")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="making a cgroup needs root")
+@needs_root
 def test_an_unreaped_grandchilds_cpu_is_counted_through_the_group(fresh_state: None, tmp_path: Path) -> None:
     before_s, rusage_before_s = runner._cpu_now()[1], _rusage_children_s()
-    group = childcpu._group
-    assert group is not None and group.path.name == f"wb-clients-{os.getpid()}"
-    assert childcpu.preexec_join() is not None
+    assert childcpu._group is None  # a reading makes no group: only a child that joins one does
     out = tmp_path / "busy"
     _left_unreaped(out)
-    used_s = _wait_for(out)
-    _group_empties(group.path)
+    group = childcpu._group
+    assert group is not None and group.path == _group_dir()
+    # the shell is gone, the grandchild may still run: the closing reading waits for it to end (bounded)
+    assert childcpu.wait_emptied(WAIT_S)
+    used_s = float(out.read_text())
+    assert "populated 0" in (group.path / "cgroup.events").read_text().splitlines()
     counted_s = runner._cpu_now()[1] - before_s
     # the group holds the grandchild's CPU (its whole clock) and the shell's; getrusage saw the shell only
     assert used_s >= BUSY_S
@@ -90,40 +99,98 @@ def test_an_unreaped_grandchilds_cpu_is_counted_through_the_group(fresh_state: N
     assert not group.path.exists()  # removed at exit, and here
 
 
+@needs_root
+def test_the_group_is_made_for_the_first_counted_child_and_its_probe_is_no_copys(
+    fresh_state: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # a probe that burns a figure no reading may show (the real one, `true`, burns about a millisecond)
+    out = tmp_path / "probe"
+    monkeypatch.setattr(
+        childcpu, "PROBE_ARGV", (sys.executable, "-S", "-c", GRANDCHILD.format(s=0.05, wall=WAIT_S), str(out))
+    )
+    before_s = childcpu.children_cpu_s()
+    assert childcpu._group is None and not _group_dir().exists()  # readings alone make none
+    assert childcpu.preexec_join() is not None  # what run_native asks for a count_tree child: made now
+    assert childcpu._group is not None and _group_dir().is_dir()
+    probe_s = float(out.read_text())
+    assert probe_s >= 0.05
+    assert childcpu.children_cpu_s() - before_s < 0.01, "the probe child's CPU was counted"
+
+
+@needs_root
+def test_after_removal_a_counted_child_makes_a_new_group(fresh_state: None, tmp_path: Path) -> None:
+    childcpu.prepare()
+    first = childcpu._group
+    assert first is not None
+    childcpu.remove()
+    assert not first.path.exists()
+    _busy(tmp_path / "busy", 0.01)
+    assert childcpu._group is not None and childcpu._group is not first and _group_dir().is_dir()
+
+
+@needs_root
+def test_a_group_that_refuses_a_child_is_dropped_and_the_child_runs_outside(
+    fresh_state: None, tmp_path: Path
+) -> None:
+    childcpu.prepare()
+    group = childcpu._group
+    assert group is not None
+    remove_group(group.path)  # gone behind the module's back: its open cgroup.procs refuses every write
+    assert not group.path.exists()
+    before_s = runner._cpu_now()[1]
+    out = tmp_path / "busy"
+    _busy(out, 0.05)
+    # started again without joining: counted by getrusage, once
+    assert childcpu._group is None and process._joined == set()
+    used_s = float(out.read_text())
+    assert used_s - 0.001 <= runner._cpu_now()[1] - before_s < used_s + 0.02
+    assert childcpu.preexec_join() is None  # dropped for good in this process
+
+
+@needs_root
+def test_a_child_that_did_not_join_is_not_taken_off(
+    fresh_state: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # another thread makes the group between run_native's asking (no group then) and the child's start
+    make = childcpu.preexec_join
+
+    def racing() -> None:
+        make()  # (the other thread's)
+
+    monkeypatch.setattr(childcpu, "preexec_join", racing)
+    before_s = childcpu.children_cpu_s()
+    out = tmp_path / "busy"
+    _busy(out, 0.05)
+    assert childcpu._group is not None and process._joined == set()  # made meanwhile, not joined
+    assert childcpu.children_cpu_s() - before_s >= float(out.read_text()) - 0.001  # counted, not taken off
+
+
 def test_without_a_group_the_reading_is_getrusages_reaped_children(
     fresh_state: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # a directory that is no cgroup: the group is made there, cannot be joined, and is taken away again
     monkeypatch.setattr(childcpu, "_parent_dir", lambda: tmp_path)
     before_s, rusage_before_s = childcpu.children_cpu_s(), _rusage_children_s()
-    assert childcpu._group is None and childcpu.preexec_join() is None
+    assert childcpu.preexec_join() is None and childcpu._group is None
     assert list(tmp_path.iterdir()) == []
     out = tmp_path / "busy"
-    script = GRANDCHILD.format(s=0.05, wall=WAIT_S)
-    done = process.run_native(
-        [sys.executable, "-S", "-c", script, str(out)],
-        progress=lambda _n: None,
-        total_bytes=None,
-        timeout=WAIT_S,
-        count_tree=True,  # asked, but there is no group to join
-    )
-    assert done.returncode == 0
+    _busy(out, 0.05)  # count_tree asked, but there is no group to join
     read_s, rusage_s = childcpu.children_cpu_s() - before_s, _rusage_children_s() - rusage_before_s
     assert read_s >= float(out.read_text()) - 0.0005  # a reaped child is counted, to getrusage's microsecond
     assert read_s <= rusage_s  # what getrusage says (read a moment later), no more
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="making a cgroup needs root")
+@needs_root
 def test_a_killed_runs_group_is_removed_by_the_next(fresh_state: None) -> None:
     parent = childcpu._parent_dir()
     assert parent is not None, "no cgroup v2 here"
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid that no longer runs: the owner of a group a killed run left
     left = parent / f"{childcpu.PREFIX}{gone.pid}"
-    live = parent / f"{childcpu.PREFIX}{os.getpid()}"  # this process's: its owner runs, it stays
+    live = _group_dir()  # this process's: its owner runs, it stays
     try:
         left.mkdir()
-        childcpu.children_cpu_s()  # the first reading makes this process's group and clears the stale ones
+        childcpu.prepare()  # making this process's group clears the stale ones
         assert not left.exists()
         assert live.is_dir()
     finally:
@@ -131,21 +198,15 @@ def test_a_killed_runs_group_is_removed_by_the_next(fresh_state: None) -> None:
             left.rmdir()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="making a cgroup needs root")
+@needs_root
 def test_a_joined_child_reaped_is_counted_once_and_others_as_before(fresh_state: None, tmp_path: Path) -> None:
+    childcpu.prepare()
     before_s = runner._cpu_now()[1]
     assert childcpu._group is not None
     used_s = 0.0
     for count_tree in (True, False):  # one in the group, reaped with wait4; one outside it, reaped as always
         out = tmp_path / f"busy-{count_tree}"
-        done = process.run_native(
-            [sys.executable, "-S", "-c", GRANDCHILD.format(s=0.1, wall=WAIT_S), str(out)],
-            progress=lambda _n: None,
-            total_bytes=None,
-            timeout=WAIT_S,
-            count_tree=count_tree,
-        )
-        assert done.returncode == 0
+        _busy(out, 0.1, count_tree)
         used_s += float(out.read_text())
     counted_s = runner._cpu_now()[1] - before_s
     # each child's own clock at its last line, its exit after: each counted, neither twice

@@ -69,7 +69,7 @@ def _cpu_now() -> tuple[float, float]:
     that leave children unreaped (scp's ssh per remote file) used besides, from the cgroup v2 group run_native
     starts those in (workbench.shared.childcpu); where no group can be made, what such a tool leaves unreaped
     is not counted."""
-    children_s = childcpu.children_cpu_s()  # first: the first reading makes the group, with this process's CPU
+    children_s = childcpu.children_cpu_s()
     own = resource.getrusage(resource.RUSAGE_SELF)
     return own.ru_utime + own.ru_stime, children_s
 
@@ -141,6 +141,7 @@ class _Copier:
             own_s = self.client.timed_by_itself_s() if error is None else None
             if own_s is not None:  # what the tool timed is the sample; its progress is not seen as it goes
                 seconds, intervals = own_s, ()
+            childcpu.wait_emptied()  # what the tool left unreaped may still be ending: its CPU is this copy's
             (own_cpu1, children_cpu1), helper_cpu1 = _cpu_now(), self.client.helper_cpu_seconds()
             server_cpu1 = self.control.cpu_seconds()
             server_wait1 = self.control.cpu_waits_ns()
