@@ -163,8 +163,9 @@ def per_file_s(
     children, ssh or scp), so the side may take less wall time than it says. Where a file needs a login of its own
     (scp downloads log in once per remote file) the model errs the other way: a login is a strict turn-taking, the
     client waiting while the server computes and back, so both sides' CPU and their waits for a core add up; and
-    the client's figure lacks the CPU of children its tool does not reap (scp's ssh per remote file), so such a
-    row is slower than its ceiling and says what is missing. The ceiling is therefore checked
+    only where no cgroup v2 group can be made (workbench.shared.childcpu) does the client's figure lack the CPU of
+    children its tool does not reap (scp's ssh per remote file), so such a row is slower than its ceiling and says
+    what is missing. The ceiling is therefore checked
     against each row (`holds`): a row that beats it by more than its own noise is unexplained, not bounded. A
     prediction through it is the model's time; a copy whose parts ran in turn, or that waited for a core, takes
     longer, and one whose parts overlapped more than the model counts takes less.

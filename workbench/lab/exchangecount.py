@@ -9,8 +9,9 @@ login). The copies' durations give, the same way, the time per file and per set 
 nor bytes on the wire: the client's and the server's turnaround, which is this machine's and not the link's.
 Their CPU gives each side's CPU per file the same way (the server's read from the lab server host's cgroup,
 exact, with the per-connection processes that ended mid-copy: workbench.lab.servercpu; the client's from this
-process and its reaped children, to the microsecond, which leaves out a child's own children that it never reaps:
-the ssh that scp starts per remote file), and the time the two sets' line gives at zero files, less
+process and its reaped children, to the microsecond, and what the ssh that scp starts per remote file used,
+counted through a cgroup v2 group: only where no cgroup v2 group can be made are a child's own children that it
+never reaps left out, workbench.shared.childcpu), and the time the two sets' line gives at zero files, less
 the set's round trips, is the set's setup (`with_setups`).
 
 `predicted_s` carries them to another link through the `per-file` ceiling's model: round trips × its RTT + the
