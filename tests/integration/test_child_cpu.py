@@ -170,7 +170,8 @@ def test_without_a_group_the_reading_is_getrusages_reaped_children(
 ) -> None:
     # a directory that is no cgroup: the group is made there, cannot be joined, and is taken away again
     monkeypatch.setattr(childcpu, "_parent_dir", lambda: tmp_path)
-    before_s, rusage_before_s = childcpu.children_cpu_s(), _rusage_children_s()
+    # getrusage read first here and last below: a child something else reaps meanwhile widens its span only
+    rusage_before_s, before_s = _rusage_children_s(), childcpu.children_cpu_s()
     assert childcpu.preexec_join() is None and childcpu._group is None
     assert list(tmp_path.iterdir()) == []
     out = tmp_path / "busy"
