@@ -95,7 +95,7 @@ OPTION_EXEMPT: dict[tuple[str, str], str] = {
     ("lab", "--smb-signing"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
     ("lab", "--smb-encryption"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
     ("lab", "--smb-max-dialect"): "read as run's is; each key through lab: tests/unit/test_settings_table.py",
-    ("fleet", "--skip-iperf3"): "this fleet's raw TCP is its --iperf3; each key through fleet: test_settings_table.py",
+    ("fleet", "--skip-iperf3"): "FLEET's raw TCP is its --iperf3; a served fleet's plan: test_settings_table.py",
 }
 
 

@@ -286,3 +286,10 @@ def test_a_served_plan_skips_iperf3_only_when_asked(samples: dict[str, Any]) -> 
     # a fleet member of servers workbench started makes its plan from the same draft (core.fleet_member)
     member = resolve("fleet", asked.for_members(), typed=asked.given)
     assert draft_plan(member)(build_plan(asked).target).iperf3 is False
+
+
+@pytest.mark.parametrize("command", ["run", "fleet"])
+def test_skip_iperf3_beside_a_url_runs_iperf3_is_refused_by_run_and_fleet_alike(command: str) -> None:
+    both = capture(command, ["--iperf3", "nas.local:5201", "--skip-iperf3"])
+    with pytest.raises(UsageError, match="--skip-iperf3 and --iperf3 ask for opposite things"):
+        url_plan(both)  # run URL's and the fleet controller's plan, made before any member starts

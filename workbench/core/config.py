@@ -261,6 +261,11 @@ def shape(settings: Settings) -> Plan:
 def url_plan(settings: Settings) -> Plan:
     """The plan of a run against servers given by URL: every client unless --protocols (or the config file)
     names some, no iperf3 unless --iperf3 names one; its target is set when the URL is logged in to."""
+    if settings["skip_iperf3"] and settings.get("iperf3") is not None:  # run URL, a fleet and its members alike
+        raise UsageError(
+            f"{settings.where('skip_iperf3')} and {settings.where('iperf3')} ask for opposite things",
+            "drop one: a URL run's raw-TCP baseline is the iperf3 named by --iperf3",
+        )
     if settings.get("protocols") is None or "protocols" not in settings.given:
         settings = settings.replace(protocols="all")
     return dataclasses.replace(shape(settings), iperf3=False)

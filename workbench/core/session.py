@@ -333,11 +333,6 @@ def _urls(session: Urls, settings: Settings, screen: Screen, label: str | None, 
     iperf3 = settings["iperf3"]
     if iperf3 is not None:
         urls_mod.parse_host_port(str(iperf3))
-        if settings["skip_iperf3"]:  # a URL run's raw TCP is iperf3's own figure: skipping it is no baseline
-            raise UsageError(
-                f"{settings.where('skip_iperf3')} and {settings.where('iperf3')} ask for opposite things",
-                "drop one: a URL run's raw-TCP baseline is the iperf3 named by --iperf3",
-            )
     count = len(parsed)
     parts = [
         Part(index, count, title=url.display(), banner=f"{url.display()} ({index} of {count})" if count > 1 else None)

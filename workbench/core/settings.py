@@ -245,7 +245,8 @@ SETTINGS: tuple[Setting, ...] = (
         bool,
         False,
         "No iperf3 cross-check of the raw-TCP probe of a served host or the lab's servers (iperf3 runs whole "
-        "seconds, at least 1 s each way). A URL run's raw TCP is iperf3 itself (--iperf3): not with this.",
+        "seconds, at least 1 s each way). Refused where raw TCP is iperf3's own figure: beside --iperf3, "
+        "in a stock lab.",
         "true or false",
         "skip_iperf3 = true",
     ),
