@@ -124,6 +124,12 @@ def test_an_unexplained_signed_row_still_has_its_measured_crypto_cost_said_and_n
     assert said[0].startswith("SMB signing (AES-128-CMAC) costs the client 5 core per 100 MB/s")
     assert said[0].endswith("on the client's CPU; no ceiling explains it.") and "held" not in said[0]
     assert 3 <= len(why.verdict) <= 6
+    assert not [n for n in why.notes if n.startswith("SMB signing")]  # said once, in the verdict
+    # a verdict with no room left for it (loopback, stalls and the rest said first) leaves it to the notes
+    from workbench.core.verdict import verdict_notes
+
+    kept = verdict_notes(_run((_row(2.0, 0.1, 0.2, SIGNED),), None, slow, cap=None), why.rows, [])
+    assert said[0] in kept
 
 
 def test_an_unsigned_row_or_a_run_without_costs_has_no_crypto_ceiling() -> None:

@@ -488,12 +488,16 @@ def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False)
 
 
 def verdict_notes(run: Run, rows: Sequence[RowExplanation], said: Sequence[str]) -> list[str]:
-    """What the verdict leaves to the table's notes: the other shortfalls, the other advice, small files' cost."""
+    """What the verdict leaves to the table's notes: the other shortfalls, the other advice, small files' cost, and
+    the crypto's cost when the verdict had no room for it."""
     measured = [(row, why) for row, why in zip(run.results, rows, strict=True) if row.median_bytes_per_s]
     if not measured:
         return []
     heavy = _heavy_fixed(measured)
     notes = [*_advice(run, measured), *_shortfalls(measured, 3, set()), *(x for x in (_fixed(heavy),) if x)]
+    crypto = _crypto(run, measured)
+    if crypto:
+        notes.append(crypto)
     small = _small_files(run, measured)
     if small:
         notes.append(small)
