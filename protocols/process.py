@@ -39,6 +39,7 @@ class WatchAndInput(Watch, total=False):
 
     stdin_text: str | None
 
+
 POLL_SECONDS = 0.05
 
 
@@ -229,8 +230,13 @@ class _EndWatch:
         self._fd: int | None = None
         self._poller = select.poll()
         with contextlib.suppress(AttributeError, OSError):  # no pidfd here (or out of descriptors)
-            self._fd = os.pidfd_open(proc.pid)
-            self._poller.register(self._fd, select.POLLIN)
+            exit_fd = os.pidfd_open(proc.pid)
+            try:
+                self._poller.register(exit_fd, select.POLLIN)
+            except BaseException:  # a pidfd nothing polls would read as a child that never ends
+                os.close(exit_fd)
+                raise
+            self._fd = exit_fd
 
     def __enter__(self) -> _EndWatch:
         return self
@@ -272,12 +278,11 @@ def _reap(proc: subprocess.Popen[bytes], *, block: bool) -> bool:
     cgroup is reaped with wait4, whose CPU figure childcpu must know: getrusage now counts it too."""
     if proc.pid not in _joined or proc.returncode is not None:
         return (proc.wait() if block else proc.poll()) is not None
-    pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
-    if pid == 0:
+    status = childcpu.reap(proc.pid, block=block)
+    if status is None:
         return False
     _joined.discard(proc.pid)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    childcpu.note_reaped(usage)
     return True
 
 

@@ -122,9 +122,13 @@ class _ScpClient(Client):
         """Run scp. `count_tree` where it downloads more than one remote file: it starts an ssh per remote file and
         reaps only the last, so only there its tree is counted whole (run_native), at a dearer start; one remote
         file, or uploads (one login), leave no child unreaped."""
+        # A connection master it started would live on in the counted group after the copy (a user's ssh config
+        # may ask for ControlMaster with ControlPersist), its CPU landing on later copies: none outlives this
+        # scp, while an existing master is still used.
+        persist = ["-o", "ControlPersist=no"] if count_tree else []
         with askpass_env(self.target) as env:
             return run_native(
-                self._argv(*args),
+                self._argv(*persist, *args),
                 progress=progress,
                 total_bytes=total,
                 timeout=self.options.stall_timeout_s * 4 + min(total, MAX_BUDGET_BYTES) / MIN_RATE,

@@ -101,3 +101,34 @@ def test_a_pidfd_from_1024_up_is_watched(low_fds_taken: None) -> None:
         while not end.within(5.0):
             pass
     assert proc.returncode == 5
+
+
+class _RefusingPoll:
+    """A poller that cannot take the pidfd (as when the kernel refuses the registration)."""
+
+    def register(self, fd: int, events: int) -> None:
+        raise OSError("refused")
+
+    def poll(self, timeout_ms: float) -> list[tuple[int, int]]:
+        raise AssertionError("a pidfd that could not be registered is never polled")
+
+
+def test_a_pidfd_the_poller_refuses_is_closed_and_the_sleeping_wait_sees_the_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import select
+
+    opened: list[int] = []
+    closed_in_watch: list[int] = []
+    real_open, real_close = os.pidfd_open, os.close
+    monkeypatch.setattr(os, "pidfd_open", lambda pid, *a: opened.append(real_open(pid, *a)) or opened[-1])
+    monkeypatch.setattr(select, "poll", _RefusingPoll)
+    proc = subprocess.Popen(["sleep", "0.02"])
+    monkeypatch.setattr(os, "close", lambda fd: closed_in_watch.append(fd) or real_close(fd))
+    end = _EndWatch(proc)
+    assert len(opened) == 1 and closed_in_watch == opened  # closed at once, not left open until the watch is left
+    monkeypatch.setattr(os, "close", real_close)
+    with end:
+        while not end.within(5.0):
+            pass
+    assert proc.returncode == 0

@@ -17,8 +17,9 @@ unreaped may still run when it exits: a copy's closing reading first waits a lit
 (`wait_emptied`).
 
 The group sits under this process's own cgroup (a limit on that one still holds for the clients), is made for
-the first child that joins (or by `prepare`, where such a tool connects), never in a run that starts none, and
-a probe child that makes sure the kernel takes the move is counted in no reading. It is named after this
+the first child that joins (or by `prepare`, where such a tool connects: scp's connect, whatever it then copies),
+never in a run that uses no such tool, and a probe child that makes sure the kernel takes the move is counted in
+no reading. It is named after this
 process (`wb-clients-<pid>`), is removed at exit, and a run killed outright leaves one the next run removes
 (its owner gone). Without cgroup v2, or where the group cannot be made or joined (not root, read-only), no
 child joins and the reading is getrusage's alone; a group that refuses a child later is dropped, and that
@@ -113,9 +114,14 @@ def _make() -> _Group | None:
         return None
     # One child through the way every client joins: a kernel that refuses the move (a threaded subtree, a
     # delegation that stops short) says so here, not in the middle of a copy. Its CPU is no copy's.
-    joined, probe_s = _probe(group.procs_fd)
-    _uncounted_s += probe_s
-    usage_s = _usage_s(path)
+    try:
+        joined, probe_s = _probe(group.procs_fd)
+        _uncounted_s += probe_s
+        usage_s = _usage_s(path)
+    except BaseException:  # Ctrl-C or a signal's exit meanwhile: nothing knows of the group yet but this
+        os.close(group.procs_fd)
+        remove_group(path)
+        raise
     if not joined or usage_s is None:
         os.close(group.procs_fd)
         remove_group(path)
@@ -133,19 +139,21 @@ def _probe(procs_fd: int) -> tuple[bool, float]:
         return False, 0.0
     pidfd, ended = True, False
     try:
-        exit_fd = os.pidfd_open(proc.pid)
         try:
-            poller = select.poll()
-            poller.register(exit_fd, select.POLLIN)
-            ended = bool(poller.poll(PROBE_TIMEOUT_S * 1000))
-        finally:
-            os.close(exit_fd)
-    except (AttributeError, OSError):
-        pidfd = False
-    if not ended:
-        proc.kill()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+            exit_fd = os.pidfd_open(proc.pid)
+            try:
+                poller = select.poll()
+                poller.register(exit_fd, select.POLLIN)
+                ended = bool(poller.poll(PROBE_TIMEOUT_S * 1000))
+            finally:
+                os.close(exit_fd)
+        except (AttributeError, OSError):
+            pidfd = False
+    finally:  # ended, timed out or interrupted: the probe is reaped, never left behind
+        if not ended:
+            proc.kill()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
     return pidfd and proc.returncode == 0, usage.ru_utime + usage.ru_stime
 
 
@@ -165,12 +173,19 @@ def children_cpu_s() -> float:
         return children.ru_utime + children.ru_stime + (usage_s or 0.0) - _uncounted_s
 
 
-def note_reaped(usage: resource.struct_rusage) -> None:
-    """A joined child was reaped with wait4: `usage` (its own, and its reaped descendants') is now in getrusage's
-    figure as well as the group's."""
+def reap(pid: int, *, block: bool) -> int | None:
+    """Reap the joined child `pid` with wait4 (waiting for it if `block`); its wait status, None while it runs.
+    Its figure (its own CPU, and its reaped descendants') is in getrusage's and the group's from then on: it is
+    taken off under the lock a reading holds, so no reading sees it in both."""
     global _uncounted_s
+    if block:  # wait for its end outside the lock (readings go on meanwhile), leaving it to reap below
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
     with _lock:
+        found, status, usage = os.wait4(pid, os.WNOHANG)
+        if found == 0:
+            return None
         _uncounted_s += usage.ru_utime + usage.ru_stime
+        return status
 
 
 def preexec_join() -> functools.partial[int] | None:
