@@ -94,8 +94,10 @@ def waited_per_file(round_trips_per_file: float, files_in_flight: bool) -> float
     once. A set costs it its round trips per set and, per file, the longest of its bytes' time and each side's CPU
     (workbench.core.ceiling.per_file_s).
 
-    The rows' per-file ceilings (workbench.core.explain: the client declares more than one file in flight) and
-    the predictions from a counting (workbench.lab.exchangecount: under IN_FLIGHT_TURNS turns per file counted)
-    both charge round trips through this one rule, and the two readings agree for every counted client.
+    The per-file ceilings of counted clients' rows (workbench.core.explain: the client declares more than one
+    file in flight) and the predictions from a counting (workbench.lab.exchangecount: under IN_FLIGHT_TURNS turns
+    per file counted) both charge round trips through this one rule; tests/lab/test_exchanges.py checks that the
+    two readings agree for the clients it counts. A client never counted is charged its declared round trips per
+    file over its declared files in flight instead (explain._per_file_trips).
     """
     return 0.0 if files_in_flight else max(1.0, round_trips_per_file)

@@ -17,7 +17,7 @@ from tests.lab.test_lab_run import _lab_reason
 from workbench.core.ceiling import link_goodput_bytes_per_s
 from workbench.core.results import Run
 from workbench.core.settings import default
-from workbench.lab.exchangecount import ClientCount, count_clients, lab_run, predicted_s
+from workbench.lab.exchangecount import IN_FLIGHT_TURNS, ClientCount, count_clients, lab_run, predicted_s
 from workbench.protocols import exchanges, registry
 
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(_lab_reason() is not None, reason=f"lab: {_lab_reason()}")]
@@ -107,6 +107,11 @@ def test_every_client_declares_the_round_trips_the_wire_shows(counting: tuple[Ru
         wire = counted[(label, direction)]
         said = exchanges.declared(label, direction)
         assert said is not None, f"{label} {direction} declares no counted round trips; the wire shows {wire}"
+        # the rows' ceilings read "files in flight" from the client's declaration, the predictions from its
+        # counted turns (exchanges.waited_per_file): the two must agree
+        sets = [r for r in run.results if (r.label, r.direction) == (label, direction) and r.files > 1]
+        declared_in_flight = any((r.details.files_in_flight or 1) > 1 for r in sets)
+        assert (wire.turns_per_file < IN_FLIGHT_TURNS) == declared_in_flight, (label, direction, wire)
         # what the ceiling uses: the round trips of a whole set, files and set together
         wire_total = wire.per_file * FILES[1] + wire.per_set
         said_total = said.per_file * FILES[1] + said.per_set

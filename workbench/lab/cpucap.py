@@ -24,12 +24,11 @@ from typing import Any
 
 from workbench.lab import netns
 from workbench.shared import childcpu
-from workbench.shared.cgroupfs import cgroup_mounts, remove_group, stat, write_pid
+from workbench.shared.cgroupfs import MOUNTINFO, cgroup_mounts, remove_group, stat, write_pid
 from workbench.shared.cgroupfs import read as _read
 from workbench.shared.errors import UnavailableError, UsageError
 from workbench.shared.procs import pid_alive
 
-MOUNTINFO = Path("/proc/self/mountinfo")
 PERIOD_US = 100_000  # the kernel's default CFS period: the quota is this share of it
 MIN_QUOTA_US = 1_000  # the least quota the kernel takes
 CAP_HINT = "drop --server-cpu, or run the lab on a Linux host with the cgroup CPU controller mounted"
