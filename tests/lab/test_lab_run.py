@@ -113,6 +113,8 @@ def test_lab_run_measures_every_available_client(tmp_path: Path) -> None:
         assert probe["sender"]["bytes"] == receiver["bytes"] == probe["bytes"]
         assert 0.5 < receiver["seconds"] <= 1.5
         assert base[key] == pytest.approx(receiver["timed_bytes"] / receiver["seconds"])
+        # iperf3's cross-check of the probe ran (this lab does not skip it), over the same link
+        assert 0 < base[f"iperf3_{key}"] / expected < 1.05, base
 
     # The sweep predicts min(window / the lab's idle RTT, the link's goodput) and measures bytes/s: never over
     # the link, and at least a quarter of the prediction here (the precise ±10 % is test_lab_link's sweep).
