@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from workbench.core.ceiling import (
     UNEXPLAINED,
@@ -312,10 +312,12 @@ def _worst(measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
     )
 
 
-UNEXPLAINED_CRYPTO = "; no ceiling explains it."  # how the crypto sentence beside an unexplained row ends
+class CryptoSentence(NamedTuple):
+    text: str
+    held: bool  # the row it speaks of is held by its crypto or cpu ceiling (else no ceiling explains it)
 
 
-def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
+def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> CryptoSentence | None:
     """When a signed or encrypted SMB row is held by a host's CPU (its crypto or its cpu ceiling): what the signing
     or encryption costs that host per 100 MB/s and its share of that host's CPU per byte, so the reader sees whether
     the crypto or the host's other work is the limit (the row furthest below raw TCP among such rows).
@@ -346,9 +348,9 @@ def _crypto(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str 
     rate = f"{(row.median_bytes_per_s or 0) / 1e6:,.1f} MB/s"
     if why.bound == UNEXPLAINED:
         where = f"{row.label} {row.direction} {row.file_set} reached {rate} on {whose}"
-        return f"{costs_words}: {where}{UNEXPLAINED_CRYPTO}"
+        return CryptoSentence(f"{costs_words}: {where}; no ceiling explains it.", held=False)
     cause = f"by {whose}, not the network." if why.bound == "crypto" else f"by {whose}, but by its other work."
-    return f"{costs_words}: {row.label} {row.direction} {row.file_set} is held at {rate} {cause}"
+    return CryptoSentence(f"{costs_words}: {row.label} {row.direction} {row.file_set} is held at {rate} {cause}", True)
 
 
 def _crypto_bound(why: RowExplanation) -> str | None:
@@ -468,9 +470,8 @@ def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False)
         said.append(worst)
     crypto = _crypto(run, measured)
     # the cost of the crypto behind a row it holds is its cause; beside a row no ceiling explains, it comes last
-    late_crypto = crypto if crypto and crypto.endswith(UNEXPLAINED_CRYPTO) else None
-    if crypto and not late_crypto:
-        said.append(crypto)
+    if crypto and crypto.held:
+        said.append(crypto.text)
     advice = _advice(run, measured, short=True)
     fixable = _offload_cause(run, measured) or (advice[0] if advice else _fixable(measured, _heavy_fixed(measured)))
     if fixable:
@@ -478,8 +479,8 @@ def verdict(run: Run, rows: Sequence[RowExplanation], *, loopback: bool = False)
     stalls = _stalls(run)
     if stalls:
         said.append(stalls)
-    if late_crypto:
-        said.append(late_crypto)
+    if crypto and not crypto.held:
+        said.append(crypto.text)
     if len(said) < 3:
         small = _small_files(run, measured)
         if small:
@@ -497,7 +498,7 @@ def verdict_notes(run: Run, rows: Sequence[RowExplanation], said: Sequence[str])
     notes = [*_advice(run, measured), *_shortfalls(measured, 3, set()), *(x for x in (_fixed(heavy),) if x)]
     crypto = _crypto(run, measured)
     if crypto:
-        notes.append(crypto)
+        notes.append(crypto.text)
     small = _small_files(run, measured)
     if small:
         notes.append(small)
