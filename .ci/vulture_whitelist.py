@@ -27,11 +27,10 @@ StockSmbd
 StockSshd
 StockWebDav
 
-# Hooks a library calls: urllib's handler (protocols/control.py), paramiko's reply dispatch and security
+# Hooks a library calls: paramiko's reply dispatch and security
 # options (protocols/sftp.py), smbprotocol's receive deadline, the parameters of paramiko's keyboard-interactive
 # handler and of its private request plumbing (typed by a Protocol), and pyftpdlib's filesystem, authorizer
 # and handler settings (workbench/server/ftpd.py).
-http_open
 _async_response
 ciphers
 _receive_timeout

@@ -1,19 +1,19 @@
 """Client of `serve`'s control API: prepare files on the far host, verify uploads, read its CPU and info.
 
-Plain urllib (blocking, tiny requests); the password goes in an Authorization header, never a URL.
+Plain http.client (blocking, tiny requests, connections kept between calls); the password goes in an
+Authorization header, never a URL.
 """
 
 from __future__ import annotations
 
 import base64
-import functools
 import http.client
 import json
+import select
 import socket
-import urllib.error
+import threading
 import urllib.parse
-import urllib.request
-from typing import Any
+from typing import Any, Self
 
 from workbench.shared.errors import AuthError, NetworkError, NotFoundError, WorkbenchError, from_os_error
 from workbench.shared.jsontypes import JSONValue
@@ -32,52 +32,110 @@ SLOWEST_HASH_BYTES_PER_S = 20_000_000
 
 
 class _DeadlineConnection(http.client.HTTPConnection):
-    """An HTTP connection whose connect has its own, short deadline (urllib uses one timeout for both)."""
+    """An HTTP connection whose connect has its own, short deadline (the call's own may be far longer)."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int | None = None,
-        timeout: float | None = None,  # urllib always passes the request's
-        source_address: tuple[str, int] | None = None,
-        *,
-        connect_timeout_s: float = CONNECT_TIMEOUT_S,
-    ) -> None:
-        super().__init__(host, port, timeout, source_address)
-        self.bind_to = source_address
+    def __init__(self, host: str, port: int, connect_timeout_s: float) -> None:
+        super().__init__(host, port)
         self.connect_timeout_s = connect_timeout_s
 
     def connect(self) -> None:
         limit = self.connect_timeout_s if self.timeout is None else min(self.connect_timeout_s, self.timeout)
-        self.sock = socket.create_connection((self.host, self.port), limit, self.bind_to)
+        self.sock = socket.create_connection((self.host, self.port), limit)
         self.sock.settimeout(self.timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+    def set_call_timeout(self, timeout_s: float) -> None:
+        """This call's deadline per read (and the connect's, if it is shorter)."""
+        self.timeout = timeout_s
+        if self.sock is not None:
+            self.sock.settimeout(timeout_s)
 
-class _DeadlineHandler(urllib.request.HTTPHandler):
-    def __init__(self, connect_timeout_s: float) -> None:
-        super().__init__()
-        self.connect_timeout_s = connect_timeout_s
 
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_DeadlineConnection, connect_timeout_s=self.connect_timeout_s), req)
+def _dropped(conn: _DeadlineConnection) -> bool:
+    """An idle connection the far host has closed (its idle timeout, a restart): it is readable, with nothing to
+    read but the end. Nothing else may arrive on an idle HTTP connection."""
+    sock = conn.sock
+    if sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+# What a kept connection that the far host closed meanwhile fails with, before any answer: the call is made
+# again, once, on a new connection.
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+
+
+class _ConnectionPool:
+    """serve's connections kept open between calls, so each call after the first costs one round trip, not two
+    (a connection per call added a handshake to every call, and 40 ms apiece on a long link). Threads that call
+    at once (a set's uploads verified together) take one each; at most MAX_IDLE wait for the next call."""
+
+    MAX_IDLE = 8
+
+    def __init__(self, host: str, port: int, connect_timeout_s: float) -> None:
+        self._host = host
+        self._port = port
+        self._connect_timeout_s = connect_timeout_s
+        self._idle: list[_DeadlineConnection] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[_DeadlineConnection, bool]:
+        """A connection for one call, and whether it was used before (it may then have been closed meanwhile)."""
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return _DeadlineConnection(self._host, self._port, self._connect_timeout_s), False
+            if not _dropped(conn):
+                return conn, True
+            conn.close()
+
+    def give_back(self, conn: _DeadlineConnection) -> None:
+        with self._lock:
+            if len(self._idle) < self.MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 class Control:
+    """serve's control API at `target`. Its connections are kept open between calls: `close()` (or a `with`
+    block) closes them."""
+
     def __init__(
         self, target: Target, timeout: float = CALL_TIMEOUT_S, connect_timeout: float = CONNECT_TIMEOUT_S
     ) -> None:
         self.target = target
-        self.base = f"http://{url_host(target.host)}:{target.port('http')}/ctl/"
+        self.base = "/ctl/"  # the path every call's name is added to
         token = base64.b64encode(f"{target.credentials.user}:{target.credentials.password}".encode()).decode()
         self._auth = f"Basic {token}"
         self.timeout = min(timeout, CALL_TIMEOUT_S)
-        self._opener = urllib.request.build_opener(_DeadlineHandler(connect_timeout))
         self._where = (target.host, target.port("http"))
+        self._pool = _ConnectionPool(target.host, target.port("http"), connect_timeout)
         # each server thread's run-queue wait (ns) as of the last cpu_seconds(), by thread id; None: unread
         self.waits_ns: dict[int, int] | None = None
         # CPU seconds serve's TCP-watch sampling has used so far, as of the last cpu_seconds(); None: unread
         self.sampling_cpu_s: float | None = None
+
+    def close(self) -> None:
+        """Close the connections kept for later calls (a later call opens a new one)."""
+        self._pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _call(
         self,
@@ -88,37 +146,54 @@ class Control:
         raw: bool = False,
         timeout: float | None = None,
     ) -> Any:
-        url = self.base + name + ("?" + urllib.parse.urlencode(params) if params else "")
+        path = self.base + name + ("?" + urllib.parse.urlencode(params) if params else "")
         data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
-        request = urllib.request.Request(url, data=data, method=method)
-        request.add_header("Authorization", self._auth)
-        request.add_header("Content-Type", "application/json")
+        headers = {"Authorization": self._auth, "Content-Type": "application/json"}
         try:
-            with self._opener.open(request, timeout=timeout or self.timeout) as response:
-                data = response.read()
-                return data if raw else json.loads(data or b"null")
-        except urllib.error.HTTPError as exc:
-            text = exc.read().decode(errors="replace")[:200]
-            if exc.code == 401:
-                raise AuthError(
-                    "the server refused the credentials", "check --credentials / WORKBENCH_PASSWORD"
-                ) from exc
-            if exc.code == 404:
-                raise NotFoundError(f"not found on the server: {params}", "check the path") from exc
-            raise WorkbenchError(f"server control call {name} failed: HTTP {exc.code} {text}") from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, http.client.HTTPException):
-                raise self._not_serve(name, exc.reason) from exc
-            reason = exc.reason if isinstance(exc.reason, OSError) else OSError(str(exc.reason))
-            raise from_os_error(
-                reason, "talking to workbench serve", self.target.host, self.target.port("http")
-            ) from exc
+            status, payload = self._exchange(method, path, data, headers, timeout or self.timeout)
         except http.client.HTTPException as exc:  # before OSError: RemoteDisconnected is both
             raise self._not_serve(name, exc) from exc
         except OSError as exc:
             raise from_os_error(exc, "talking to workbench serve", self.target.host, self.target.port("http")) from exc
+        if not 200 <= status < 300:
+            if status == 401:
+                raise AuthError("the server refused the credentials", "check --credentials / WORKBENCH_PASSWORD")
+            if status == 404:
+                raise NotFoundError(f"not found on the server: {params}", "check the path")
+            text = payload.decode(errors="replace")[:200]
+            raise WorkbenchError(f"server control call {name} failed: HTTP {status} {text}")
+        if raw:
+            return payload
+        try:
+            return json.loads(payload or b"null")
         except ValueError as exc:
             raise NetworkError("the server's control API answered garbage", "is it workbench serve?") from exc
+
+    def _exchange(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str], timeout_s: float
+    ) -> tuple[int, bytes]:
+        """One request and its whole answer: (status, body). A kept connection the far host closed meanwhile
+        is replaced once; a connection is kept for the next call only after a whole answer that leaves it open."""
+        while True:
+            conn, reused = self._pool.take()
+            try:
+                conn.set_call_timeout(timeout_s)
+                conn.request(method, path, body=data, headers=headers)
+                response = conn.getresponse()
+                payload = response.read()
+            except _STALE:
+                conn.close()
+                if reused:
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if response.will_close:
+                conn.close()
+            else:
+                self._pool.give_back(conn)
+            return response.status, payload
 
     def _not_serve(self, name: str, exc: http.client.HTTPException) -> NetworkError:
         """Something listens on the HTTP port but did not answer HTTP as serve does (BadStatusLine and kin)."""

@@ -115,7 +115,8 @@ class _CurlClient(Client):
 
     def connect(self) -> None:
         """curl opens a connection per invocation; check reachability and credentials once up front."""
-        Control(self.target, timeout=self.options.stall_timeout_s).info()
+        with Control(self.target, timeout=self.options.stall_timeout_s) as control:
+            control.info()
 
     def download(self, remote: str, local: Path, progress: Progress) -> None:
         self._run([FileCopy(local, remote, 0)], upload=False, progress=progress)
@@ -244,7 +245,8 @@ class CurlHttpClient(_CurlClient):
 
     def mkdir(self, remote_dir: str) -> None:
         if not self.target.stock:
-            Control(self.target, timeout=self.options.stall_timeout_s).mkdir(remote_dir)
+            with Control(self.target, timeout=self.options.stall_timeout_s) as control:
+                control.mkdir(remote_dir)
             return
         dav = _webdav()
         parents = dav.webdav_parents(remote_dir)

@@ -126,7 +126,8 @@ def test_the_rsync_daemon_writes_beneath_a_directory_serve_made(tmp_path: Path) 
     try:
         creds = creds_mod.read(state / "credentials.json")
         target = Target("127.0.0.1", creds, ports={**DEFAULT_PORTS, **ports}, remote_root=str(root))
-        Control(target).mkdir("incoming/run-1-abc")
+        with Control(target) as control:
+            control.mkdir("incoming/run-1-abc")
         write_random(tmp_path / "up.bin", 5000)
         with RsyncDaemonClient(target) as client:
             client.mkdir("incoming/run-1-abc/rsync-daemon-5K")

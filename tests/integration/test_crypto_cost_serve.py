@@ -8,7 +8,8 @@ from workbench.shared.cryptocost import ALGORITHMS, CryptoCosts
 
 
 def test_serve_answers_its_own_costs_per_byte(served: ServeRunner) -> None:
-    answer = Control(served.target()).crypto_costs()
+    with Control(served.target()) as control:
+        answer = control.crypto_costs()
     costs = CryptoCosts.from_json(answer)
     assert costs is not None, answer
     assert sorted(costs.cpu_s_per_byte) == sorted(ALGORITHMS)
@@ -16,6 +17,6 @@ def test_serve_answers_its_own_costs_per_byte(served: ServeRunner) -> None:
 
 
 def test_a_far_host_without_the_call_is_not_known(served: ServeRunner) -> None:
-    control = Control(served.target())
-    control.base = control.base.replace("/ctl/", "/nothing-here/")  # as an older serve answers: 404
-    assert control.crypto_costs() is None
+    with Control(served.target()) as control:
+        control.base = control.base.replace("/ctl/", "/nothing-here/")  # as an older serve answers: 404
+        assert control.crypto_costs() is None

@@ -201,3 +201,4 @@ def test_the_next_run_removes_the_uploads_of_a_killed_run_and_spares_a_live_one(
     assert (incoming / f"run-{ids['live']}-live0123" / "http-aiohttp-1M").is_dir()
     assert metas[ids["killed"]].get("upload_removed") is True and "upload_removed" not in metas[ids["live"]]
     control.delete(f"incoming/run-{ids['live']}-live0123")
+    control.close()

@@ -44,8 +44,8 @@ def _rate(result: iperf.IperfResult | None) -> float | None:
 def iperf3_auth(target: Target) -> Iterator[iperf.IperfAuth | None]:
     """Credentials for the far host's authenticated iperf3: its public key, fetched over the control API."""
     key = None
-    with contextlib.suppress(WorkbenchError):
-        key = Control(target, timeout=10).iperf3_key()
+    with contextlib.suppress(WorkbenchError), Control(target, timeout=10) as control:
+        key = control.iperf3_key()
     if key is None:
         yield None
         return

@@ -187,4 +187,6 @@ class ServedFarHost(Control, WorkbenchSide):
         return measure_baseline(plan, CopyWatcher(self, plan.target.host))
 
     def finish(self) -> None:
-        """Nothing: serve removes nothing it was not told to (the runner deletes its upload directory)."""
+        """Close the control connections kept open; serve removes nothing it was not told to (the runner deletes
+        its upload directory)."""
+        self.close()
