@@ -239,6 +239,20 @@ def test_profiles_compress_as_documented(tmp_path: Path) -> None:
         assert low <= ratio <= high, (profile, ratio)
 
 
+def test_text_files_are_the_same_bytes_for_a_seed_and_name() -> None:
+    """Both hosts make the same files from the seed: the text profile's bytes are pinned (its word pool is made
+    once per seed and shared by every file, which must not change a byte)."""
+    import hashlib
+
+    from workbench.fixtures import profiles
+
+    digest = hashlib.sha256()
+    for name in ("a", "b"):
+        for piece in profiles.chunks("text", 300_000, 7, name):
+            digest.update(piece)
+    assert digest.hexdigest() == "d343032c6db5883ef40e66758d23fa4306fc16a6443cee702f0266199ed88dcc"
+
+
 def test_large_files_hash_as_written(tmp_path: Path) -> None:
     """Files larger than the writer's buffer ring (the bytes on disk are the bytes hashed)."""
     size = 10 * generate.CHUNK + 12345
