@@ -217,3 +217,16 @@ def test_the_explanation_reads_the_run_as_recorded_and_a_failing_one_still_recor
         )
     assert recorder.finished is not None and recorder.finished.explanation is None
     assert [r.verified for r in recorder.finished.results] == [True]  # the measured row is kept
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"), [(0.5, "(0.5 s each way)"), (1.0, "(1 s each way)"), (10.0, "(10 s each way)")]
+)
+def test_the_baseline_status_says_the_probe_duration_as_set(tmp_path: Path, seconds: float, said: str) -> None:
+    import dataclasses
+
+    from workbench.core.farhost import ServedFarHost
+
+    plan = dataclasses.replace(plan_of(tmp_path, ()), tcp_duration=seconds)
+    with ServedFarHost(plan.target) as far:  # no call is made: the status is the plan's
+        assert said in far.describe_baseline(plan)

@@ -153,7 +153,7 @@ class WorkbenchSide:
         return None  # Control asks serve; a far host without that call cannot say
 
     def describe_baseline(self, plan: Plan) -> str:
-        return f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:.0f} s each way)…"
+        return f"measuring the raw TCP limit to {plan.target.host} ({plan.tcp_duration:g} s each way)…"
 
     def finish_record(self, problem: WorkbenchError | None) -> dict[str, Any]:
         return {}  # serve keeps no scratch directory: the runner deleted the upload directory itself

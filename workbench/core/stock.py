@@ -377,7 +377,7 @@ class StockFarHost:
             return f"measuring the RTT to {self._where()} by TCP connects…"
         host, port = self._iperf_endpoint()
         return (
-            f"measuring the raw TCP limit with iperf3 at {url_host(host)}:{port} ({plan.tcp_duration:.0f} s each way)…"
+            f"measuring the raw TCP limit with iperf3 at {url_host(host)}:{port} ({plan.tcp_duration:g} s each way)…"
         )
 
     def _where(self) -> str:
