@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.core.ceiling import link_goodput_bytes_per_s
+from workbench.core.ceiling import link_goodput_bytes_per_s, sender_paces_bursts
 from workbench.core.results import Run
 from workbench.lab.exchangecount import (
     ClientCount,
@@ -68,8 +68,9 @@ def predictions(run: Run, counts: list[ClientCount]) -> list[Prediction]:
         if not path:
             continue
         file_bytes = row.bytes // row.files
-        quiet = predicted_s(count, row.files, file_bytes, rtt_s, path)
-        loaded = predicted_s(count, row.files, file_bytes, rtt_s, path, waits_of(row))
+        paced = sender_paces_bursts(run.link)
+        quiet = predicted_s(count, row.files, file_bytes, rtt_s, path, paced=paced)
+        loaded = predicted_s(count, row.files, file_bytes, rtt_s, path, waits_of(row), paced)
         median = statistics.median(times)
         found.append(
             (

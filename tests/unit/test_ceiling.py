@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -442,3 +443,47 @@ def test_a_start_up_that_dwarfs_the_streaming_does_not_make_the_window_the_limit
     close = [with_fixed_cost(b, 0.419, 2 << 20) for b in (link, Bound("window", 64e6, "window 64 KiB / 1 ms"))]
     tied = binding_bound(close)
     assert tied is not None and tied.label == "window"
+
+
+def test_a_bbr_sender_paces_each_burst_in_about_half_a_round_trip() -> None:
+    """A burst per round trip keeps BBR in start-up: it paces each at 2/ln 2 times what a round delivered, whose
+    fixed point is RTT / (g - 1) whatever the burst's size."""
+    from workbench.core.ceiling import paced_burst_s
+
+    assert paced_burst_s(0.04) == pytest.approx(0.04 / (2 / math.log(2) - 1))
+    assert 0.52 < paced_burst_s(1.0) < 0.54
+
+
+def test_the_per_file_ceiling_charges_a_paced_burst_where_it_is_longer_than_the_bytes() -> None:
+    from workbench.core.ceiling import paced_burst_s
+
+    rtt_s, path = 0.04, 12.5e6  # wan: 64 KiB take 5.2 ms on the path, 21 ms paced
+    paced = per_file_bound(10 * 65536, 10, 2, rtt_s, path, paced_s=paced_burst_s(rtt_s))
+    plain = per_file_bound(10 * 65536, 10, 2, rtt_s, path)
+    assert 10 * 65536 / paced.bytes_per_s == pytest.approx(10 * (2 * rtt_s + paced_burst_s(rtt_s)))
+    assert 10 * 65536 / plain.bytes_per_s == pytest.approx(10 * (2 * rtt_s + 65536 / path))
+    assert "paced by BBR" in paced.explanation and "paced" not in plain.explanation
+    # files in flight, or no round trip per file: no burst waits for a turn, nothing paced is charged
+    in_flight = per_file_bound(10 * 65536, 10, 2, rtt_s, path, files_in_flight=4, paced_s=paced_burst_s(rtt_s))
+    assert in_flight.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 2, rtt_s, path, 4).bytes_per_s)
+    streamed = per_file_bound(10 * 65536, 10, 0, rtt_s, path, paced_s=paced_burst_s(rtt_s))
+    assert streamed.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 0, rtt_s, path).bytes_per_s)
+    # a short round trip: the bytes on the path take longer than the paced burst, and they are charged
+    gige = per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6, paced_s=paced_burst_s(0.0002))
+    assert gige.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6).bytes_per_s)
+
+
+@pytest.mark.parametrize(
+    ("link", "paces"),
+    [
+        ({"cc": "bbr"}, True),
+        ({"cc": "cubic (per-route congctl on the lab link)"}, False),
+        ({"cc": None}, False),
+        (None, False),
+        ({"cc": 5}, False),
+    ],
+)
+def test_only_a_lab_link_whose_hosts_run_bbr_paces_bursts(link: dict | None, paces: bool) -> None:
+    from workbench.core.ceiling import sender_paces_bursts
+
+    assert sender_paces_bursts(link) is paces

@@ -36,7 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.core.ceiling import link_goodput_bytes_per_s, per_file_bound, per_file_s, with_fixed_cost
+from workbench.core.ceiling import (
+    link_goodput_bytes_per_s,
+    paced_burst_s,
+    per_file_bound,
+    per_file_s,
+    with_fixed_cost,
+)
 from workbench.core.results import Result, Run
 from workbench.lab.lifecycle import CLIENT_ADDR, CLIENT_DEV
 from workbench.lab.wirecount import Capture, Packet, control_connections, count_round_trips, within
@@ -284,6 +290,7 @@ def predicted_s(
     rtt_s: float,
     path_bytes_per_s: float,
     waits: Waits | None = None,
+    paced: bool = False,
 ) -> float:
     """The seconds a set of `files` files of `file_bytes` takes on a link of `rtt_s` and `path_bytes_per_s`:
     the counted round trips at its RTT (none per file for a client that keeps files in flight: waited_round_trips),
@@ -291,7 +298,8 @@ def predicted_s(
     without CPU figures, its turnaround as counted instead (added to all its counted round trips, since the
     turnaround was read as what they leave).
     `waits`: what the predicted copies measured waiting for a core, added for the "with waits" figure (the rows'
-    own ceilings leave waits out).
+    own ceilings leave waits out). `paced`: the link's senders pace each burst (BBR: ceiling.sender_paces_bursts),
+    so a file's bytes after a turn take at least ceiling.paced_burst_s at this RTT.
 
     With CPU figures, through the model of the per-file ceiling users see: the same `per_file_bound`, the same
     rule for round trips per file (exchanges.waited_per_file) and the set's setup as a fixed cost per copy, which
@@ -313,10 +321,13 @@ def predicted_s(
             client_per_file_s=count.client_cpu_per_file_s or None,
             set_round_trips=count.per_set,
             waited_per_file_s=_waited_per_file_s(count, files, file_bytes, path_bytes_per_s, waits) if waits else None,
+            paced_s=paced_burst_s(rtt_s) if paced else None,
         )
         return set_bytes / with_fixed_cost(bound, count.setup_s, set_bytes).bytes_per_s
     # the turnaround is, by its reading, the time left beyond the round trips and the bytes: it adds to them
     wire_s = file_bytes / path_bytes_per_s if path_bytes_per_s > 0 else 0.0  # no path rate: no bytes' time known
+    if paced and waited_round_trips(count) >= 1:
+        wire_s = max(wire_s, paced_burst_s(rtt_s))
     file_time_s = count.per_file * rtt_s + wire_s + max(0.0, count.turnaround_per_file_s)
     return count.per_set * rtt_s + files * file_time_s + max(0.0, count.turnaround_per_set_s)
 
