@@ -29,6 +29,7 @@ FILES = (2, 5)
 SET_SLACK_SHARE = 0.2
 SET_SLACK_TRIPS = 2.0
 PREDICTS = 0.25
+WAN_HELD_SHARE = 0.8  # of the clients' predictions on wan, the share within PREDICTS
 # Without a warm-up the first copy of a row by a client that keeps its session (aiohttp, paramiko, pysmb, afp/python)
 # took one to two round trips more: on wifi-ac that moved round trips from per file to per set, on wan it made those
 # sets 15-40 % slower than their counts predict. On gige those round trips are a fraction of a millisecond against
@@ -160,3 +161,8 @@ def test_counts_from_wifi_ac_predict_another_links_small_files(
     assert not below, below  # a set faster than its counted waits: the count is too high
     if link == "wan":
         assert abs(statistics.median(ratios) - 1) <= PREDICTS, sorted(ratios)
+        # and client by client, four in five within 25 %: 21 of these 22 were, and 28 of 30 with the clients
+        # this lab leaves out (bench/bench_per_file_predictions.py); the misses there are smbprotocol's per-set
+        # count, which holds its pace, and sshfs's uploads
+        held = [r for r in ratios if abs(r - 1) <= PREDICTS]
+        assert len(held) >= WAN_HELD_SHARE * len(ratios), sorted(ratios)
