@@ -57,15 +57,17 @@ def _dropped(conn: _DeadlineConnection) -> bool:
     sock = conn.sock
     if sock is None:
         return True
+    poller = select.poll()  # not select(): it refuses descriptors above 1023
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
     except (OSError, ValueError):
         return True
-    return bool(readable)
 
 
-# What a kept connection that the far host closed meanwhile fails with, before any answer: the call is made
-# again, once, on a new connection.
+# What a kept connection that the far host closed meanwhile fails with, before any answer. The call is made again,
+# once, on a new connection where that cannot do it twice: the request was not all sent, or it only reads (GET).
+# A POST that was sent may have been done (files made, a watch started): its failure is the call's.
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
@@ -83,13 +85,16 @@ class _ConnectionPool:
         self._idle: list[_DeadlineConnection] = []
         self._lock = threading.Lock()
 
+    def new(self) -> _DeadlineConnection:
+        return _DeadlineConnection(self._host, self._port, self._connect_timeout_s)
+
     def take(self) -> tuple[_DeadlineConnection, bool]:
         """A connection for one call, and whether it was used before (it may then have been closed meanwhile)."""
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                return _DeadlineConnection(self._host, self._port, self._connect_timeout_s), False
+                return self.new(), False
             if not _dropped(conn):
                 return conn, True
             conn.close()
@@ -173,17 +178,21 @@ class Control:
         self, method: str, path: str, data: bytes | None, headers: dict[str, str], timeout_s: float
     ) -> tuple[int, bytes]:
         """One request and its whole answer: (status, body). A kept connection the far host closed meanwhile
-        is replaced once; a connection is kept for the next call only after a whole answer that leaves it open."""
+        is replaced once (_STALE says when); a connection is kept for the next call only after a whole answer
+        that leaves it open."""
+        conn, reused = self._pool.take()
         while True:
-            conn, reused = self._pool.take()
+            sent = False
             try:
                 conn.set_call_timeout(timeout_s)
                 conn.request(method, path, body=data, headers=headers)
+                sent = True
                 response = conn.getresponse()
                 payload = response.read()
             except _STALE:
                 conn.close()
-                if reused:
+                if reused and (not sent or method == "GET"):
+                    conn, reused = self._pool.new(), False
                     continue
                 raise
             except BaseException:
