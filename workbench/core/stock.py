@@ -376,9 +376,8 @@ class StockFarHost:
         if self._iperf_at is None:
             return f"measuring the RTT to {self._where()} by TCP connects…"
         host, port = self._iperf_endpoint()
-        return (
-            f"measuring the raw TCP limit with iperf3 at {url_host(host)}:{port} ({plan.tcp_duration:g} s each way)…"
-        )
+        seconds = max(1, round(plan.tcp_duration))  # iperf3 runs whole seconds, at least one (probe.iperf)
+        return f"measuring the raw TCP limit with iperf3 at {url_host(host)}:{port} ({seconds} s each way)…"
 
     def _where(self) -> str:
         return f"{url_host(self.plan.target.host)}:{self.service_port}"
