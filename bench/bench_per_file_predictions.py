@@ -68,7 +68,7 @@ def predictions(run: Run, counts: list[ClientCount]) -> list[Prediction]:
         if not path:
             continue
         file_bytes = row.bytes // row.files
-        paced = sender_paces_bursts(run.link)
+        paced = sender_paces_bursts(run.link, row.direction)
         quiet = predicted_s(count, row.files, file_bytes, rtt_s, path, paced=paced)
         loaded = predicted_s(count, row.files, file_bytes, rtt_s, path, waits_of(row), paced)
         median = statistics.median(times)

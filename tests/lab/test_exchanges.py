@@ -154,7 +154,7 @@ def test_counts_from_wifi_ac_predict_another_links_small_files(
         overlaps = (row.details.files_in_flight or 1) > 1  # more of its files overlap on a longer link
         if measured < 0.9 * waits_s and not overlaps:
             below.append((row.label, row.direction, round(waits_s, 3), round(measured, 3)))
-        paced = sender_paces_bursts(run.link)  # the link's hosts run BBR: each file's burst is paced
+        paced = sender_paces_bursts(run.link, row.direction)  # a BBR sender paces each file's burst
         ratios.append(predicted_s(count, row.files, row.bytes // row.files, rtt_s, path, paced=paced) / measured)
         print(f"{link} {row.label} {row.direction}: predicted/measured {ratios[-1]:.2f}")
     assert len(ratios) >= len(by_client) // 2

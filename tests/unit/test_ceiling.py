@@ -447,43 +447,60 @@ def test_a_start_up_that_dwarfs_the_streaming_does_not_make_the_window_the_limit
 
 def test_a_bbr_sender_paces_each_burst_in_about_half_a_round_trip() -> None:
     """A burst per round trip keeps BBR in start-up: it paces each at 2/ln 2 times what a round delivered, whose
-    fixed point is RTT / (g - 1) whatever the burst's size."""
+    fixed point is RTT / (g - 1) whatever the burst's size, but never slower than start-up's first rate."""
     from workbench.core.ceiling import paced_burst_s
 
-    assert paced_burst_s(0.04) == pytest.approx(0.04 / (2 / math.log(2) - 1))
-    assert 0.52 < paced_burst_s(1.0) < 0.54
+    gain = 2 / math.log(2)
+    assert paced_burst_s(0.04, 65536) == pytest.approx(0.04 / (gain - 1))
+    assert 0.52 < paced_burst_s(1.0, 1 << 20) < 0.54
+    # 16 KiB: at most 16384 bytes at g x 10 segments per RTT, under the fixed point
+    assert paced_burst_s(0.04, 16384) == pytest.approx(16384 * 0.04 / (gain * 10 * 1448))
+    assert paced_burst_s(0.04, 16384) < paced_burst_s(0.04, 65536)
 
 
-def test_the_per_file_ceiling_charges_a_paced_burst_where_it_is_longer_than_the_bytes() -> None:
+def test_a_prediction_charges_a_paced_burst_where_it_is_longer_than_the_bytes() -> None:
     from workbench.core.ceiling import paced_burst_s
 
     rtt_s, path = 0.04, 12.5e6  # wan: 64 KiB take 5.2 ms on the path, 21 ms paced
-    paced = per_file_bound(10 * 65536, 10, 2, rtt_s, path, paced_s=paced_burst_s(rtt_s))
+    paced_s = paced_burst_s(rtt_s, 65536)
+    paced = per_file_bound(10 * 65536, 10, 2, rtt_s, path, paced_s=paced_s)
     plain = per_file_bound(10 * 65536, 10, 2, rtt_s, path)
-    assert 10 * 65536 / paced.bytes_per_s == pytest.approx(10 * (2 * rtt_s + paced_burst_s(rtt_s)))
+    assert 10 * 65536 / paced.bytes_per_s == pytest.approx(10 * (2 * rtt_s + paced_s))
     assert 10 * 65536 / plain.bytes_per_s == pytest.approx(10 * (2 * rtt_s + 65536 / path))
     assert "paced by BBR" in paced.explanation and "paced" not in plain.explanation
     # files in flight, or no round trip per file: no burst waits for a turn, nothing paced is charged
-    in_flight = per_file_bound(10 * 65536, 10, 2, rtt_s, path, files_in_flight=4, paced_s=paced_burst_s(rtt_s))
+    in_flight = per_file_bound(10 * 65536, 10, 2, rtt_s, path, files_in_flight=4, paced_s=paced_s)
     assert in_flight.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 2, rtt_s, path, 4).bytes_per_s)
-    streamed = per_file_bound(10 * 65536, 10, 0, rtt_s, path, paced_s=paced_burst_s(rtt_s))
+    streamed = per_file_bound(10 * 65536, 10, 0, rtt_s, path, paced_s=paced_s)
     assert streamed.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 0, rtt_s, path).bytes_per_s)
     # a short round trip: the bytes on the path take longer than the paced burst, and they are charged
-    gige = per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6, paced_s=paced_burst_s(0.0002))
+    gige = per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6, paced_s=paced_burst_s(0.0002, 65536))
     assert gige.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6).bytes_per_s)
 
 
 @pytest.mark.parametrize(
-    ("link", "paces"),
+    ("link", "direction", "paces"),
     [
-        ({"cc": "bbr"}, True),
-        ({"cc": "cubic (per-route congctl on the lab link)"}, False),
-        ({"cc": None}, False),
-        (None, False),
-        ({"cc": 5}, False),
+        ({"cc": "bbr"}, "upload", True),
+        ({"cc": "bbr"}, "download", True),
+        ({"cc": "bbr", "cc_server": "cubic"}, "download", False),  # a download's sender is the server
+        ({"cc": "cubic", "cc_server": "bbr"}, "upload", False),
+        ({"cc": "cubic (per-route congctl on the lab link)"}, "upload", False),
+        ({"cc": None}, "upload", False),
+        (None, "download", False),
+        ({"cc": 5}, "upload", False),
     ],
 )
-def test_only_a_lab_link_whose_hosts_run_bbr_paces_bursts(link: dict | None, paces: bool) -> None:
+def test_only_a_sender_running_bbr_paces_bursts(link: dict | None, direction: str, paces: bool) -> None:
     from workbench.core.ceiling import sender_paces_bursts
 
-    assert sender_paces_bursts(link) is paces
+    assert sender_paces_bursts(link, direction) is paces
+
+
+def test_a_rows_own_ceiling_charges_no_paced_burst_even_on_a_bbr_lab() -> None:
+    """The rows' ceilings leave the paced burst out: a client whose bytes go out during a turn beats it."""
+    row = _set_row("http/aiohttp", "upload", [50 * 0.0452] * 3, server_cpu_s=0.05, client_cpu_s=0.05)
+    link = {"cc": "bbr", "rtt_ms": 40.0, "expected_goodput_bytes_per_s": 12.5e6}
+    base = Baseline(up_bytes_per_s=12.5e6, down_bytes_per_s=12.5e6, rtt_ms=40.0)
+    [explained] = explain(Run(id=1, meta={}, baseline=base, results=(row,), link=link), "10.77.0.2").rows
+    assert explained.bound == "per-file" and "paced" not in (explained.bound_explanation or ""), explained

@@ -29,10 +29,8 @@ from workbench.core.ceiling import (
     holds,
     link_goodput_bytes_per_s,
     noise_share,
-    paced_burst_s,
     path_rate,
     per_file_bound,
-    sender_paces_bursts,
     with_fixed_cost,
 )
 from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run
@@ -107,11 +105,7 @@ def _per_file_trips(row: Result) -> tuple[float, float, int] | None:
 
 
 def _per_file_ceiling(
-    row: Result,
-    rtt_s: float | None,
-    path_bytes_per_s: float | None,
-    cost: fixedcost.FixedCost | None,
-    paced: bool = False,
+    row: Result, rtt_s: float | None, path_bytes_per_s: float | None, cost: fixedcost.FixedCost | None
 ) -> Bound | None:
     """The per-file ceiling of a small-file set, one rule for every client and every row: exchanges × RTT, then
     the longest of the file's bytes at the path's rate, the server's CPU per file and the client's, taken to
@@ -125,8 +119,7 @@ def _per_file_ceiling(
     is not charged: measured per thread, the client's and the server's waits
     overlap each other, the other side's work and the wire (charged, they put the ceiling under copies on every
     link); a row that misses its ceiling says how long each side waited. A row with a fixed cost pays its set's
-    login in that cost, so the set's own exchanges are not charged twice. `paced`: the sender's congestion control
-    paces each burst (BBR on the lab's hosts), so a file's bytes after a turn take at least ceiling.paced_burst_s.
+    login in that cost, so the set's own exchanges are not charged twice.
     """
     trips = _per_file_trips(row)
     if trips is None or not rtt_s:
@@ -148,7 +141,6 @@ def _per_file_ceiling(
         server_s,
         client_cpu or None,
         set_trips,
-        paced_s=paced_burst_s(rtt_s) if paced else None,
     )
     return with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound
 
@@ -353,10 +345,9 @@ def explain(run: Run, host: str) -> Explanation:
     cap = cryptocost.server_cpu_cap_cores(run.link)
     crypto = _CryptoCosts(cryptocost.from_run(run.meta, "client"), cryptocost.from_run(run.meta, "server"), cap)
     rows: list[RowExplanation] = []
-    paced = sender_paces_bursts(run.link)
     for index, row in enumerate(run.results):
         link_bytes_per_s = link_goodput_bytes_per_s(run.link, row.direction)
-        rows.append(_explain_row(row, run.baseline, link_bytes_per_s, rtt_s, costs.get(index), crypto, paced))
+        rows.append(_explain_row(row, run.baseline, link_bytes_per_s, rtt_s, costs.get(index), crypto))
     notes: list[str] = []
     cpu_rows = sum(why.bound == "cpu" for why in rows)
     loopback = _is_loopback(host)
@@ -405,7 +396,6 @@ def _explain_row(
     rtt_s: float | None,
     cost: fixedcost.FixedCost | None,
     crypto: _CryptoCosts | None = None,
-    paced: bool = False,
 ) -> RowExplanation:
     median = row.median_bytes_per_s
     if not median:
@@ -436,7 +426,7 @@ def _explain_row(
     if cost is not None:
         found = [with_fixed_cost(b, cost.fixed_s, row.bytes) for b in found]
     noise = noise_share([s.bytes_per_s for s in row.good_samples if s.seconds > 0], median)
-    per_file = _per_file_ceiling(row, rtt_s, path_bytes_per_s, cost, paced)
+    per_file = _per_file_ceiling(row, rtt_s, path_bytes_per_s, cost)
     if per_file is not None:
         found.append(per_file)
     beaten = [b for b in found if not holds(b, median, noise)]

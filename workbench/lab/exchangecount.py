@@ -298,8 +298,10 @@ def predicted_s(
     without CPU figures, its turnaround as counted instead (added to all its counted round trips, since the
     turnaround was read as what they leave).
     `waits`: what the predicted copies measured waiting for a core, added for the "with waits" figure (the rows'
-    own ceilings leave waits out). `paced`: the link's senders pace each burst (BBR: ceiling.sender_paces_bursts),
-    so a file's bytes after a turn take at least ceiling.paced_burst_s at this RTT.
+    own ceilings leave waits out). `paced`: the link's sender paces each burst (BBR: ceiling.sender_paces_bursts), so
+    a file's bytes after a turn take ceiling.paced_burst_s at this RTT where that is longer than the path's time;
+    the rows' ceilings leave it out (ceiling.per_file_bound says why). A count without CPU figures gets none: its
+    turnaround already holds the counting link's pacing.
 
     With CPU figures, through the model of the per-file ceiling users see: the same `per_file_bound`, the same
     rule for round trips per file (exchanges.waited_per_file) and the set's setup as a fixed cost per copy, which
@@ -321,13 +323,11 @@ def predicted_s(
             client_per_file_s=count.client_cpu_per_file_s or None,
             set_round_trips=count.per_set,
             waited_per_file_s=_waited_per_file_s(count, files, file_bytes, path_bytes_per_s, waits) if waits else None,
-            paced_s=paced_burst_s(rtt_s) if paced else None,
+            paced_s=paced_burst_s(rtt_s, file_bytes) if paced else None,
         )
         return set_bytes / with_fixed_cost(bound, count.setup_s, set_bytes).bytes_per_s
     # the turnaround is, by its reading, the time left beyond the round trips and the bytes: it adds to them
     wire_s = file_bytes / path_bytes_per_s if path_bytes_per_s > 0 else 0.0  # no path rate: no bytes' time known
-    if paced and waited_round_trips(count) >= 1:
-        wire_s = max(wire_s, paced_burst_s(rtt_s))
     file_time_s = count.per_file * rtt_s + wire_s + max(0.0, count.turnaround_per_file_s)
     return count.per_set * rtt_s + files * file_time_s + max(0.0, count.turnaround_per_set_s)
 
