@@ -301,7 +301,8 @@ def predicted_s(
     own ceilings leave waits out). `paced`: the link's sender paces each burst (BBR: ceiling.sender_paces_bursts), so
     a file's bytes after a turn take ceiling.paced_burst_s at this RTT where that is longer than the path's time;
     the rows' ceilings leave it out (ceiling.per_file_bound says why). A count without CPU figures gets none: its
-    turnaround already holds the counting link's pacing.
+    turnaround holds the counting link's pacing, at that link's RTT, so on a longer link such a prediction is short
+    by up to the difference (about 16 ms a file from wifi-ac to wan).
 
     With CPU figures, through the model of the per-file ceiling users see: the same `per_file_bound`, the same
     rule for round trips per file (exchanges.waited_per_file) and the set's setup as a fixed cost per copy, which
