@@ -484,6 +484,7 @@ def test_a_prediction_charges_a_paced_burst_where_it_is_longer_than_the_bytes() 
         ({"cc": "bbr"}, "upload", True),
         ({"cc": "bbr"}, "download", True),
         ({"cc": "bbr", "cc_server": "cubic"}, "download", False),  # a download's sender is the server
+        ({"cc": "bbr", "cc_server": None}, "download", True),  # the server's not recorded: the lab sets both alike
         ({"cc": "cubic", "cc_server": "bbr"}, "upload", False),
         ({"cc": "cubic (per-route congctl on the lab link)"}, "upload", False),
         ({"cc": None}, "upload", False),

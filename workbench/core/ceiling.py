@@ -133,7 +133,7 @@ def sender_paces_bursts(link: Mapping[str, Any] | None, direction: str) -> bool:
     """Whether the sender of `direction` on this lab link runs BBR (the client uploads, the server downloads);
     False where the run does not say (a run outside the lab records no host's congestion control)."""
     link = link or {}
-    cc = link.get("cc_server", link.get("cc")) if direction == "download" else link.get("cc")
+    cc = (link.get("cc_server") or link.get("cc")) if direction == "download" else link.get("cc")
     return isinstance(cc, str) and cc.split(" ", 1)[0].lower() == "bbr"
 
 
