@@ -237,18 +237,20 @@ def per_file_bound(
     it waits for a turn (paramiko's pipelined uploads) beat a ceiling that charges it."""
     per_file = set_bytes / files
     wire_s = per_file / path_bytes_per_s if path_bytes_per_s else 0.0
-    on_path = f"{format_bytes(int(per_file))} on the path"
+    # the bytes' part, as named when it is the one charged and when it is named beside the one charged
+    charged_as = format_bytes(int(per_file))
+    named_as = f"{charged_as} on the path"
     bursts = files_in_flight <= 1 and round_trips_per_file >= 1
     if paced_s is not None and bursts and paced_s > wire_s:
         wire_s = paced_s
-        on_path = f"{format_bytes(int(per_file))} paced by BBR in {format_ms(paced_s)}"
+        charged_as = named_as = f"{format_bytes(int(per_file))} paced by BBR in {format_ms(paced_s)}"
     file_s = per_file_s(round_trips_per_file, rtt_s, wire_s, server_per_file_s, client_per_file_s)
     file_s += waited_per_file_s or 0.0
     set_s = set_round_trips * rtt_s + files * file_s / max(1, files_in_flight)
     files_per_s = files / set_s
     rate = set_bytes / set_s
     # the longest of the file's overlapping parts is the one charged; the others are named beside it
-    overlapping = [(wire_s, on_path.removesuffix(" on the path"), on_path)]
+    overlapping = [(wire_s, charged_as, named_as)]
     for side, cpu_s in (("server", server_per_file_s), ("client", client_per_file_s)):
         if cpu_s:
             overlapping.append((cpu_s, f"{format_ms(cpu_s)} {side}", f"{format_ms(cpu_s)} {side}"))
