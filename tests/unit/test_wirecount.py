@@ -76,6 +76,25 @@ def test_control_api_connections_are_left_out() -> None:
     assert count_round_trips(within(packets, 0.0, 1.0, skip), 0.0014).turns == 1
 
 
+def test_a_connection_that_asks_the_control_api_then_copies_is_counted() -> None:
+    """An HTTP client asking the control API on its own kept connection before it copies there (aiohttp's
+    /ctl/info at login, /ctl/mkdir) is copying: its copies count; a connection of control requests alone does not."""
+    ctl = (CLIENT, 40010, SERVER, 8181)
+    packets = [
+        Packet(0.0, True, CONN, 90, False, b"GET /ctl/info HTTP/1.1\r\n"),
+        _s(2.8),
+        Packet(0.004, True, ctl, 90, False, b"GET /ctl/cpu HTTP/1.1\r\n"),
+        _s(6.8, conn=ctl),
+        Packet(0.010, True, CONN, 1448, False, b"PUT /f/incoming/a HTTP/1"),
+        Packet(0.0101, True, CONN, 1448, False, bytes(range(200, 224))),  # the file's bytes: no request
+        _s(12.8),
+        Packet(0.015, True, ctl, 90, False, b"POST /ctl/tcpwatch HTTP/1"),
+        _s(17.8, conn=ctl),
+    ]
+    assert control_connections(packets) == {ctl}
+    assert count_round_trips(within(packets, 0.009, 0.02, control_connections(packets)), 0.0014).turns == 1
+
+
 def _ipv4_tcp(src: str, dst: str, flags: int, payload: bytes) -> bytes:
     tcp = struct.pack("!HHIIBBHHH", 40000, 8181, 1, 0, 5 << 4, flags, 65535, 0, 0) + payload
     ip = struct.pack(

@@ -13,6 +13,7 @@ which the runner calls around a copy, not in it.
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import struct
 import threading
@@ -25,6 +26,7 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SNAP_BYTES = 160  # IP and TCP headers (at most 120 bytes) and the first bytes of payload
 CAPTURE_BUFFER_BYTES = 64 << 20  # a burst of small-file copies queues here while the thread sleeps
 CONTROL_MARK = b" /ctl/"  # the control API's requests: "GET /ctl/…", "POST /ctl/…"
+REQUEST_LINE = re.compile(rb"[A-Z]{3,9} /")  # a packet that starts an HTTP request: "PUT /f/…", "GET /ctl/…"
 MAX_PACKETS = 2_000_000  # bounded memory: a capture stops keeping packets beyond this
 
 Connection = tuple[str, int, str, int]  # client address, client port, server address, server port
@@ -66,12 +68,17 @@ def parse_ipv4_tcp(data: bytes, t_s: float, client_addr: str) -> Packet | None:
 
 
 def control_connections(packets: Iterable[Packet]) -> set[Connection]:
-    """Connections whose first request from the client is to the control API (/ctl/)."""
-    first: dict[Connection, bytes] = {}
+    """Connections that carry requests to the control API (/ctl/) and nothing else.
+
+    Every HTTP request a connection carries is read (a client packet whose payload starts with a method and a
+    path), not only its first: an HTTP client may ask the control API on its own kept connection (aiohttp asks
+    /ctl/info as it logs in, /ctl/mkdir for a directory) before it copies on that same connection, whose copies
+    then count."""
+    control: dict[Connection, bool] = {}
     for p in packets:
-        if p.from_client and p.payload_bytes and p.conn not in first:
-            first[p.conn] = p.head
-    return {conn for conn, head in first.items() if CONTROL_MARK in head}
+        if p.from_client and p.payload_bytes and REQUEST_LINE.match(p.head):
+            control[p.conn] = control.get(p.conn, True) and CONTROL_MARK in p.head
+    return {conn for conn, only_control in control.items() if only_control}
 
 
 @dataclass(frozen=True)
