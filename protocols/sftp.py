@@ -1,4 +1,5 @@
-"""SFTP with paramiko: pinned cipher, verified host keys, bounded prefetch for downloads, pipelined uploads.
+"""SFTP with paramiko: pinned cipher, verified host keys, bounded prefetch for downloads, pipelined uploads,
+Nagle's algorithm off (send_at_once).
 
 Against workbench's own sshd it logs in with the credentials' key and known_hosts; against a stock
 server (`target.stock`) it follows the user's OpenSSH configuration (protocols/paramiko_login.py).
@@ -41,6 +42,15 @@ PACKET_BYTES = 32768 + 1024  # larger SSH packets (132 KiB) measured no better
 PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes128-ctr")  # AES-NI beats chacha20 here
 
 
+def send_at_once(sock: socket.socket) -> None:
+    """Turn Nagle's algorithm off on the SSH connection, as OpenSSH's ssh and sshd do on theirs; paramiko leaves
+    it on. With it on, a request's last, partial segment waits until everything before it is acknowledged: on the
+    wifi-ac lab that cost a 64 KiB file about one round trip each way (13.4 against 10.8 ms a file up, 17.1
+    against 13.9 down, 100 files). A socket that is not TCP is left as it is."""
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 def _pick_cipher(wanted: str | None) -> str:
     supported: tuple[str, ...] = vars(paramiko.Transport)["_preferred_ciphers"]  # listed on the class only
     if wanted:
@@ -79,6 +89,8 @@ class ParamikoClient(Client):
                 sock.settimeout(self.options.stall_timeout_s)
             except OSError as exc:
                 raise from_os_error(exc, "connecting over SSH", host, port) from exc
+        if isinstance(sock, socket.socket):  # a ProxyCommand's pipe has no TCP of its own
+            send_at_once(sock)
         try:
             transport = paramiko.Transport(sock, default_window_size=WINDOW_BYTES, default_max_packet_size=PACKET_BYTES)
             self._transport = transport

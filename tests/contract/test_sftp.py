@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,6 +66,15 @@ def test_paramiko_details_and_cipher(sshd: Served) -> None:
     in_flight = details.request_bytes * details.requests_in_flight
     # Bounded prefetch that the SSH window never throttles, below the 16 MiB window trap.
     assert 0 < in_flight <= details.ssh_window_bytes < 16 * 1024 * 1024
+
+
+def test_paramiko_sends_each_request_at_once(sshd: Served) -> None:
+    """Nagle's algorithm is off on paramiko's connection, as OpenSSH turns it off on its own: with it on, a
+    request's last partial segment waited for the acknowledgement of everything before it."""
+    with ParamikoClient(sshd.target) as client:
+        sock = client._transport.sock
+        assert isinstance(sock, socket.socket)
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
 
 
 def test_paramiko_honours_cipher_option(sshd: Served) -> None:
