@@ -315,6 +315,9 @@ class Listener:
 
     def close(self) -> None:
         self._stop.set()
+        # Wakes the accept() at once (it fails), instead of at its next 0.2 s poll: 160 cases each waited for it.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=5)
         self.sock.close()
 
