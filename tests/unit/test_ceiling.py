@@ -498,10 +498,16 @@ def test_only_a_sender_running_bbr_paces_bursts(link: dict | None, direction: st
     assert sender_paces_bursts(link, direction) is paces
 
 
-def test_a_rows_own_ceiling_charges_no_paced_burst_even_on_a_bbr_lab() -> None:
-    """The rows' ceilings leave the paced burst out: a client whose bytes go out during a turn beats it."""
-    row = _set_row("http/aiohttp", "upload", [50 * 0.0452] * 3, server_cpu_s=0.05, client_cpu_s=0.05)
-    link = {"cc": "bbr", "rtt_ms": 40.0, "expected_goodput_bytes_per_s": 12.5e6}
+@pytest.mark.parametrize("cc", ["bbr", "cubic"])
+def test_a_rows_own_ceiling_charges_bbrs_paced_burst_only_where_the_sender_runs_bbr(cc: str) -> None:
+    """On wan (40 ms, 12.5 MB/s) a 64 KiB file after a turn: 61 ms a file as measured with BBR, whose paced burst
+    (21 ms against 5.2 ms on the path) the row's ceiling charges; with CUBIC the same time is 1.35x its ceiling."""
+    row = _set_row("http/aiohttp", "upload", [50 * 0.061] * 3, server_cpu_s=0.05, client_cpu_s=0.05)
+    link = {"cc": cc, "rtt_ms": 40.0, "expected_goodput_bytes_per_s": 12.5e6}
     base = Baseline(up_bytes_per_s=12.5e6, down_bytes_per_s=12.5e6, rtt_ms=40.0)
     [explained] = explain(Run(id=1, meta={}, baseline=base, results=(row,), link=link), "10.77.0.2").rows
-    assert explained.bound == "per-file" and "paced" not in (explained.bound_explanation or ""), explained
+    said = explained.bound_explanation or ""
+    if cc == "bbr":
+        assert explained.bound == "per-file" and "paced by BBR in 21 ms" in said, explained
+    else:
+        assert explained.bound == "unexplained" and "paced" not in said, explained

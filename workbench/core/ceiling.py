@@ -232,9 +232,9 @@ def per_file_bound(
 
     `paced_s`: the time the sender takes to send a file's bytes after a turn when its congestion control paces
     each burst (BBR: paced_burst_s()), charged instead of the bytes' time on the path where it is longer, for a
-    client that copies one file at a time with at least a round trip per file. Only a prediction passes it (workbench.
-    lab.exchangecount.predicted_s): the rows' own ceilings leave it out, since a client whose bytes go out while
-    it waits for a turn (paramiko's pipelined uploads) beat a ceiling that charges it."""
+    client that copies one file at a time with at least a round trip per file. The rows' own ceilings pass it where
+    the run recorded that the sending host runs BBR (a lab run: workbench.core.explain), and so do the predictions
+    (workbench.lab.exchangecount.predicted_s)."""
     per_file = set_bytes / files
     wire_s = per_file / path_bytes_per_s if path_bytes_per_s else 0.0
     # the bytes' part, as named when it is the one charged and when it is named beside the one charged

@@ -29,8 +29,10 @@ from workbench.core.ceiling import (
     holds,
     link_goodput_bytes_per_s,
     noise_share,
+    paced_burst_s,
     path_rate,
     per_file_bound,
+    sender_paces_bursts,
     with_fixed_cost,
 )
 from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run
@@ -105,7 +107,11 @@ def _per_file_trips(row: Result) -> tuple[float, float, int] | None:
 
 
 def _per_file_ceiling(
-    row: Result, rtt_s: float | None, path_bytes_per_s: float | None, cost: fixedcost.FixedCost | None
+    row: Result,
+    rtt_s: float | None,
+    path_bytes_per_s: float | None,
+    cost: fixedcost.FixedCost | None,
+    paced: bool = False,
 ) -> Bound | None:
     """The per-file ceiling of a small-file set, one rule for every client and every row: exchanges × RTT, then
     the longest of the file's bytes at the path's rate, the server's CPU per file and the client's, taken to
@@ -115,7 +121,9 @@ def _per_file_ceiling(
     rather than met by a looser charge. The client's CPU per file (fixedcost.client_cpu_per_file_s, less what its
     start-up could have taken) is charged for a client that copies one file at a time; a client with files in
     flight may overlap it with anything: not charged (nor a round trip per file: _per_file_trips), its set's round
-    trips and the longest of its bytes and the server's CPU per file are. The time either side waited for a core
+    trips and the longest of its bytes and the server's CPU per file are. Where the run recorded that the sending
+    host runs BBR (`paced`: a lab run), a file's bytes after a turn take at least BBR's paced burst
+    (ceiling.paced_burst_s). The time either side waited for a core
     is not charged: measured per thread, the client's and the server's waits
     overlap each other, the other side's work and the wire (charged, they put the ceiling under copies on every
     link); a row that misses its ceiling says how long each side waited. A row with a fixed cost pays its set's
@@ -141,6 +149,7 @@ def _per_file_ceiling(
         server_s,
         client_cpu or None,
         set_trips,
+        paced_s=paced_burst_s(rtt_s, int(row.bytes / row.files)) if paced else None,
     )
     return with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound
 
@@ -347,7 +356,8 @@ def explain(run: Run, host: str) -> Explanation:
     rows: list[RowExplanation] = []
     for index, row in enumerate(run.results):
         link_bytes_per_s = link_goodput_bytes_per_s(run.link, row.direction)
-        rows.append(_explain_row(row, run.baseline, link_bytes_per_s, rtt_s, costs.get(index), crypto))
+        paced = sender_paces_bursts(run.link, row.direction)
+        rows.append(_explain_row(row, run.baseline, link_bytes_per_s, rtt_s, costs.get(index), crypto, paced))
     notes: list[str] = []
     cpu_rows = sum(why.bound == "cpu" for why in rows)
     loopback = _is_loopback(host)
@@ -396,6 +406,7 @@ def _explain_row(
     rtt_s: float | None,
     cost: fixedcost.FixedCost | None,
     crypto: _CryptoCosts | None = None,
+    paced: bool = False,
 ) -> RowExplanation:
     median = row.median_bytes_per_s
     if not median:
@@ -426,7 +437,7 @@ def _explain_row(
     if cost is not None:
         found = [with_fixed_cost(b, cost.fixed_s, row.bytes) for b in found]
     noise = noise_share([s.bytes_per_s for s in row.good_samples if s.seconds > 0], median)
-    per_file = _per_file_ceiling(row, rtt_s, path_bytes_per_s, cost)
+    per_file = _per_file_ceiling(row, rtt_s, path_bytes_per_s, cost, paced)
     if per_file is not None:
         found.append(per_file)
     beaten = [b for b in found if not holds(b, median, noise)]

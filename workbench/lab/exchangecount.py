@@ -299,8 +299,8 @@ def predicted_s(
     turnaround was read as what they leave).
     `waits`: what the predicted copies measured waiting for a core, added for the "with waits" figure (the rows'
     own ceilings leave waits out). `paced`: the link's sender paces each burst (BBR: ceiling.sender_paces_bursts), so
-    a file's bytes after a turn take ceiling.paced_burst_s at this RTT where that is longer than the path's time;
-    the rows' ceilings leave it out (ceiling.per_file_bound says why). A count without CPU figures gets none: its
+    a file's bytes after a turn take ceiling.paced_burst_s at this RTT where that is longer than the path's time,
+    as in the rows' ceilings of a lab run. A count without CPU figures gets none: its
     turnaround holds the counting link's pacing, at that link's RTT, so on a longer link such a prediction is short
     by up to the difference (about 16 ms a file from wifi-ac to wan).
 
