@@ -21,6 +21,8 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from workbench.shared import schedstat
+
 ETH_P_ALL = 0x0003  # a packet socket sees a device's outgoing packets only when it asks for every protocol
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SNAP_BYTES = 160  # IP and TCP headers (at most 120 bytes) and the first bytes of payload
@@ -148,7 +150,7 @@ class Capture:
         sock.bind((self.device, ETH_P_ALL))
         sock.settimeout(0.1)
         self._sock = sock
-        self._thread = threading.Thread(target=self._read, name="wirecount", daemon=True)
+        self._thread = threading.Thread(target=self._read, name=schedstat.CAPTURE_THREAD, daemon=True)
         self._thread.start()
 
     def _read(self) -> None:

@@ -29,9 +29,10 @@ from collections.abc import Collection, Mapping
 from workbench.shared import procs
 
 NS_PER_S = 1e9
-# Threads that watch a copy rather than make it (the copy meter, the TCP triage's sampling): the time they wait
-# for a core is not the copy's, on either host.
-WATCHING_THREADS = frozenset({"copy-meter", "tcp-watch"})
+# Threads that watch a copy rather than make it (the copy meter, the TCP triage's sampling, the lab's capture that
+# counts a client's exchanges): neither their CPU nor the time they wait for a core is the copy's, on either host.
+CAPTURE_THREAD = "wirecount"
+WATCHING_THREADS = frozenset({"copy-meter", "tcp-watch", CAPTURE_THREAD})
 
 
 def parse(text: str) -> int | None:
