@@ -64,10 +64,10 @@ COUNTED: dict[tuple[str, str], Exchanges] = {
 # END COUNTED
 
 # Declared apart from the generated table, so that a later --write keeps them: for these clients one counting's
-# figures (above) split their round trips between files and set differently from run to run (afp downloads at 2.4
-# per file where every later counting saw 2.0), and a ceiling built on that extra 0.4 round trip per file was beaten
-# by the copies. These are what six countings on the wifi-ac lab agreed on; they replace the table's. Drop an entry
-# when a new counting's --write shows the same figures.
+# figures can split their round trips between files and set differently from run to run (one counting saw afp
+# downloads at 2.4 per file where the others saw 2.0), and a ceiling built on such an extra 0.4 round trip per file
+# was beaten by the copies. These are what six countings on the wifi-ac lab agreed on; they replace the table's.
+# Drop an entry when several new countings' --write show the same figures (the latest one does).
 AGREED_BY_SIX_COUNTINGS: dict[tuple[str, str], Exchanges] = {
     ("afp/python", "download"): Exchanges(per_file=2, per_set=0),
     ("afp/python", "upload"): Exchanges(per_file=2, per_set=0),

@@ -89,9 +89,9 @@ class ParamikoClient(Client):
                 sock.settimeout(self.options.stall_timeout_s)
             except OSError as exc:
                 raise from_os_error(exc, "connecting over SSH", host, port) from exc
-        if isinstance(sock, socket.socket):  # a ProxyCommand's pipe has no TCP of its own
-            send_at_once(sock)
         try:
+            if isinstance(sock, socket.socket):  # a ProxyCommand's pipe has no TCP of its own
+                send_at_once(sock)
             transport = paramiko.Transport(sock, default_window_size=WINDOW_BYTES, default_max_packet_size=PACKET_BYTES)
             self._transport = transport
             transport.get_security_options().ciphers = (self._cipher,)

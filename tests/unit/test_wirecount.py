@@ -95,6 +95,15 @@ def test_a_connection_that_asks_the_control_api_then_copies_is_counted() -> None
     assert count_round_trips(within(packets, 0.009, 0.02, control_connections(packets)), 0.0014).turns == 1
 
 
+def test_an_ftp_connection_whose_commands_look_like_requests_is_counted() -> None:
+    ftp = (CLIENT, 40020, SERVER, 2121)
+    packets = [
+        Packet(0.0, True, ftp, 20, False, b"CWD /ctl-like/dir\r\n"),
+        Packet(0.003, True, ftp, 20, False, b"STOR /x\r\n"),
+    ]
+    assert control_connections(packets) == set()
+
+
 def _ipv4_tcp(src: str, dst: str, flags: int, payload: bytes) -> bytes:
     tcp = struct.pack("!HHIIBBHHH", 40000, 8181, 1, 0, 5 << 4, flags, 65535, 0, 0) + payload
     ip = struct.pack(
