@@ -403,6 +403,18 @@ def test_a_client_that_keeps_files_in_flight_is_charged_its_sets_round_trips_and
     assert "2.0 ms server per file" in busy_bound.explanation
 
 
+def test_a_set_with_nothing_known_to_charge_per_file_has_no_per_file_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stock server's row (no raw-TCP rate, no server CPU) of a client that keeps files in flight and counted no
+    round trip per set: the per-file model has nothing to charge, so there is no such ceiling (it once divided by
+    the zero time it came to)."""
+    monkeypatch.setitem(exchanges.COUNTED, ("smb/smbprotocol", "upload"), exchanges.Exchanges(per_file=0.9, per_set=0))
+    row = _set_row("smb/smbprotocol", "upload", [0.06, 0.06, 0.06], server_cpu_s=0.0, client_cpu_s=0.0)
+    row = dataclasses.replace(row, details=ClientDetails(files_in_flight=8))
+    run = Run(id=1, meta={}, baseline=Baseline(None, None, rtt_ms=0.05), results=(row,))
+    [why] = explain(run, "127.0.0.1").rows
+    assert not [b for b in why.bounds or () if b.label == "per-file"], why.bounds
+
+
 def test_a_single_copy_that_waited_for_a_core_says_it_was_cpu_starved_and_the_run_says_the_host_was_loaded() -> None:
     sample = Sample(bytes=64 << 20, seconds=2.0, verified=True, client_cpu_s=0.5, client_wait_s=0.6, server_wait_s=0.1)
     row = Result("smb", "pysmb", "download", "64M", 64 << 20, 1, samples=(sample,) * 3, details=ClientDetails())

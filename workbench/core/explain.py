@@ -139,6 +139,10 @@ def _per_file_ceiling(
     set_trips = 0.0 if cost is not None else per_set
     one_at_a_time = (row.details.files_in_flight or 1) == 1
     client_cpu = fixedcost.client_cpu_per_file_s(row, cost) if one_at_a_time else None
+    if not (per_file or set_trips or path_bytes_per_s or server_s or client_cpu):
+        # Nothing known to charge: a client that keeps files in flight and counted no round trip per set, on a
+        # path without a rate (no raw-TCP baseline) to a server whose CPU is unknown (a stock one).
+        return None
     bound = per_file_bound(
         row.bytes,
         row.files,
