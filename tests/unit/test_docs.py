@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -116,3 +118,18 @@ def test_the_anchor_rule_matches_githubs() -> None:
     assert _anchor("Servers you already have (`run URL`)") == "servers-you-already-have-run-url"
     assert _anchor("Many clients, one server (`fleet`)") == "many-clients-one-server-fleet"
     assert _anchor("workbench files make") == "workbench-files-make"
+
+
+def test_writing_the_commands_page_leaves_later_help_at_the_callers_width() -> None:
+    """In a fresh process (typer reads its width once, when its help renderer is first imported): after the page's
+    100 columns, a --help asked at 200 columns is drawn at 200."""
+    code = (
+        "from typer.testing import CliRunner\n"
+        "from workbench.cli.app import app\n"
+        "from workbench.cli.commands_page import commands_page\n"
+        "commands_page()\n"
+        "out = CliRunner().invoke(app, ['--help'], env={'COLUMNS': '200'}).stdout\n"
+        "print(max(len(line) for line in out.splitlines()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert int(done.stdout.strip()) > 150, done.stdout

@@ -12,13 +12,16 @@ import re
 from collections.abc import Iterator
 
 import typer.main
+import typer.rich_utils  # before the page's environment is set: see WIDTH
 from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from workbench.cli.app import app
 
 WIDTH = 100
-# A fixed, plain terminal: the page must not depend on who generates it.
+# A fixed, plain terminal: the page must not depend on who generates it. typer reads TERMINAL_WIDTH once, when its
+# help renderer is first imported: imported above, outside this environment, so that the page's 100 columns do not
+# stay the width of every later --help in the same process.
 ENV = {"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": str(WIDTH), "NO_COLOR": "1", "TERM": "dumb", "FORCE_COLOR": None}
 # Box drawing characters (U+2500 to U+257F) and runs of white space: the layout rich gives the help, not its words.
 LAYOUT = re.compile(r"[\u2500-\u257f\s]+")
