@@ -166,6 +166,26 @@ def test_a_runs_copies_give_round_trips_per_file_per_set_and_the_turnaround() ->
     assert no_path == pytest.approx(0.26 - 12 * 65536 / 62.5e6)
 
 
+def test_a_smaller_set_that_waited_less_than_its_files_share_counts_no_round_trip_per_set() -> None:
+    """4 files at 3 round trips each, 12 at 4.5 (more of a longer set waits): the line through them would give the
+    set -6 round trips; a set never pays fewer than none."""
+    from workbench.core.results import Baseline, Result, Run, Sample
+    from workbench.lab.exchangecount import count_clients
+
+    rtt_s = 0.0028
+    packets = [*_copy(10.0, 4, 3, 0, rtt_s), *_copy(20.0, 8, 6, 0, rtt_s)]
+    marks = [(10.0, "ftp/ftplib upload 4x64K 1/1"), (15.0, None), (20.0, "ftp/ftplib upload 12x64K 1/1"), (25.0, None)]
+
+    def row(files: int, seconds: float) -> Result:
+        sample = Sample(bytes=files * 65536, seconds=seconds, files=files, verified=True)
+        return Result("ftp", "ftplib", "upload", f"{files}x64K", files * 65536, files, samples=(sample,))
+
+    link = {"rtt_ms": 2.8, "expected_goodput_bytes_per_s": 62.5e6}
+    run = Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=(row(4, 0.05), row(12, 0.2)), link=link)
+    (count,) = count_clients(run, packets, marks)
+    assert count.per_file == 4.5 and count.per_set == 0
+
+
 def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> None:
     from workbench.core.results import Baseline, Result, Run, Sample
     from workbench.lab.exchangecount import predicted_s, with_setups

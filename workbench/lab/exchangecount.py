@@ -163,7 +163,9 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
         turns_file = (turns[large] - turns[small]) / span
         flights_file = (flights[large] - flights[small]) / span
         per_file = turns_file + flights_file
-        per_set = turns[small] + flights[small] - small * per_file
+        # never below none: a smaller set that waited less than its files' share (a client whose files in flight
+        # overlap more in a longer set) pays no round trip of its own
+        per_set = max(0.0, turns[small] + flights[small] - small * per_file)
         path = link_goodput_bytes_per_s(run.link, direction) or run.baseline.for_direction(direction) or 0
         wire_s = COUNTED_FILE_BYTES / path if path else 0.0
         d_small, d_large = seconds[(label, direction, small)], seconds[(label, direction, large)]
