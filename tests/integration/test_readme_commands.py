@@ -79,7 +79,7 @@ SMALLER_VALUES: list[tuple[str, str, str]] = [
 NOT_HERE: dict[str, str] = {
     "pipx install filecopy-workbench": "installs from PyPI (network); the venv's editable install stands in",
     "./setup.sh": "installs Debian packages and rebuilds .venv: the set-up this suite runs in (.ci/run runs it)",
-    ".venv/bin/python -m pytest": "the test suite itself",
+    "./test.sh": "the test suite itself",
     "WORKBENCH_TESTS_STRICT=1 .venv/bin/python -m pytest tests/unit -q": "a part of the test suite itself",
 }
 

@@ -39,8 +39,8 @@ def test_the_readme_keeps_the_two_command_quick_start() -> None:
     from tests.readme_lines import parse
 
     lines = [ln.command for ln in parse(README.read_text(encoding="utf-8"))]
-    assert "./setup.sh" in lines and ".venv/bin/python -m pytest" in lines
-    assert lines.index(".venv/bin/python -m pytest") == lines.index("./setup.sh") + 1
+    assert "./setup.sh" in lines and "./test.sh" in lines
+    assert lines.index("./test.sh") == lines.index("./setup.sh") + 1
 
 
 def test_the_readme_sample_is_what_report_prints_for_the_stored_real_run() -> None:
@@ -133,3 +133,12 @@ def test_writing_the_commands_page_leaves_later_help_at_the_callers_width() -> N
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert int(done.stdout.strip()) > 150, done.stdout
+
+
+def test_ci_runs_the_readmes_test_command_and_its_two_steps_are_the_whole_suite() -> None:
+    """.ci/run calls ./test.sh; its two steps' markers select every test once ("not lab and not serial", then
+    "lab or serial")."""
+    root = README.parent
+    assert "./test.sh" in (root / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    steps = re.findall(r'^run_step \S+ "([^"]+)"', (root / "test.sh").read_text(encoding="utf-8"), re.MULTILINE)
+    assert steps == ["not lab and not serial", "lab or serial"], steps
