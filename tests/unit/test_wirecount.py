@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from workbench.core.results import Baseline, Result, Run, Sample
 from workbench.lab.exchangecount import ClientCount
 from workbench.lab.wirecount import (
     Counted,
@@ -131,8 +132,20 @@ def _copy(start_s: float, files: int, trips_per_file: int, login_trips: int, rtt
     return packets
 
 
+def _ftplib_uploads(seconds_by_files: dict[int, float]) -> Run:
+    """A wifi-ac run (2.8 ms, 62.5 MB/s) of ftplib uploading sets of 64 KiB files: files -> the copy's seconds."""
+    rows = tuple(
+        Result(
+            "ftp", "ftplib", "upload", f"{n}x64K", n * 65536, n,
+            samples=(Sample(bytes=n * 65536, seconds=seconds, files=n, verified=True),),
+        )
+        for n, seconds in seconds_by_files.items()
+    )  # fmt: skip
+    link = {"rtt_ms": 2.8, "expected_goodput_bytes_per_s": 62.5e6}
+    return Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=rows, link=link)
+
+
 def test_a_runs_copies_give_round_trips_per_file_per_set_and_the_turnaround() -> None:
-    from workbench.core.results import Baseline, Result, Run, Sample
     from workbench.lab.exchangecount import count_clients, predicted_s
 
     rtt_s = 0.0028
@@ -147,13 +160,7 @@ def test_a_runs_copies_give_round_trips_per_file_per_set_and_the_turnaround() ->
         (25.0, None),
     ]
 
-    def row(files: int, seconds: float) -> Result:
-        sample = Sample(bytes=files * 65536, seconds=seconds, files=files, verified=True)
-        return Result("ftp", "ftplib", "upload", f"{files}x64K", files * 65536, files, samples=(sample,))
-
-    link = {"rtt_ms": 2.8, "expected_goodput_bytes_per_s": 62.5e6}
-    run = Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=(row(4, 0.1), row(12, 0.26)), link=link)
-    (count,) = count_clients(run, packets, marks)
+    (count,) = count_clients(_ftplib_uploads({4: 0.1, 12: 0.26}), packets, marks)
     assert (count.label, count.direction, count.files) == ("ftp/ftplib", "upload", (4, 12))
     assert count.per_file == 3 and count.per_set == 5  # the control API's exchange is left out
     # 20 ms per file in all, of which 3 RTT and 64 KiB at 62.5 MB/s: the rest is turnaround
@@ -169,25 +176,17 @@ def test_a_runs_copies_give_round_trips_per_file_per_set_and_the_turnaround() ->
 def test_a_smaller_set_that_waited_less_than_its_files_share_counts_no_round_trip_per_set() -> None:
     """4 files at 3 round trips each, 12 at 4.5 (more of a longer set waits): the line through them would give the
     set -6 round trips; a set never pays fewer than none."""
-    from workbench.core.results import Baseline, Result, Run, Sample
     from workbench.lab.exchangecount import count_clients
 
     rtt_s = 0.0028
     packets = [*_copy(10.0, 4, 3, 0, rtt_s), *_copy(20.0, 8, 6, 0, rtt_s)]
     marks = [(10.0, "ftp/ftplib upload 4x64K 1/1"), (15.0, None), (20.0, "ftp/ftplib upload 12x64K 1/1"), (25.0, None)]
 
-    def row(files: int, seconds: float) -> Result:
-        sample = Sample(bytes=files * 65536, seconds=seconds, files=files, verified=True)
-        return Result("ftp", "ftplib", "upload", f"{files}x64K", files * 65536, files, samples=(sample,))
-
-    link = {"rtt_ms": 2.8, "expected_goodput_bytes_per_s": 62.5e6}
-    run = Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=(row(4, 0.05), row(12, 0.2)), link=link)
-    (count,) = count_clients(run, packets, marks)
+    (count,) = count_clients(_ftplib_uploads({4: 0.05, 12: 0.2}), packets, marks)
     assert count.per_file == 4.5 and count.per_set == 0
 
 
 def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> None:
-    from workbench.core.results import Baseline, Result, Run, Sample
     from workbench.lab.exchangecount import predicted_s, with_setups
 
     rtt_s, path = 0.0028, 62.5e6
@@ -218,7 +217,6 @@ def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> No
 
 
 def test_a_counts_setup_is_the_measured_intercept_not_what_the_model_leaves() -> None:
-    from workbench.core.results import Baseline, Result, Run, Sample
     from workbench.lab.exchangecount import predicted_s, with_setups
 
     rtt_s, path = 0.0028, 62.5e6
@@ -248,7 +246,6 @@ def test_a_counts_setup_is_the_measured_intercept_not_what_the_model_leaves() ->
 
 
 def test_waits_for_a_core_are_no_part_of_a_count_and_added_only_when_asked() -> None:
-    from workbench.core.results import Baseline, Result, Run, Sample
     from workbench.lab.exchangecount import Waits, predicted_s, waits_of, with_setups
 
     rtt_s, path = 0.0028, 62.5e6
