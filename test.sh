@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run), in two steps that together take about 14 minutes on a 2-core
-# machine (plain `.venv/bin/python -m pytest` runs the same tests one at a time, which takes much longer). Run it after
-# ./setup.sh, as root (the lab and the confinement tests need namespaces, FUSE and TUN). A part of it:
+# machine (plain `.venv/bin/python -m pytest` runs the same tests one at a time, which takes much longer). Run it
+# after ./setup.sh, as root (the lab and the confinement tests need namespaces, FUSE and TUN). A part of it:
 # `.venv/bin/python -m pytest tests/unit` (or contract, integration, lab).
 set -euo pipefail
 cd "$(dirname "$0")"
