@@ -5,6 +5,7 @@
 # `.venv/bin/python -m pytest tests/unit` (or contract, integration, lab).
 set -euo pipefail
 cd "$(dirname "$0")"
+trap 'exit 130' INT  # Ctrl-C ends the suite: pytest stops at it, and the next step must not start
 # Everything but the lab and the serial tests first, then those on their own: the lab's figures and the serial
 # tests' timers are timing-sensitive and nothing else runs beside them. Together the two steps are the whole
 # suite; each lists its slowest tests.

@@ -49,7 +49,7 @@ from workbench.shared import target as target_mod
 from workbench.shared.errors import AuthError, DiskError, NetworkError, WorkbenchError
 from workbench.shared.target import Target
 
-pytestmark = pytest.mark.serial  # races a stop or kill against a copy: .ci/run gives it the machine alone
+pytestmark = pytest.mark.serial  # races a stop or kill against a copy: ./test.sh gives it the machine alone
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -302,7 +302,7 @@ def stalled_copies(
     """Every client's stalled copy both ways, one lane per server process (serve and sshd of two far hosts, the
     rsync daemon, smbd), the lanes side by side and each one copy at a time: a lane stops only its own server, which
     no other lane's copies use, and each copy waits on a stall timeout, not on a core. The step that runs this module
-    has the machine to itself (.ci/run), so the SSH logins inside the stall timeout are not starved by other tests'
+    has the machine to itself (./test.sh), so the SSH logins inside the stall timeout are not starved by other tests'
     work. The logins that reach no server (serverless_logins) run beside the lanes."""
     base = tmp_path_factory.mktemp("stalled")
     second_base = tmp_path_factory.mktemp("second-far")

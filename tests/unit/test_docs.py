@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -131,7 +132,8 @@ def test_writing_the_commands_page_leaves_later_help_at_the_callers_width() -> N
         "out = CliRunner().invoke(app, ['--help'], env={'COLUMNS': '200'}).stdout\n"
         "print(max(len(line) for line in out.splitlines()))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "TERMINAL_WIDTH"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True, env=env)
     assert int(done.stdout.strip()) > 150, done.stdout
 
 

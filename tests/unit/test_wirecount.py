@@ -174,8 +174,8 @@ def test_a_runs_copies_give_round_trips_per_file_per_set_and_the_turnaround() ->
 
 
 def test_a_smaller_set_that_waited_less_than_its_files_share_counts_no_round_trip_per_set() -> None:
-    """4 files at 3 round trips each, 12 at 4.5 (more of a longer set waits): the line through them would give the
-    set -6 round trips; a set never pays fewer than none."""
+    """4 files at 3 round trips each (12), 12 files at 4 (48; more of a longer set waits): the line through them,
+    4.5 per file, would give the set -6 round trips; a set never pays fewer than none."""
     from workbench.lab.exchangecount import count_clients
 
     rtt_s = 0.0028

@@ -12,17 +12,17 @@ import re
 from collections.abc import Iterator
 
 import typer.main
-import typer.rich_utils  # before the page's environment is set: see WIDTH
+import typer.rich_utils
 from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from workbench.cli.app import app
 
 WIDTH = 100
-# A fixed, plain terminal: the page must not depend on who generates it. typer reads TERMINAL_WIDTH once, when its
-# help renderer is first imported: imported above, outside this environment, so that the page's 100 columns do not
-# stay the width of every later --help in the same process.
-ENV = {"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": str(WIDTH), "NO_COLOR": "1", "TERM": "dumb", "FORCE_COLOR": None}
+# A fixed, plain terminal: the page must not depend on who generates it. typer's help renderer takes its width
+# from TERMINAL_WIDTH once, when it is first imported, into its MAX_WIDTH: help_text sets that for the page and
+# puts it back, so neither the caller's TERMINAL_WIDTH nor the page's 100 columns outlive the call.
+ENV = {"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": None, "NO_COLOR": "1", "TERM": "dumb", "FORCE_COLOR": None}
 # Box drawing characters (U+2500 to U+257F) and runs of white space: the layout rich gives the help, not its words.
 LAYOUT = re.compile(r"[\u2500-\u257f\s]+")
 
@@ -45,7 +45,12 @@ def command_paths() -> list[tuple[str, ...]]:
 
 def help_text(path: tuple[str, ...]) -> str:
     """`workbench PATH --help` as printed at WIDTH columns, without trailing blanks."""
-    result = CliRunner().invoke(app, [*path, "--help"], prog_name="workbench", env=ENV, terminal_width=WIDTH)
+    width = typer.rich_utils.MAX_WIDTH
+    typer.rich_utils.MAX_WIDTH = WIDTH
+    try:
+        result = CliRunner().invoke(app, [*path, "--help"], prog_name="workbench", env=ENV, terminal_width=WIDTH)
+    finally:
+        typer.rich_utils.MAX_WIDTH = width
     if result.exit_code != 0:
         raise RuntimeError(f"workbench {' '.join(path)} --help exited {result.exit_code}: {result.output}")
     lines = [line.rstrip() for line in result.output.splitlines()]

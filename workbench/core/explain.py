@@ -140,8 +140,9 @@ def _per_file_ceiling(
     one_at_a_time = (row.details.files_in_flight or 1) == 1
     client_cpu = fixedcost.client_cpu_per_file_s(row, cost) if one_at_a_time else None
     if not (per_file or set_trips or path_bytes_per_s or server_s or client_cpu):
-        # Nothing known to charge: a client that keeps files in flight and counted no round trip per set, on a
-        # path without a rate (no raw-TCP baseline) to a server whose CPU is unknown (a stock one).
+        # Nothing known to charge: a client that keeps files in flight and counted no round trip per set (or whose
+        # set's own trips are in its fitted fixed cost), on a path without a rate (no raw-TCP baseline) to a server
+        # whose CPU is unknown (a stock one).
         return None
     bound = per_file_bound(
         row.bytes,
