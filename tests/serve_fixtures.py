@@ -20,6 +20,7 @@ from workbench.server.daemons.base import ServerContext
 from workbench.server.daemons.serve_process import ServeProcess
 from workbench.shared import credentials as creds_mod
 from workbench.shared import target as target_mod
+from workbench.shared.errors import WorkbenchError
 from workbench.shared.target import DEFAULT_PORTS, Target
 
 HOST = "127.0.0.1"
@@ -31,12 +32,18 @@ class ServeRunner:
         root.mkdir()
         state = base / "state"
         creds = creds_mod.load_or_create(state / "credentials.json")
-        ports = {**DEFAULT_PORTS, **{s: free_port(HOST) for s in ("http", "ftp", "tcp", "iperf3")}}
-        self.ctx = ServerContext(root=root, bind=HOST, state_dir=state, credentials=creds, ports=ports)
+        self.ctx = ServerContext(root=root, bind=HOST, state_dir=state, credentials=creds, ports=_free_ports())
         self.server = ServeProcess(self.ctx)
 
     def ensure(self) -> ServeProcess:
-        ensure_running(self.server)
+        try:
+            ensure_running(self.server)
+        except WorkbenchError:
+            # Its ports were free when chosen, but after a test stopped or killed it another process may have taken
+            # one (a client's ephemeral port, another worker's server): start it again on ports free now.
+            self.ctx = dataclasses.replace(self.ctx, ports=_free_ports())
+            self.server = ServeProcess(self.ctx)
+            ensure_running(self.server)
         # As `servers up` does: a supervised serve leaves target.json to its supervisor.
         target_mod.write(self.ctx.state_dir, HOST, dict(self.ctx.ports), self.ctx.root.resolve(), self.ctx.share)
         return self.server
@@ -59,6 +66,10 @@ class ServeRunner:
             ports=dict(self.ctx.ports),
             remote_root=str(self.ctx.root),
         )
+
+
+def _free_ports() -> dict[str, int]:
+    return {**DEFAULT_PORTS, **{s: free_port(HOST) for s in ("http", "ftp", "tcp", "iperf3")}}
 
 
 def factory(cls: type[Client], runner: ServeRunner) -> Callable[..., Client]:
