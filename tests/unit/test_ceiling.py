@@ -475,18 +475,18 @@ def test_a_prediction_charges_a_paced_burst_where_it_is_longer_than_the_bytes() 
 
     rtt_s, path = 0.04, 12.5e6  # wan: 64 KiB take 5.2 ms on the path, 21 ms paced
     paced_s = paced_burst_s(rtt_s, 65536)
-    paced = per_file_bound(10 * 65536, 10, 2, rtt_s, path, paced_s=paced_s)
+    paced = per_file_bound(10 * 65536, 10, 2, rtt_s, path, paced=True)
     plain = per_file_bound(10 * 65536, 10, 2, rtt_s, path)
     assert 10 * 65536 / paced.bytes_per_s == pytest.approx(10 * (2 * rtt_s + paced_s))
     assert 10 * 65536 / plain.bytes_per_s == pytest.approx(10 * (2 * rtt_s + 65536 / path))
     assert "paced by BBR" in paced.explanation and "paced" not in plain.explanation
     # files in flight, or no round trip per file: no burst waits for a turn, nothing paced is charged
-    in_flight = per_file_bound(10 * 65536, 10, 2, rtt_s, path, files_in_flight=4, paced_s=paced_s)
+    in_flight = per_file_bound(10 * 65536, 10, 2, rtt_s, path, files_in_flight=4, paced=True)
     assert in_flight.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 2, rtt_s, path, 4).bytes_per_s)
-    streamed = per_file_bound(10 * 65536, 10, 0, rtt_s, path, paced_s=paced_s)
+    streamed = per_file_bound(10 * 65536, 10, 0, rtt_s, path, paced=True)
     assert streamed.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 0, rtt_s, path).bytes_per_s)
     # a short round trip: the bytes on the path take longer than the paced burst, and they are charged
-    gige = per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6, paced_s=paced_burst_s(0.0002, 65536))
+    gige = per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6, paced=True)
     assert gige.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6).bytes_per_s)
 
 

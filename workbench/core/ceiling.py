@@ -218,7 +218,7 @@ def per_file_bound(
     client_per_file_s: float | None = None,
     set_round_trips: float = 0.0,
     waited_per_file_s: float | None = None,
-    paced_s: float | None = None,
+    paced: bool = False,
 ) -> Bound:
     """A set of `files` small files when each costs `per_file_s` (its round trips, then the longest of its bytes
     at the path's rate and, where charged, the server's and the client's CPU time on it), `files_in_flight` at a
@@ -230,9 +230,9 @@ def per_file_bound(
     other and the wire, so charging them put the ceiling below what copies reached); a prediction's "with waits"
     figure passes them.
 
-    `paced_s`: the time the sender takes to send a file's bytes after a turn when its congestion control paces
-    each burst (BBR: paced_burst_s()), charged instead of the bytes' time on the path where it is longer, for a
-    client that copies one file at a time with at least a round trip per file. The rows' own ceilings pass it where
+    `paced`: the sender's congestion control paces each burst (BBR), so a file's bytes after a turn take
+    paced_burst_s() at this RTT, charged instead of the bytes' time on the path where it is longer, for a client
+    that copies one file at a time with at least a round trip per file. The rows' own ceilings pass it where
     the run recorded that the sending host runs BBR (a lab run: workbench.core.explain), and so do the predictions
     (workbench.lab.exchangecount.predicted_s)."""
     per_file = set_bytes / files
@@ -241,7 +241,8 @@ def per_file_bound(
     charged_as = format_bytes(int(per_file))
     named_as = f"{charged_as} on the path"
     bursts = files_in_flight <= 1 and round_trips_per_file >= 1
-    if paced_s is not None and bursts and paced_s > wire_s:
+    paced_s = paced_burst_s(rtt_s, int(per_file)) if paced and bursts else 0.0
+    if paced_s > wire_s:
         wire_s = paced_s
         charged_as = named_as = f"{format_bytes(int(per_file))} paced by BBR in {format_ms(paced_s)}"
     file_s = per_file_s(round_trips_per_file, rtt_s, wire_s, server_per_file_s, client_per_file_s)

@@ -29,7 +29,6 @@ from workbench.core.ceiling import (
     holds,
     link_goodput_bytes_per_s,
     noise_share,
-    paced_burst_s,
     path_rate,
     per_file_bound,
     sender_paces_bursts,
@@ -154,7 +153,7 @@ def _per_file_ceiling(
         server_s,
         client_cpu or None,
         set_trips,
-        paced_s=paced_burst_s(rtt_s, int(row.bytes / row.files)) if paced else None,
+        paced=paced,
     )
     return with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound
 

@@ -38,7 +38,6 @@ from typing import Any
 
 from workbench.core.ceiling import (
     link_goodput_bytes_per_s,
-    paced_burst_s,
     per_file_bound,
     per_file_s,
     with_fixed_cost,
@@ -326,7 +325,7 @@ def predicted_s(
             client_per_file_s=count.client_cpu_per_file_s or None,
             set_round_trips=count.per_set,
             waited_per_file_s=_waited_per_file_s(count, files, file_bytes, path_bytes_per_s, waits) if waits else None,
-            paced_s=paced_burst_s(rtt_s, file_bytes) if paced else None,
+            paced=paced,
         )
         return set_bytes / with_fixed_cost(bound, count.setup_s, set_bytes).bytes_per_s
     # the turnaround is, by its reading, the time left beyond the round trips and the bytes: it adds to them
