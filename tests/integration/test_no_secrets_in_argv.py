@@ -1,9 +1,9 @@
-"""No password on any process's command line while `workbench run` copies: against every stock server given
-by URL (the password from WORKBENCH_PASSWORD, as one user's for all of them), and against workbench's own
-servers started by `servers up` (the password from credentials.json). A watcher reads /proc/*/cmdline of every
-process on the machine (servers, clients, helpers such as curl, smbclient, rsync, ssh) while the run lasts;
-it also checks that it saw those programs, so a watch that saw nothing cannot pass. The password must not
-reach the run's output, its JSON document or its database either.
+"""No password on any process's command line while `workbench run` copies against workbench's own servers
+started by `servers up` (the password from credentials.json). A watcher (tests/argv_watch.py) reads
+/proc/*/cmdline of every process on the machine (servers, clients, helpers such as curl, smbclient, rsync, ssh)
+while the run lasts; it also checks that it saw those programs, so a watch that saw nothing cannot pass. The
+password must not reach the run's output, its JSON document or its database either. The same watch over a run
+against every stock server by URL is in test_run_url.py, whose one run of every URL it watches.
 
 Nothing here races a timer, so it runs beside other tests (pytest -n): their processes, which the watch reads too,
 hold passwords of their own, never this test's freshly generated one.
@@ -49,36 +49,6 @@ def test_the_watch_reads_a_command_line_when_its_process_execs() -> None:
             subprocess.run([sys.executable, "-S", "-c", "pass", secret], check=True, timeout=30)
     assert watch.execs_seen >= 5, "the kernel's process connector sent no exec events"
     assert watch.hits and all(secret not in hit for hit in watch.hits)
-
-
-def test_no_password_on_any_command_line_against_stock_servers(site: StockSite, tmp_path: Path) -> None:
-    kinds = ["smb", "ssh", "ftp", "ftps", "rsync", "webdav", "webdav-digest-https"]
-    for kind in kinds:
-        site.start(kind)
-    (site.home / ".netrc").unlink()  # the password comes from the environment only
-    password = site.credentials.password
-    db = tmp_path / "results.db"
-    with ArgvWatch(password) as watch:
-        proc = run_workbench(
-            site,
-            "run",
-            *(site.url(k) for k in kinds),
-            *SMALL_RUN,
-            "--files",
-            str(tmp_path / "files"),
-            "--json",
-            str(tmp_path / "run.json"),
-            "--db",
-            str(db),
-            WORKBENCH_PASSWORD=password,
-        )
-    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr)
-    assert watch.hits == []
-    # the watch saw the servers and the native clients that take a password or a key
-    seen = watch.programs
-    assert {"smbd", "sshd", "rsync", "curl", "smbclient", "ssh", "scp", "sftp"} <= seen, sorted(seen)
-    documents = [tmp_path / f"run-{i}.json" for i in range(1, len(kinds) + 1)]
-    _no_secret_in(password, db, *documents, texts=(proc.stdout, proc.stderr))
 
 
 @pytest.fixture

@@ -4,8 +4,9 @@ directory is gone afterwards (also after SIGTERM mid-run, and a SIGKILLed run's 
 against the same URL), the run says it has no raw-TCP baseline unless --iperf3 names one; `doctor URL`;
 and the refusals of bad combinations in one line.
 
-The CLI runs as a user would run it: its own HOME with a 0600 ~/.netrc, the password nowhere else; SSH
-through a Host alias of the ssh config named by WORKBENCH_SSH_CONFIG, with keys and known_hosts only.
+The CLI runs as a user would run it: its own HOME with a 0600 ~/.netrc, the password nowhere else (the one run
+of every URL takes it from WORKBENCH_PASSWORD instead, with no ~/.netrc, and watches every command line for it);
+SSH through a Host alias of the ssh config named by WORKBENCH_SSH_CONFIG, with keys and known_hosts only.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.argv_watch import ArgvWatch
 from tests.helpers import free_port
 from tests.platform_clients import SERVED_ONLY, expected_clients
 from tests.schema_check import assert_valid_run_document
@@ -63,43 +65,74 @@ def _check_rows(doc: dict[str, Any], families: tuple[str, ...]) -> None:
             assert row["details"]["verified_by"] in ("read back", "rsync checksums"), row["details"]
 
 
-@pytest.mark.parametrize(
-    ("kind", "families"),
-    [
-        ("smb", ("smb",)),
-        ("ssh", ("sftp", "scp", "rsync")),
-        ("ftp", ("ftp",)),
-        ("ftps", ("ftp",)),
-        ("rsync", ("rsync",)),
-        ("webdav", ("http",)),
-        ("webdav-digest-https", ("http",)),
-    ],
-)
-def test_run_url_copies_verifies_and_removes_its_scratch(
-    site: StockSite, tmp_path: Path, kind: str, families: tuple[str, ...]
+# Every stock server's kind, with the protocol families whose clients its URL runs.
+KINDS: dict[str, tuple[str, ...]] = {
+    "smb": ("smb",),
+    "ssh": ("sftp", "scp", "rsync"),
+    "ftp": ("ftp",),
+    "ftps": ("ftp",),
+    "rsync": ("rsync",),
+    "webdav": ("http",),
+    "webdav-digest-https": ("http",),
+}
+
+
+def test_every_url_in_one_run_copies_verifies_removes_its_scratch_and_no_password_shows(
+    site: StockSite, tmp_path: Path
 ) -> None:
-    site.start(kind)
-    doc_path = tmp_path / "run.json"
-    proc = run_workbench(
-        site, "run", site.url(kind), *SMALL_RUN, "--files", str(tmp_path / "files"), "--json", str(doc_path)
-    )
+    """One run of every stock server's URL (one run each, one after the other, as several URLs are run): every
+    client of each URL copies both ways and verifies, each scratch directory is gone afterwards, and each run says
+    it has no raw-TCP baseline. The password comes from WORKBENCH_PASSWORD alone (no ~/.netrc), as one user's for
+    all of them, and a watch of every process's command line (tests/argv_watch.py) never sees it while the run
+    lasts: not on the servers', the clients' nor their helpers' (curl, smbclient, rsync, ssh, scp, sftp), whose
+    programs the watch must have seen. Nor is it in the output, the JSON documents or the database."""
+    for kind in KINDS:
+        site.start(kind)
+    (site.home / ".netrc").unlink()  # the password comes from the environment only
+    password = site.credentials.password
+    db = tmp_path / "results.db"
+    with ArgvWatch(password) as watch:
+        proc = run_workbench(
+            site,
+            "run",
+            *(site.url(kind) for kind in KINDS),
+            *SMALL_RUN,
+            "--files",
+            str(tmp_path / "files"),
+            "--json",
+            str(tmp_path / "run.json"),
+            "--db",
+            str(db),
+            WORKBENCH_PASSWORD=password,
+        )
     assert proc.returncode == 0, (proc.stdout[-4000:], proc.stderr)
     assert "Traceback" not in proc.stderr + proc.stdout
-    # said at the top, before the table: no raw-TCP baseline, so absolute figures
-    head = proc.stdout.split("┏")[0]
-    assert "no raw-TCP baseline" in head and "figures are absolute" in head, proc.stdout[:2000]
-    doc = _document(doc_path)
-    server = doc["run"]["server"]
-    assert server["kind"] == "stock" and server["url"] == site.url(kind).rstrip("/")
-    assert doc["run"]["scratch_removed"] is True
-    assert doc["baseline"]["up_bytes_per_s"] is None and doc["baseline"]["rtt_ms"] is not None
-    _check_rows(doc, families)
-    if kind == "rsync":
-        assert {r["details"].get("verified_by") for r in doc["results"] if r["direction"] == "upload"} == {
-            "rsync checksums"
-        }
-    assert _scratch_dirs(site.root(kind)) == []
-    assert any("page cache" in w for w in doc["warnings"]) and any("CPU is unknown" in w for w in doc["warnings"])
+    assert watch.hits == []
+    seen = watch.programs
+    assert {"smbd", "sshd", "rsync", "curl", "smbclient", "ssh", "scp", "sftp"} <= seen, sorted(seen)
+    # said at the top of each run, before its table: no raw-TCP baseline, so absolute figures
+    heads = proc.stdout.split("┏")[:-1]
+    assert len(heads) == len(KINDS), proc.stdout[-4000:]
+    for head in heads:
+        assert "no raw-TCP baseline" in head and "figures are absolute" in head, head[-2000:]
+    documents = [tmp_path / f"run-{index}.json" for index in range(1, len(KINDS) + 1)]
+    for (kind, families), doc_path in zip(KINDS.items(), documents, strict=True):
+        doc = _document(doc_path)
+        server = doc["run"]["server"]
+        assert server["kind"] == "stock" and server["url"] == site.url(kind).rstrip("/"), (kind, server)
+        assert doc["run"]["scratch_removed"] is True, kind
+        assert doc["baseline"]["up_bytes_per_s"] is None and doc["baseline"]["rtt_ms"] is not None, kind
+        _check_rows(doc, families)
+        if kind == "rsync":
+            assert {r["details"].get("verified_by") for r in doc["results"] if r["direction"] == "upload"} == {
+                "rsync checksums"
+            }
+        assert _scratch_dirs(site.root(kind)) == [], kind
+        warnings = doc["warnings"]
+        assert any("page cache" in w for w in warnings) and any("CPU is unknown" in w for w in warnings), kind
+    for path in (db, *documents):
+        assert password.encode() not in path.read_bytes(), path
+    assert password not in proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("kind", ["smb", "ssh", "ftp", "rsync", "webdav"])
