@@ -5,10 +5,11 @@ Usage (root): python bench/count_exchanges.py [--link wifi-ac] [--protocols all]
 
 Runs `workbench lab` on sets of 64 KiB files of two sizes (one warm-up and --repeat timed copies each), with
 the client host's link device captured (workbench.lab.wirecount), and prints per client and direction the
-round trips per file (the client's turns and the flights a sender waited for) and per set, and the time per
-file and per set that is neither (the turnaround on this machine). --write rewrites the COUNTED table of
-protocols/exchanges.py, the clients' declared patterns the per-file ceilings use; --json keeps every figure
-for bench/bench_per_file_predictions.py.
+round trips per file (the client's turns and the flights a sender waited for) and per set, the time per file
+and per set that is neither (the turnaround on this machine), and the waits for a delayed ACK per file and per
+set (a timer's time beyond their round trip: workbench.lab.wirecount.delayed_ack_waits). --write rewrites the
+COUNTED table of protocols/exchanges.py, the clients' declared patterns the per-file ceilings use; --json keeps
+every figure for bench/bench_per_file_predictions.py.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def show(counts: list[ClientCount], rtt_ms: float) -> None:
     print(f"round trips counted on the wire (idle RTT {rtt_ms:.2f} ms); turnaround = neither round trips nor bytes")
     print(
         f"{'client':<22}{'dir':<10}{'per file':>9}{'turns':>7}{'flights':>8}{'per set':>8}"
-        f"{'declared':>10}{'turn/file':>11}{'turn/set':>10}"
+        f"{'declared':>10}{'turn/file':>11}{'turn/set':>10}{'delayed ACKs':>14}"
     )
     for c in counts:
         said = exchanges.declared(c.label, c.direction)
@@ -40,6 +41,7 @@ def show(counts: list[ClientCount], rtt_ms: float) -> None:
             f"{c.label:<22}{c.direction:<10}{c.per_file:>9.2f}{c.turns_per_file:>7.2f}{c.flights_per_file:>8.2f}"
             f"{c.per_set:>8.2f}{declared:>10}"
             f"{c.turnaround_per_file_s * 1e3:>9.2f}ms{c.turnaround_per_set_s * 1e3:>8.0f}ms"
+            f"{c.delayed_acks_per_file:>7.1f}/{c.delayed_acks_per_set:<6.1f}"
         )
 
 

@@ -351,3 +351,85 @@ def test_a_rewritten_table_keeps_the_figures_several_countings_agreed_on(
     assert counted[("afp/python", "download")] == rewritten.Exchanges(per_file=2, per_set=0)
     assert set(rewritten.AGREED_BY_SIX_COUNTINGS) == set(exchanges.AGREED_BY_SIX_COUNTINGS)
     assert ("afp/python", "download") in exchanges.AGREED_BY_SIX_COUNTINGS
+
+
+def test_a_wait_for_a_delayed_ack_is_counted_in_the_timers_seconds_on_either_side() -> None:
+    from workbench.lab.wirecount import delayed_ack_waits
+
+    rtt_ms = 0.2
+    # the client sends 16 bytes and holds its next segment (Nagle) until the server's ACK, which the server delays
+    # 42 ms: it arrives 42 ms + a round trip later and the client speaks at once
+    client_waits = [_c(0, 16), _s(42.0 + rtt_ms, 0), _c(42.25, 52)]
+    # the server sends 296 bytes and holds its next until the client's ACK, delayed 41 ms: the server's next
+    # packet arrives a round trip after that ACK left
+    server_waits = [_s(100.0, 296), _c(141.0, 0), _s(141.0 + rtt_ms + 0.05, 356)]
+    waits = delayed_ack_waits([*server_waits, *client_waits], rtt_ms / 1e3)
+    assert waits == [pytest.approx(0.042), pytest.approx(0.041)]
+    # the same ACKs on a 40 ms link: the round trip is no part of the wait
+    wan = delayed_ack_waits([_c(0, 16), _s(42.0 + 40.0, 0), _c(82.3, 52)], 0.040)
+    assert wan == [pytest.approx(0.042)]
+
+
+def test_a_late_answer_a_slow_resume_or_another_connection_is_no_delayed_ack_wait() -> None:
+    from workbench.lab.wirecount import delayed_ack_waits
+
+    rtt_s = 0.0002
+    answered = [_c(0, 16), _s(45.0, 300), _c(45.1, 52)]  # the server thought 45 ms and answered: a turn
+    slow = [_c(0, 16), _s(42.2, 0), _c(60.0, 52)]  # the client resumed 18 ms after the ACK: it was busy, not held
+    quick = [_c(0, 16), _s(5.0, 0), _c(5.1, 52)]  # an ACK 5 ms late is no delayed-ACK timer's
+    crossed = [_c(0, 16), _s(42.2, 0, conn=DATA), _c(42.3, 52)]  # the ACK is another connection's
+    for packets in (answered, slow, quick, crossed):
+        assert delayed_ack_waits(packets, rtt_s) == [], packets
+
+
+def test_delayed_ack_waits_are_counted_per_file_and_per_set_and_predicted_on_any_link() -> None:
+    """Two waits per file (a login per file), the copies' time the same either way: the count keeps them apart
+    from the round trips, and a prediction charges their seconds whatever the link's RTT."""
+    from workbench.lab.exchangecount import count_clients, predicted_s
+
+    rtt_s = 0.0028
+
+    def copy(start_s: float, files: int) -> list[Packet]:
+        packets = []
+        t_ms = start_s * 1e3
+        for n in range(files):
+            conn = (CLIENT, 41000 + n + int(start_s), SERVER, 22)
+            packets += [_c(t_ms, 16, conn=conn), _s(t_ms + 42.0 + 2.8, 0, conn=conn), _c(t_ms + 44.9, 52, conn=conn)]
+            packets += [_s(t_ms + 48.0, 296, conn=conn), _c(t_ms + 89.0, 0, conn=conn)]
+            packets += [_s(t_ms + 92.0, 356, conn=conn)]
+            t_ms += 100.0
+        return packets
+
+    packets = [*copy(10.0, 4), *copy(20.0, 12)]
+    marks = [(10.0, "ftp/ftplib upload 4x64K 1/1"), (15.0, None), (20.0, "ftp/ftplib upload 12x64K 1/1"), (25.0, None)]
+    (count,) = count_clients(_ftplib_uploads({4: 0.4, 12: 1.2}), packets, marks)
+    assert count.delayed_acks_per_file == 2 and count.delayed_acks_per_set == 0
+    assert count.delayed_ack_per_file_s == pytest.approx(0.042 + 0.041, abs=1e-4)
+    # no CPU figures: the prediction is the turnaround's, which holds the waits already on the counting link
+    assert predicted_s(count, 12, 65536, rtt_s, 62.5e6) == pytest.approx(1.2)
+    with_cpu = dataclasses.replace(count, client_cpu_per_file_s=0.001, server_cpu_per_file_s=0.001, setup_s=0.0)
+    near = predicted_s(with_cpu, 10, 65536, 0.0002, 125e6)
+    without = predicted_s(dataclasses.replace(with_cpu, delayed_ack_per_file_s=0.0), 10, 65536, 0.0002, 125e6)
+    assert near - without == pytest.approx(10 * count.delayed_ack_per_file_s)
+    per_set = dataclasses.replace(with_cpu, delayed_ack_per_file_s=0.0, delayed_ack_per_set_s=0.085)
+    assert predicted_s(per_set, 10, 65536, 0.040, 125e6) - predicted_s(
+        dataclasses.replace(per_set, delayed_ack_per_set_s=0.0), 10, 65536, 0.040, 125e6
+    ) == pytest.approx(0.085)
+
+
+def test_a_rewritten_table_keeps_the_delayed_ack_waits_counted() -> None:
+    from workbench.lab.exchangecount import table_source
+
+    counts = [
+        dataclasses.replace(
+            ClientCount("scp/openssh", "download", 21, 0, 17, 4, 0.0, 0.0, (4, 12)), delayed_acks_per_file=2.0
+        ),
+        dataclasses.replace(
+            ClientCount("sftp/openssh", "upload", 4, 17, 4, 0, 0.0, 0.0, (4, 12)), delayed_acks_per_set=2.04
+        ),
+        ClientCount("ftp/ftplib", "upload", 7, 0, 7, 0, 0.0, 0.0, (4, 12)),
+    ]
+    source = table_source(counts)
+    assert '("scp/openssh", "download"): Exchanges(per_file=21, per_set=0, delayed_acks_per_file=2),' in source
+    assert '("sftp/openssh", "upload"): Exchanges(per_file=4, per_set=17, delayed_acks_per_set=2),' in source
+    assert '("ftp/ftplib", "upload"): Exchanges(per_file=7, per_set=0),' in source

@@ -175,6 +175,11 @@ def _requests_bound(
     return Bound("requests", size * n / wait, f"{format_bytes(size)} × {n} {noun} / {waited}")
 
 
+# What one wait for a delayed ACK is charged beyond its round trip: Linux's shortest delayed-ACK timeout
+# (TCP_DELACK_MIN, 40 ms), the one the lab's hosts showed (40-48 ms); other systems wait longer.
+DELAYED_ACK_S = 0.040
+
+
 def per_file_s(
     round_trips: float,
     rtt_s: float,
@@ -219,6 +224,7 @@ def per_file_bound(
     set_round_trips: float = 0.0,
     waited_per_file_s: float | None = None,
     paced: bool = False,
+    delayed_ack_per_file_s: float = 0.0,
 ) -> Bound:
     """A set of `files` small files when each costs `per_file_s` (its round trips, then the longest of its bytes
     at the path's rate and, where charged, the server's and the client's CPU time on it), `files_in_flight` at a
@@ -234,7 +240,11 @@ def per_file_bound(
     paced_burst_s() at this RTT, charged instead of the bytes' time on the path where it is longer, for a client
     that copies one file at a time with at least a round trip per file. The rows' own ceilings pass it where
     the run recorded that the sending host runs BBR (a lab run: workbench.core.explain), and so do the predictions
-    (workbench.lab.exchangecount.predicted_s)."""
+    (workbench.lab.exchangecount.predicted_s).
+
+    `delayed_ack_per_file_s`: time each file waits for the other side's delayed ACK beyond its round trips (a
+    login per file by a client that leaves Nagle's algorithm on: workbench.lab.wirecount.delayed_ack_waits), a
+    timer's time that nothing overlaps, added on top and named."""
     per_file = set_bytes / files
     wire_s = per_file / path_bytes_per_s if path_bytes_per_s else 0.0
     # the bytes' part, as named when it is the one charged and when it is named beside the one charged
@@ -246,7 +256,7 @@ def per_file_bound(
         wire_s = paced_s
         charged_as = named_as = f"{format_bytes(int(per_file))} paced by BBR in {format_ms(paced_s)}"
     file_s = per_file_s(round_trips_per_file, rtt_s, wire_s, server_per_file_s, client_per_file_s)
-    file_s += waited_per_file_s or 0.0
+    file_s += (waited_per_file_s or 0.0) + delayed_ack_per_file_s
     set_s = set_round_trips * rtt_s + files * file_s / max(1, files_in_flight)
     files_per_s = files / set_s
     rate = set_bytes / set_s
@@ -259,6 +269,8 @@ def per_file_bound(
     parts = [f"{round_trips_per_file:g} RTT", longest[1]]
     if waited_per_file_s:
         parts.append(f"{format_ms(waited_per_file_s)} waiting for a core")
+    if delayed_ack_per_file_s:
+        parts.append(f"{format_ms(delayed_ack_per_file_s)} waiting for delayed ACKs")
     shorter = [part[2] for part in overlapping if part is not longest]
     return Bound(
         "per-file",

@@ -15,7 +15,9 @@ never reaps left out, workbench.shared.childcpu), and the time the two sets' lin
 the set's round trips, is the set's setup (`with_setups`).
 
 `predicted_s` carries them to another link through the `per-file` ceiling's model: round trips × its RTT + the
-longest of the bytes at its rate, the client's CPU and the server's, and the setup once per set. That model's time
+longest of the bytes at its rate, the client's CPU and the server's, and the setup once per set; plus the waits for
+a delayed ACK counted per file and per set (wirecount.delayed_ack_waits), each as long as it was counted, since a
+timer sets it and not the link. That model's time
 is not a floor (ceiling.per_file_s says why), so a prediction checks the model from either side. CPU figures are
 time on a core, which a loaded host does not stretch. The time either side waited for a core (their most-waiting
 threads' run-queue wait, workbench.shared.schedstat) is not added: the two sides' waits overlap each other and the
@@ -44,7 +46,7 @@ from workbench.core.ceiling import (
 )
 from workbench.core.results import Result, Run
 from workbench.lab.lifecycle import CLIENT_ADDR, CLIENT_DEV
-from workbench.lab.wirecount import Capture, Packet, control_connections, count_round_trips, within
+from workbench.lab.wirecount import Capture, Packet, control_connections, count_round_trips, delayed_ack_waits, within
 from workbench.protocols.exchanges import COUNTED_FILE_BYTES, waited_per_file
 
 WARMUP = "warm-up"
@@ -72,8 +74,15 @@ class ClientCount:
     client_cpu_per_file_s: float | None = None
     server_cpu_per_file_s: float | None = None
     # per set: the counted sets' time at zero files (the intercept of the line through the two) less the set's
-    # round trips, never below 0 (a login's CPU, a process start); None: no CPU measured
+    # round trips and its waits for delayed ACKs, never below 0 (a login's CPU, a process start); None: no CPU
+    # measured
     setup_s: float | None = None
+    # the waits for a delayed ACK (wirecount.delayed_ack_waits) per file and per set, and their seconds beyond
+    # their round trips: a timer's time, the same on any link (an OpenSSH login waits twice, about 85 ms)
+    delayed_acks_per_file: float = 0.0
+    delayed_acks_per_set: float = 0.0
+    delayed_ack_per_file_s: float = 0.0
+    delayed_ack_per_set_s: float = 0.0
 
 
 @dataclass
@@ -133,12 +142,16 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
     rtt_s /= 1e3
     skip = control_connections(packets)
     trips: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
+    delack: dict[tuple[str, str, int], list[tuple[int, float]]] = {}
     for label, direction, set_name, start, end in _windows(marks):
         files = _set_files(set_name)
         if files is None:
             continue
-        counted = count_round_trips(within(packets, start, end, skip), rtt_s / 2)
+        copy = within(packets, start, end, skip)
+        counted = count_round_trips(copy, rtt_s / 2)
         trips.setdefault((label, direction, files), []).append((counted.turns, counted.flights))
+        waited = delayed_ack_waits(copy, rtt_s)
+        delack.setdefault((label, direction, files), []).append((len(waited), sum(waited)))
     seconds: dict[tuple[str, str, int], float] = {}
     cpu: dict[tuple[str, str, int], tuple[float | None, float | None]] = {}
     for row in run.results:
@@ -165,6 +178,11 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
         # never below none: a smaller set that waited less than its files' share (a client whose files in flight
         # overlap more in a longer set) pays no round trip of its own
         per_set = max(0.0, turns[small] + flights[small] - small * per_file)
+        # the waits for delayed ACKs the same way, their number and their seconds (never below none)
+        acks = {n: statistics.median(k for k, _ in delack[(label, direction, n)]) for n in (small, large)}
+        acks_s = {n: statistics.median(w for _, w in delack[(label, direction, n)]) for n in (small, large)}
+        acks_file = max(0.0, (acks[large] - acks[small]) / span)
+        acks_file_s = max(0.0, (acks_s[large] - acks_s[small]) / span)
         path = link_goodput_bytes_per_s(run.link, direction) or run.baseline.for_direction(direction) or 0
         wire_s = COUNTED_FILE_BYTES / path if path else 0.0
         d_small, d_large = seconds[(label, direction, small)], seconds[(label, direction, large)]
@@ -182,6 +200,10 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
                 files=(small, large),
                 client_cpu_per_file_s=_per_file(cpu, label, direction, small, large, 0),
                 server_cpu_per_file_s=_per_file(cpu, label, direction, small, large, 1),
+                delayed_acks_per_file=round(acks_file, 2),
+                delayed_acks_per_set=round(max(0.0, acks[small] - small * acks_file), 2),
+                delayed_ack_per_file_s=round(acks_file_s, 4),
+                delayed_ack_per_set_s=round(max(0.0, acks_s[small] - small * acks_file_s), 4),
             )
         )
     return with_setups(run, found)
@@ -230,7 +252,7 @@ def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
             found.append(count)
             continue
         measured_file_s = (d_large - d_small) / (large - small)
-        setup_s = d_small - small * measured_file_s - count.per_set * rtt_s
+        setup_s = d_small - small * measured_file_s - count.per_set * rtt_s - count.delayed_ack_per_set_s
         found.append(dataclasses.replace(count, setup_s=max(0.0, setup_s)))
     return found
 
@@ -295,9 +317,10 @@ def predicted_s(
 ) -> float:
     """The seconds a set of `files` files of `file_bytes` takes on a link of `rtt_s` and `path_bytes_per_s`:
     the counted round trips at its RTT (none per file for a client that keeps files in flight: waited_round_trips),
-    the longest of the bytes at its rate and each side's CPU per file as counted, and the set's setup; a count
-    without CPU figures, its turnaround as counted instead (added to all its counted round trips, since the
-    turnaround was read as what they leave).
+    the longest of the bytes at its rate and each side's CPU per file as counted, the waits for delayed ACKs as
+    counted (per file and per set, in seconds: a timer's, on any link), and the set's setup; a count without CPU
+    figures, its turnaround as counted instead, which holds those waits (added to all its counted round trips,
+    since the turnaround was read as what they leave).
     `waits`: what the predicted copies measured waiting for a core, added for the "with waits" figure (the rows'
     own ceilings leave waits out). `paced`: the link's sender paces each burst (BBR: ceiling.sender_paces_bursts), so
     a file's bytes after a turn take ceiling.paced_burst_s at this RTT where that is longer than the path's time,
@@ -326,8 +349,10 @@ def predicted_s(
             set_round_trips=count.per_set,
             waited_per_file_s=_waited_per_file_s(count, files, file_bytes, path_bytes_per_s, waits) if waits else None,
             paced=paced,
+            delayed_ack_per_file_s=count.delayed_ack_per_file_s,
         )
-        return set_bytes / with_fixed_cost(bound, count.setup_s, set_bytes).bytes_per_s
+        fixed_s = count.setup_s + count.delayed_ack_per_set_s
+        return set_bytes / with_fixed_cost(bound, fixed_s, set_bytes).bytes_per_s
     # the turnaround is, by its reading, the time left beyond the round trips and the bytes: it adds to them
     wire_s = file_bytes / path_bytes_per_s if path_bytes_per_s > 0 else 0.0  # no path rate: no bytes' time known
     file_time_s = count.per_file * rtt_s + wire_s + max(0.0, count.turnaround_per_file_s)
@@ -372,7 +397,16 @@ def table_source(counts: Sequence[ClientCount]) -> str:
     lines = ["COUNTED: dict[tuple[str, str], Exchanges] = {"]
     for c in sorted(counts, key=lambda c: (c.label, c.direction)):
         per_file, per_set = round(max(0.0, c.per_file), 1), round(max(0.0, c.per_set), 1)
-        lines.append(f'    ("{c.label}", "{c.direction}"): Exchanges(per_file={per_file:g}, per_set={per_set:g}),')
+        acks = [
+            f", {name}={round(value, 1):g}"
+            for name, value in (
+                ("delayed_acks_per_file", c.delayed_acks_per_file),
+                ("delayed_acks_per_set", c.delayed_acks_per_set),
+            )
+            if round(value, 1)
+        ]
+        exchanged = f"Exchanges(per_file={per_file:g}, per_set={per_set:g}{''.join(acks)})"
+        lines.append(f'    ("{c.label}", "{c.direction}"): {exchanged},')
     lines.append("}")
     return "\n".join(lines)
 

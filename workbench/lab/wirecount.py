@@ -8,6 +8,13 @@ client that streams on while the server answers (pipelined requests, window upda
 counts nothing; a pure ACK or a FIN is no one speaking. Every connection between the two hosts counts (an
 FTP data connection's SYN is a round trip too), except the workbench control API's (requests to /ctl/),
 which the runner calls around a copy, not in it.
+
+A wait for a delayed ACK is counted apart, in seconds: a side that spoke and then heard nothing but the other
+side's ACK, tens of milliseconds later (the receiver's delayed-ACK timer: 40 ms at least on Linux), and spoke
+again as soon as that ACK reached it, was waiting for it (its next small segment held by Nagle's algorithm until
+everything it sent was acknowledged). Such a wait lasts the timer's time on any link, not a round trip: every
+OpenSSH login of a non-interactive session (scp, sftp, rsync over SSH) waits twice, an rsync daemon's greeting two
+or three times.
 """
 
 from __future__ import annotations
@@ -123,6 +130,38 @@ def count_round_trips(packets: Sequence[Packet], min_gap_s: float) -> Counted:
         spoke_since[other] = True
         last[side] = p.t_s
     return Counted(turns, flights)
+
+
+DELAYED_ACK_MIN_S = 0.03  # below Linux's 40 ms minimum delayed-ACK timeout, far above a busy side's few ms
+DELAYED_ACK_MAX_S = 0.5  # above the longest delayed-ACK timer in use (200 ms): a longer silence is no ACK's
+RESUMED_WITHIN_S = 0.001  # the waiting side speaks this soon after the ACK reaches it (plus a tenth of an RTT)
+
+
+def delayed_ack_waits(packets: Sequence[Packet], rtt_s: float) -> list[float]:
+    """The waits for a delayed ACK in `packets` (any order), each in seconds beyond its round trip.
+
+    On one connection: a side speaks; the next packet is the other side's pure ACK, DELAYED_ACK_MIN_S to
+    DELAYED_ACK_MAX_S later (less the round trip when the ACK comes from the server: the capture is on the
+    client's side of the link); and the first side speaks next, as soon as that ACK can have reached it. The
+    round trip itself is counted by count_round_trips (a flight: data resumed after hearing only an ACK), so only
+    the timer's time is counted here."""
+    by_conn: dict[Connection, list[Packet]] = {}
+    for p in sorted(packets, key=lambda p: p.t_s):
+        by_conn.setdefault(p.conn, []).append(p)
+    waits = []
+    for conn_packets in by_conn.values():
+        for spoke, ack, resumed in zip(conn_packets, conn_packets[1:], conn_packets[2:], strict=False):
+            if not spoke.speaks or ack.speaks or ack.from_client == spoke.from_client:
+                continue
+            if resumed.from_client != spoke.from_client or not resumed.speaks:
+                continue
+            # the client's side of the link: a server's ACK arrives a round trip after what it acknowledges, and
+            # the server's next packet a round trip after the client's ACK left
+            held_s = ack.t_s - spoke.t_s - (rtt_s if spoke.from_client else 0.0)
+            resumed_after_s = resumed.t_s - ack.t_s - (0.0 if spoke.from_client else rtt_s)
+            if DELAYED_ACK_MIN_S <= held_s <= DELAYED_ACK_MAX_S and resumed_after_s <= RESUMED_WITHIN_S + rtt_s / 10:
+                waits.append(held_s)
+    return waits
 
 
 def within(packets: Sequence[Packet], start_s: float, end_s: float, skip: set[Connection]) -> list[Packet]:
