@@ -8,6 +8,7 @@ import math
 import pytest
 
 from workbench.core.ceiling import (
+    DELAYED_ACK_S,
     NOISE_FLOOR,
     Bound,
     binding_bound,
@@ -523,3 +524,29 @@ def test_a_rows_own_ceiling_charges_bbrs_paced_burst_only_where_the_sender_runs_
         assert explained.bound == "per-file" and "paced by BBR in 21 ms" in said, explained
     else:
         assert explained.bound == "unexplained" and "paced" not in said, explained
+
+
+def test_counted_waits_for_delayed_acks_are_charged_the_shortest_timer_per_file_and_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """scp logs in once per file it downloads, and each login waits twice for a delayed ACK: 2 × 40 ms per file
+    beyond the round trips, charged and named; a set's own waits where no fixed cost holds its login."""
+    per_file_waits = exchanges.Exchanges(per_file=20, per_set=0, delayed_acks_per_file=2)
+    monkeypatch.setitem(exchanges.COUNTED, ("scp/openssh", "download"), per_file_waits)
+    # 20 RTT (56 ms) + 80 ms of delayed ACKs + the server's 2 ms per file: 138 ms per file; the copies took 150
+    row = _set_row("scp/openssh", "download", [7.5, 7.5, 7.5], server_cpu_s=0.11, client_cpu_s=0.0)
+    why = _explained(row)
+    per_file = next(b for b in why.bounds or () if b.label == "per-file")
+    assert per_file.bytes_per_s == pytest.approx(50 * 65536 / (50 * (20 * 0.0028 + 0.002 + 2 * DELAYED_ACK_S)))
+    assert "80 ms waiting for delayed ACKs" in per_file.explanation
+    assert why.bound == "per-file"  # 138 ms of the 150: within the ceiling's reach
+    without = dataclasses.replace(per_file_waits, delayed_acks_per_file=0)
+    monkeypatch.setitem(exchanges.COUNTED, ("scp/openssh", "download"), without)
+    assert _explained(row).bound == "unexplained"  # 58 ms against 150: the waits were what it missed
+    # a set's own waits (sftp's login), with no fixed cost fitted: once per set
+    per_set_waits = exchanges.Exchanges(per_file=4, per_set=17, delayed_acks_per_set=2)
+    monkeypatch.setitem(exchanges.COUNTED, ("sftp/openssh", "upload"), per_set_waits)
+    login = _set_row("sftp/openssh", "upload", [0.9, 0.9, 0.9], server_cpu_s=0.11, client_cpu_s=0.0)
+    set_bound = next(b for b in _explained(login).bounds or () if b.label == "per-file")
+    file_s = 4 * 0.0028 + 0.002
+    assert set_bound.bytes_per_s == pytest.approx(50 * 65536 / (17 * 0.0028 + 50 * file_s + 2 * DELAYED_ACK_S))

@@ -16,6 +16,7 @@ from typing import Any
 
 from workbench.core import fixedcost
 from workbench.core.ceiling import (
+    DELAYED_ACK_S,
     EXPLAINS,
     UNEXPLAINED,
     Bound,
@@ -78,15 +79,27 @@ def _server_turnaround_s(row: Result) -> float | None:
     return cpu / requests
 
 
-def _per_file_trips(row: Result) -> tuple[float, float, int] | None:
-    """(round trips per file, round trips per set, files in flight) of a small-file set; None: no per-file model.
+@dataclasses.dataclass(frozen=True)
+class _Trips:
+    """What a small-file set waits for by its client's pattern: round trips per file and per set, files in flight,
+    and the waits for a delayed ACK per file and per set (each a timer's time beyond its round trip)."""
+
+    per_file: float
+    per_set: float
+    in_flight: int
+    delayed_acks_per_file: float = 0.0
+    delayed_acks_per_set: float = 0.0
+
+
+def _per_file_trips(row: Result) -> _Trips | None:
+    """What a small-file set waits for per file and per set (_Trips); None: no per-file model.
 
     The client's counted exchanges (workbench.protocols.exchanges) when it has them: taken on files of
     COUNTED_FILE_BYTES, so a request-bound client's other file sizes add or drop their data requests, and
     taken on the wall clock, so files in flight are in the count already; the round trips per file it waits
     for are those of the rule the predictions use too (exchanges.waited_per_file): none when it declares more
-    than one file in flight. Else its declared round trips besides the data requests (one when it says
-    nothing), with its declared files in flight.
+    than one file in flight; and its counted waits for delayed ACKs. Else its declared round trips besides the
+    data requests (one when it says nothing), with its declared files in flight.
     """
     details = row.details
     if row.files <= 1 or details.streams_sets:  # rsync: no round trip per file
@@ -97,12 +110,18 @@ def _per_file_trips(row: Result) -> tuple[float, float, int] | None:
     if counted is not None:
         more = -(-int(per_file) // size) - -(-COUNTED_FILE_BYTES // size) if size else 0
         keeps_files_in_flight = (details.files_in_flight or 1) > 1
-        return exchanges.waited_per_file(counted.per_file + more, keeps_files_in_flight), counted.per_set, 1
+        return _Trips(
+            exchanges.waited_per_file(counted.per_file + more, keeps_files_in_flight),
+            counted.per_set,
+            1,
+            counted.delayed_acks_per_file,
+            counted.delayed_acks_per_set,
+        )
     data_trips = -(-int(per_file) // size) if size else 1  # a request-bound client asks for each request's worth
     in_flight = details.files_in_flight if details.files_in_flight is not None else 1
     if not in_flight:
         return None
-    return float(data_trips + (details.round_trips_per_file or 0)), 0.0, in_flight
+    return _Trips(float(data_trips + (details.round_trips_per_file or 0)), 0.0, in_flight)
 
 
 def _per_file_ceiling(
@@ -126,19 +145,22 @@ def _per_file_ceiling(
     is not charged: measured per thread, the client's and the server's waits
     overlap each other, the other side's work and the wire (charged, they put the ceiling under copies on every
     link); a row that misses its ceiling says how long each side waited. A row with a fixed cost pays its set's
-    login in that cost, so the set's own exchanges are not charged twice.
+    login in that cost, so the set's own exchanges are not charged twice. A counted wait for a delayed ACK is
+    charged ceiling.DELAYED_ACK_S, the shortest timer Linux waits, per file, and per set where no fixed cost holds
+    the set's login.
     """
     trips = _per_file_trips(row)
     if trips is None or not rtt_s:
         return None
-    per_file, per_set, in_flight = trips
+    per_file, per_set, in_flight = trips.per_file, trips.per_set, trips.in_flight
     server_cpu = _median_cpu_s(row, "server_cpu_s")
     # a clock tick left out: the figure may be a tick over what the server spent (fixedcost.CPU_TICK_S)
     server_s = max(0.0, server_cpu - fixedcost.CPU_TICK_S) / row.files if server_cpu else None
     set_trips = 0.0 if cost is not None else per_set
+    set_acks_s = 0.0 if cost is not None else trips.delayed_acks_per_set * DELAYED_ACK_S
     one_at_a_time = (row.details.files_in_flight or 1) == 1
     client_cpu = fixedcost.client_cpu_per_file_s(row, cost) if one_at_a_time else None
-    if not (per_file or set_trips or path_bytes_per_s or server_s or client_cpu):
+    if not (per_file or set_trips or path_bytes_per_s or server_s or client_cpu or trips.delayed_acks_per_file):
         # Nothing known to charge: a client that keeps files in flight and counted no round trip per set (or whose
         # set's own trips are in its fitted fixed cost), on a path without a rate (no raw-TCP baseline) to a server
         # whose CPU is unknown (a stock one).
@@ -154,8 +176,10 @@ def _per_file_ceiling(
         client_cpu or None,
         set_trips,
         paced=paced,
+        delayed_ack_per_file_s=trips.delayed_acks_per_file * DELAYED_ACK_S,
     )
-    return with_fixed_cost(bound, cost.fixed_s, row.bytes) if cost is not None else bound
+    fixed_s = cost.fixed_s if cost is not None else set_acks_s
+    return with_fixed_cost(bound, fixed_s, row.bytes) if fixed_s else bound
 
 
 @dataclasses.dataclass(frozen=True)
