@@ -13,8 +13,8 @@ A wait for a delayed ACK is counted apart, in seconds: a side that spoke and the
 side's ACK, tens of milliseconds later (the receiver's delayed-ACK timer: 40 ms at least on Linux), and spoke
 again as soon as that ACK reached it, was waiting for it (its next small segment held by Nagle's algorithm until
 everything it sent was acknowledged). Such a wait lasts the timer's time on any link, not a round trip: every
-OpenSSH login of a non-interactive session (scp, sftp, rsync over SSH) waits twice, an rsync daemon's greeting two
-or three times.
+OpenSSH login (scp, sftp, rsync over SSH) waits twice, since OpenSSH turns Nagle's algorithm off only once the
+session starts, after the key exchange and the authentication; an rsync daemon's greeting waits two or three times.
 """
 
 from __future__ import annotations
