@@ -22,7 +22,7 @@ from typing import ClassVar
 from workbench.shared import procs
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import NetworkError, NotFoundError
-from workbench.shared.net import port_open
+from workbench.shared.net import listening, port_open
 from workbench.shared.procs import descendants
 
 
@@ -78,7 +78,18 @@ class ManagedServer(ABC):
         return self.dir / "log"
 
     def start(self, timeout: float = 15.0) -> int:
-        """Prepare, launch as its own process group, wait until every port accepts. Returns the pid."""
+        """Prepare, launch as its own process group, wait until every port accepts. Returns the pid.
+
+        A port some other process already listens on is refused first: readiness is read as the port accepting,
+        which that other process would answer, and this server would die on its bind unseen."""
+        if not self.ctx.netns:  # a lab's namespace is fresh: nothing else listens in it
+            for service in self.services:
+                port = self.ctx.ports[service]
+                if listening(port):
+                    raise NetworkError(
+                        f"{self.name} cannot listen on {self.ctx.bind}:{port} ({service}): another process does",
+                        "stop it, or choose another port",
+                    )
         self.prepare()
         argv = self.command()
         if self.ctx.netns:
