@@ -550,3 +550,18 @@ def test_counted_waits_for_delayed_acks_are_charged_the_shortest_timer_per_file_
     set_bound = next(b for b in _explained(login).bounds or () if b.label == "per-file")
     file_s = 4 * 0.0028 + 0.002
     assert set_bound.bytes_per_s == pytest.approx(50 * 65536 / (17 * 0.0028 + 50 * file_s + 2 * DELAYED_ACK_S))
+    assert set_bound.explanation.endswith(", + 80 ms waiting for delayed ACKs per set")
+    # where a fixed cost per copy was fitted (a single file's copies by the same client), the set's login, its
+    # waits among it, is in that cost: charged once, as the fixed cost
+    singles = tuple(
+        Result("sftp", "openssh", "upload", f"{size >> 20}M", size, 1, samples=(copy,) * 3)
+        for size in (1 << 20, 8 << 20)
+        for copy in [Sample(bytes=size, seconds=0.3 + size / 60e6, verified=True, server_cpu_s=0.0, client_cpu_s=0.0)]
+    )
+    base = Baseline(up_bytes_per_s=62.5e6, down_bytes_per_s=62.5e6, rtt_ms=2.8)
+    rows = explain(Run(id=1, meta={}, baseline=base, results=(*singles, login)), "10.77.0.2").rows
+    fixed_s = rows[2].fixed_cost_s
+    assert fixed_s == pytest.approx(0.3, abs=0.01)
+    fitted = next(b for b in rows[2].bounds or () if b.label == "per-file")
+    assert "waiting for delayed ACKs" not in fitted.explanation
+    assert fitted.bytes_per_s == pytest.approx(50 * 65536 / (fixed_s + 50 * file_s), rel=1e-3)

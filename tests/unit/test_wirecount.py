@@ -380,6 +380,12 @@ def test_a_late_answer_a_slow_resume_or_another_connection_is_no_delayed_ack_wai
     crossed = [_c(0, 16), _s(42.2, 0, conn=DATA), _c(42.3, 52)]  # the ACK is another connection's
     for packets in (answered, slow, quick, crossed):
         assert delayed_ack_waits(packets, rtt_s) == [], packets
+    # on a 40 ms link: a server flight that arrives 1 ms after the client's ACK left was sent before that ACK
+    # reached the server (its round trip is as long as the timer), and one 5 ms after it as well: no wait
+    for early_ms in (41.0, 47.0):
+        assert delayed_ack_waits([_s(0, 1448), _c(40.0, 0), _s(early_ms, 1448)], 0.040) == []
+    # the same flight a round trip after the ACK did wait for it
+    assert delayed_ack_waits([_s(0, 1448), _c(40.0, 0), _s(80.3, 1448)], 0.040) == [pytest.approx(0.040)]
 
 
 def test_delayed_ack_waits_are_counted_per_file_and_per_set_and_predicted_on_any_link() -> None:
@@ -404,16 +410,16 @@ def test_delayed_ack_waits_are_counted_per_file_and_per_set_and_predicted_on_any
     marks = [(10.0, "ftp/ftplib upload 4x64K 1/1"), (15.0, None), (20.0, "ftp/ftplib upload 12x64K 1/1"), (25.0, None)]
     (count,) = count_clients(_ftplib_uploads({4: 0.4, 12: 1.2}), packets, marks)
     assert count.delayed_acks_per_file == 2 and count.delayed_acks_per_set == 0
-    assert count.delayed_ack_per_file_s == pytest.approx(0.042 + 0.041, abs=1e-4)
+    assert count.delayed_ack_wait_per_file_s == pytest.approx(0.042 + 0.041, abs=1e-4)
     # no CPU figures: the prediction is the turnaround's, which holds the waits already on the counting link
     assert predicted_s(count, 12, 65536, rtt_s, 62.5e6) == pytest.approx(1.2)
     with_cpu = dataclasses.replace(count, client_cpu_per_file_s=0.001, server_cpu_per_file_s=0.001, setup_s=0.0)
     near = predicted_s(with_cpu, 10, 65536, 0.0002, 125e6)
-    without = predicted_s(dataclasses.replace(with_cpu, delayed_ack_per_file_s=0.0), 10, 65536, 0.0002, 125e6)
-    assert near - without == pytest.approx(10 * count.delayed_ack_per_file_s)
-    per_set = dataclasses.replace(with_cpu, delayed_ack_per_file_s=0.0, delayed_ack_per_set_s=0.085)
+    without = predicted_s(dataclasses.replace(with_cpu, delayed_ack_wait_per_file_s=0.0), 10, 65536, 0.0002, 125e6)
+    assert near - without == pytest.approx(10 * count.delayed_ack_wait_per_file_s)
+    per_set = dataclasses.replace(with_cpu, delayed_ack_wait_per_file_s=0.0, delayed_ack_wait_per_set_s=0.085)
     assert predicted_s(per_set, 10, 65536, 0.040, 125e6) - predicted_s(
-        dataclasses.replace(per_set, delayed_ack_per_set_s=0.0), 10, 65536, 0.040, 125e6
+        dataclasses.replace(per_set, delayed_ack_wait_per_set_s=0.0), 10, 65536, 0.040, 125e6
     ) == pytest.approx(0.085)
 
 
@@ -433,3 +439,30 @@ def test_a_rewritten_table_keeps_the_delayed_ack_waits_counted() -> None:
     assert '("scp/openssh", "download"): Exchanges(per_file=21, per_set=0, delayed_acks_per_file=2),' in source
     assert '("sftp/openssh", "upload"): Exchanges(per_file=4, per_set=17, delayed_acks_per_set=2),' in source
     assert '("ftp/ftplib", "upload"): Exchanges(per_file=7, per_set=0),' in source
+
+
+def test_a_sets_delayed_ack_waits_leave_its_setup_and_come_back_once() -> None:
+    """A set's waits for delayed ACKs are measured inside its fixed part: the setup is what is left of it, and the
+    prediction on the counting link gives the sets back; waits counted longer than the whole fixed part are cut to
+    it, never charged twice nor beyond what was measured."""
+    from workbench.lab.exchangecount import predicted_s, with_setups
+
+    rtt_s, path = 0.0028, 62.5e6
+    per_file_s = 3 * rtt_s + 0.003
+    count = dataclasses.replace(_three_round_trips("sftp/openssh"), delayed_ack_wait_per_set_s=0.085)
+
+    def run(fixed_s: float) -> Run:
+        def row(files: int) -> Result:
+            sample = Sample(bytes=files * 65536, seconds=fixed_s + files * per_file_s, files=files, verified=True)
+            return Result("sftp", "openssh", "upload", f"{files}x64K", files * 65536, files, samples=(sample,))
+
+        link = {"rtt_ms": 2.8, "expected_goodput_bytes_per_s": path}
+        return Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=(row(4), row(12)), link=link)
+
+    (counted,) = with_setups(run(0.2), [count])
+    assert counted.setup_s == pytest.approx(0.2 - 5 * rtt_s - 0.085)
+    assert counted.delayed_ack_wait_per_set_s == pytest.approx(0.085)
+    assert predicted_s(counted, 12, 65536, rtt_s, path) == pytest.approx(0.2 + 12 * per_file_s)
+    (short,) = with_setups(run(5 * rtt_s + 0.05), [count])  # 50 ms beyond the set's round trips, 85 counted
+    assert short.setup_s == 0 and short.delayed_ack_wait_per_set_s == pytest.approx(0.05)
+    assert predicted_s(short, 12, 65536, rtt_s, path) == pytest.approx(5 * rtt_s + 0.05 + 12 * per_file_s)

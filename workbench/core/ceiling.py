@@ -224,7 +224,7 @@ def per_file_bound(
     set_round_trips: float = 0.0,
     waited_per_file_s: float | None = None,
     paced: bool = False,
-    delayed_ack_per_file_s: float = 0.0,
+    delayed_ack_wait_per_file_s: float = 0.0,
 ) -> Bound:
     """A set of `files` small files when each costs `per_file_s` (its round trips, then the longest of its bytes
     at the path's rate and, where charged, the server's and the client's CPU time on it), `files_in_flight` at a
@@ -242,7 +242,7 @@ def per_file_bound(
     the run recorded that the sending host runs BBR (a lab run: workbench.core.explain), and so do the predictions
     (workbench.lab.exchangecount.predicted_s).
 
-    `delayed_ack_per_file_s`: time each file waits for the other side's delayed ACK beyond its round trips (a
+    `delayed_ack_wait_per_file_s`: time each file waits for the other side's delayed ACK beyond its round trips (a
     login per file by a client that leaves Nagle's algorithm on: workbench.lab.wirecount.delayed_ack_waits), a
     timer's time that nothing overlaps, added on top and named."""
     per_file = set_bytes / files
@@ -256,7 +256,7 @@ def per_file_bound(
         wire_s = paced_s
         charged_as = named_as = f"{format_bytes(int(per_file))} paced by BBR in {format_ms(paced_s)}"
     file_s = per_file_s(round_trips_per_file, rtt_s, wire_s, server_per_file_s, client_per_file_s)
-    file_s += (waited_per_file_s or 0.0) + delayed_ack_per_file_s
+    file_s += (waited_per_file_s or 0.0) + delayed_ack_wait_per_file_s
     set_s = set_round_trips * rtt_s + files * file_s / max(1, files_in_flight)
     files_per_s = files / set_s
     rate = set_bytes / set_s
@@ -269,8 +269,8 @@ def per_file_bound(
     parts = [f"{round_trips_per_file:g} RTT", longest[1]]
     if waited_per_file_s:
         parts.append(f"{format_ms(waited_per_file_s)} waiting for a core")
-    if delayed_ack_per_file_s:
-        parts.append(f"{format_ms(delayed_ack_per_file_s)} waiting for delayed ACKs")
+    if delayed_ack_wait_per_file_s:
+        parts.append(f"{format_ms(delayed_ack_wait_per_file_s)} waiting for delayed ACKs")
     shorter = [part[2] for part in overlapping if part is not longest]
     return Bound(
         "per-file",

@@ -176,10 +176,16 @@ def _per_file_ceiling(
         client_cpu or None,
         set_trips,
         paced=paced,
-        delayed_ack_per_file_s=trips.delayed_acks_per_file * DELAYED_ACK_S,
+        delayed_ack_wait_per_file_s=trips.delayed_acks_per_file * DELAYED_ACK_S,
     )
-    fixed_s = cost.fixed_s if cost is not None else set_acks_s
-    return with_fixed_cost(bound, fixed_s, row.bytes) if fixed_s else bound
+    if cost is not None:
+        return with_fixed_cost(bound, cost.fixed_s, row.bytes)
+    if not set_acks_s:
+        return bound
+    waited = with_fixed_cost(bound, set_acks_s, row.bytes)  # once per copy, like a fixed cost, but named
+    return dataclasses.replace(
+        waited, explanation=f"{bound.explanation}, + {format_ms(set_acks_s)} waiting for delayed ACKs per set"
+    )
 
 
 @dataclasses.dataclass(frozen=True)

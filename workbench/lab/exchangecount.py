@@ -17,8 +17,8 @@ the set's round trips, is the set's setup (`with_setups`).
 `predicted_s` carries them to another link through the `per-file` ceiling's model: round trips × its RTT + the
 longest of the bytes at its rate, the client's CPU and the server's, and the setup once per set; plus the waits for
 a delayed ACK counted per file and per set (wirecount.delayed_ack_waits), each as long as it was counted, since a
-timer sets it and not the link. That model's time
-is not a floor (ceiling.per_file_s says why), so a prediction checks the model from either side. CPU figures are
+timer sets it and not the link. That model's time is not a floor (ceiling.per_file_s says why), so a prediction
+checks the model from either side. CPU figures are
 time on a core, which a loaded host does not stretch. The time either side waited for a core (their most-waiting
 threads' run-queue wait, workbench.shared.schedstat) is not added: the two sides' waits overlap each other and the
 wire, and added they made predictions longer than the copies on every link (`predicted_s` can charge them, to
@@ -81,8 +81,8 @@ class ClientCount:
     # their round trips: a timer's time, the same on any link (an OpenSSH login waits twice, about 85 ms)
     delayed_acks_per_file: float = 0.0
     delayed_acks_per_set: float = 0.0
-    delayed_ack_per_file_s: float = 0.0
-    delayed_ack_per_set_s: float = 0.0
+    delayed_ack_wait_per_file_s: float = 0.0
+    delayed_ack_wait_per_set_s: float = 0.0
 
 
 @dataclass
@@ -202,8 +202,8 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
                 server_cpu_per_file_s=_per_file(cpu, label, direction, small, large, 1),
                 delayed_acks_per_file=round(acks_file, 2),
                 delayed_acks_per_set=round(max(0.0, acks[small] - small * acks_file), 2),
-                delayed_ack_per_file_s=round(acks_file_s, 4),
-                delayed_ack_per_set_s=round(max(0.0, acks_s[small] - small * acks_file_s), 4),
+                delayed_ack_wait_per_file_s=round(acks_file_s, 4),
+                delayed_ack_wait_per_set_s=round(max(0.0, acks_s[small] - small * acks_file_s), 4),
             )
         )
     return with_setups(run, found)
@@ -252,8 +252,11 @@ def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
             found.append(count)
             continue
         measured_file_s = (d_large - d_small) / (large - small)
-        setup_s = d_small - small * measured_file_s - count.per_set * rtt_s - count.delayed_ack_per_set_s
-        found.append(dataclasses.replace(count, setup_s=max(0.0, setup_s)))
+        fixed_s = max(0.0, d_small - small * measured_file_s - count.per_set * rtt_s)
+        # the set's waits for delayed ACKs are charged apart (predicted_s), out of the fixed part they were
+        # measured in: never more than that part, so the two together give it back
+        waits_s = min(count.delayed_ack_wait_per_set_s, fixed_s)
+        found.append(dataclasses.replace(count, setup_s=fixed_s - waits_s, delayed_ack_wait_per_set_s=waits_s))
     return found
 
 
@@ -349,9 +352,9 @@ def predicted_s(
             set_round_trips=count.per_set,
             waited_per_file_s=_waited_per_file_s(count, files, file_bytes, path_bytes_per_s, waits) if waits else None,
             paced=paced,
-            delayed_ack_per_file_s=count.delayed_ack_per_file_s,
+            delayed_ack_wait_per_file_s=count.delayed_ack_wait_per_file_s,
         )
-        fixed_s = count.setup_s + count.delayed_ack_per_set_s
+        fixed_s = count.setup_s + count.delayed_ack_wait_per_set_s
         return set_bytes / with_fixed_cost(bound, fixed_s, set_bytes).bytes_per_s
     # the turnaround is, by its reading, the time left beyond the round trips and the bytes: it adds to them
     wire_s = file_bytes / path_bytes_per_s if path_bytes_per_s > 0 else 0.0  # no path rate: no bytes' time known

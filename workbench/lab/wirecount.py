@@ -159,7 +159,11 @@ def delayed_ack_waits(packets: Sequence[Packet], rtt_s: float) -> list[float]:
             # the server's next packet a round trip after the client's ACK left
             held_s = ack.t_s - spoke.t_s - (rtt_s if spoke.from_client else 0.0)
             resumed_after_s = resumed.t_s - ack.t_s - (0.0 if spoke.from_client else rtt_s)
-            if DELAYED_ACK_MIN_S <= held_s <= DELAYED_ACK_MAX_S and resumed_after_s <= RESUMED_WITHIN_S + rtt_s / 10:
+            # as soon as the ACK reached the waiting side, and not before: a server packet that arrives less than a
+            # round trip after the client's ACK left was sent before that ACK reached the server (a slow-start
+            # flight on a link whose round trip is as long as the timer), so it did not wait for it
+            promptly = abs(resumed_after_s) <= RESUMED_WITHIN_S + rtt_s / 10
+            if DELAYED_ACK_MIN_S <= held_s <= DELAYED_ACK_MAX_S and promptly:
                 waits.append(held_s)
     return waits
 
