@@ -10,9 +10,9 @@ survive a rewrite); a lab test checks that the wire still shows these counts.
 
 A count is a turn of the conversation on the wall clock: two files a client keeps in flight at once cost
 the set one exchange where they overlap, and the count says so. Waits for the other side's delayed ACK are
-counted apart (workbench.lab.wirecount.delayed_ack_waits): each lasts a timer's time beyond its round trip, on
-any link. Every OpenSSH login (scp, sftp, rsync over SSH) waits twice, before OpenSSH turns Nagle's algorithm off
-for its session, so scp, which logs in once per remote file it downloads, waits twice per file.
+counted apart (workbench.lab.wirecount.delayed_ack_waits): each lasts a timer's time beyond its round trip,
+whatever the link. Every OpenSSH login (scp, sftp, rsync over SSH) waits twice, before OpenSSH turns Nagle's
+algorithm off for its session, so scp, which logs in once per remote file it downloads, waits twice per file.
 """
 
 from __future__ import annotations

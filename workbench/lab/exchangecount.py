@@ -78,7 +78,7 @@ class ClientCount:
     # measured
     setup_s: float | None = None
     # the waits for a delayed ACK (wirecount.delayed_ack_waits) per file and per set, and their seconds beyond
-    # their round trips: a timer's time, the same on any link (an OpenSSH login waits twice, about 85 ms)
+    # their round trips: a timer's time, not the link's (an OpenSSH login waits twice, about 85 ms, on each lab link)
     delayed_acks_per_file: float = 0.0
     delayed_acks_per_set: float = 0.0
     delayed_ack_wait_per_file_s: float = 0.0
@@ -321,7 +321,7 @@ def predicted_s(
     """The seconds a set of `files` files of `file_bytes` takes on a link of `rtt_s` and `path_bytes_per_s`:
     the counted round trips at its RTT (none per file for a client that keeps files in flight: waited_round_trips),
     the longest of the bytes at its rate and each side's CPU per file as counted, the waits for delayed ACKs as
-    counted (per file and per set, in seconds: a timer's, on any link), and the set's setup; a count without CPU
+    counted (per file and per set, in seconds: a timer's, not the link's), and the set's setup; a count without CPU
     figures, its turnaround as counted instead, which holds those waits (added to all its counted round trips,
     since the turnaround was read as what they leave).
     `waits`: what the predicted copies measured waiting for a core, added for the "with waits" figure (the rows'
