@@ -19,8 +19,12 @@ import os
 import select
 import socket
 import struct
+import subprocess
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 SCAN_PAUSE_S = 0.002  # between two passes over /proc without exec events: a helper (an askpass, an ssh) lives ~10 ms
 EVENT_RESCAN_S = 0.1  # between two passes over /proc beside exec events
@@ -160,3 +164,34 @@ class ArgvWatch:
         if self._events is not None:
             with contextlib.suppress(OSError):
                 self._events.close()
+
+
+@dataclass(frozen=True)
+class WatchedRun:
+    """A `workbench run` watched for a secret on every command line, and where it wrote its results."""
+
+    proc: subprocess.CompletedProcess
+    watch: ArgvWatch
+    db: Path
+    document: Path
+
+
+def run_watched(
+    run: Callable[..., subprocess.CompletedProcess], secret: str, out: Path, *args: str, **env: str
+) -> WatchedRun:
+    """`run("run", *args, --files/--json/--db under out, **env)` (a run_workbench bound to its site) while an
+    ArgvWatch for `secret` reads every command line; the secret must then be in none of its results either:
+    checked by assert_secret_kept."""
+    db, document = out / "results.db", out / "run.json"
+    with ArgvWatch(secret) as watch:
+        proc = run("run", *args, "--files", str(out / "files"), "--json", str(document), "--db", str(db), **env)
+    return WatchedRun(proc, watch, db, document)
+
+
+def assert_secret_kept(secret: str, watched: WatchedRun, *documents: Path) -> None:
+    """The secret reached no command line, nor the run's output, database or JSON documents."""
+    assert watched.watch.hits == []
+    for text in (watched.proc.stdout, watched.proc.stderr):
+        assert secret not in text
+    for path in (watched.db, *(documents or (watched.document,))):
+        assert secret.encode() not in path.read_bytes(), path

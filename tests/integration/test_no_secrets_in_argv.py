@@ -11,6 +11,7 @@ hold passwords of their own, never this test's freshly generated one.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,19 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.argv_watch import ArgvWatch
+from tests.argv_watch import ArgvWatch, assert_secret_kept, run_watched
 from tests.far_host import servers_up
 from tests.stock_urls import StockSite, run_workbench
 from workbench.shared import credentials as creds_mod
 
 SMALL_RUN = ("--sizes", "1M", "--small", "3x4K", "--repeat", "1", "--warmup", "0")
-
-
-def _no_secret_in(secret: str, *paths: Path, texts: tuple[str, ...] = ()) -> None:
-    for text in texts:
-        assert secret not in text
-    for path in paths:
-        assert secret.encode() not in path.read_bytes(), path
 
 
 def test_the_watch_catches_a_password_on_a_command_line() -> None:
@@ -64,29 +58,21 @@ def test_no_password_on_any_command_line_during_a_served_run(all_servers: Path, 
     password = creds_mod.read(state_dir / "credentials.json").password
     site = StockSite(tmp_path / "client")  # only for its client environment: no stock server here
     site.home.mkdir(parents=True)
-    db = tmp_path / "results.db"
-    with ArgvWatch(password) as watch:
-        proc = run_workbench(
-            site,
-            "run",
-            "--target",
-            str(state_dir / "target.json"),
-            "--credentials",
-            str(state_dir / "credentials.json"),
-            "--protocols",
-            # every served client that can take a password (scp takes one only from a stock server: above)
-            "http,ftp,sftp,rsync,smb,afp",
-            *SMALL_RUN,
-            "--tcp-duration",
-            "0.25",  # the raw-TCP baseline runs (its probe takes the password too) but no figure of it is read
-            "--files",
-            str(tmp_path / "files"),
-            "--json",
-            str(tmp_path / "run.json"),
-            "--db",
-            str(db),
-        )
+    served = (
+        "--target",
+        str(state_dir / "target.json"),
+        "--credentials",
+        str(state_dir / "credentials.json"),
+        "--protocols",
+        # every served client that can take a password (scp takes one only from a stock server: test_run_url.py)
+        "http,ftp,sftp,rsync,smb,afp",
+        *SMALL_RUN,
+        "--tcp-duration",
+        "0.25",  # the raw-TCP baseline runs (its probe takes the password too) but no figure of it is read
+    )
+    watched = run_watched(functools.partial(run_workbench, site), password, tmp_path, *served)
+    proc = watched.proc
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr)
-    assert watch.hits == []
-    assert {"smbd", "sshd", "rsync", "curl", "smbclient", "ssh"} <= watch.programs, sorted(watch.programs)
-    _no_secret_in(password, db, tmp_path / "run.json", texts=(proc.stdout, proc.stderr))
+    seen = watched.watch.programs
+    assert {"smbd", "sshd", "rsync", "curl", "smbclient", "ssh"} <= seen, sorted(seen)
+    assert_secret_kept(password, watched)

@@ -11,6 +11,7 @@ SSH through a Host alias of the ssh config named by WORKBENCH_SSH_CONFIG, with k
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.argv_watch import ArgvWatch
+from tests.argv_watch import assert_secret_kept, run_watched
 from tests.helpers import free_port
 from tests.platform_clients import SERVED_ONLY, expected_clients
 from tests.schema_check import assert_valid_run_document
@@ -90,25 +91,13 @@ def test_every_url_in_one_run_copies_verifies_removes_its_scratch_and_no_passwor
         site.start(kind)
     (site.home / ".netrc").unlink()  # the password comes from the environment only
     password = site.credentials.password
-    db = tmp_path / "results.db"
-    with ArgvWatch(password) as watch:
-        proc = run_workbench(
-            site,
-            "run",
-            *(site.url(kind) for kind in KINDS),
-            *SMALL_RUN,
-            "--files",
-            str(tmp_path / "files"),
-            "--json",
-            str(tmp_path / "run.json"),
-            "--db",
-            str(db),
-            WORKBENCH_PASSWORD=password,
-        )
+    urls = [site.url(kind) for kind in KINDS]
+    run = functools.partial(run_workbench, site)
+    watched = run_watched(run, password, tmp_path, *urls, *SMALL_RUN, WORKBENCH_PASSWORD=password)
+    proc = watched.proc
     assert proc.returncode == 0, (proc.stdout[-4000:], proc.stderr)
     assert "Traceback" not in proc.stderr + proc.stdout
-    assert watch.hits == []
-    seen = watch.programs
+    seen = watched.watch.programs
     assert {"smbd", "sshd", "rsync", "curl", "smbclient", "ssh", "scp", "sftp"} <= seen, sorted(seen)
     # said at the top of each run, before its table: no raw-TCP baseline, so absolute figures
     heads = proc.stdout.split("┏")[:-1]
@@ -130,9 +119,7 @@ def test_every_url_in_one_run_copies_verifies_removes_its_scratch_and_no_passwor
         assert _scratch_dirs(site.root(kind)) == [], kind
         warnings = doc["warnings"]
         assert any("page cache" in w for w in warnings) and any("CPU is unknown" in w for w in warnings), kind
-    for path in (db, *documents):
-        assert password.encode() not in path.read_bytes(), path
-    assert password not in proc.stdout + proc.stderr
+    assert_secret_kept(password, watched, *documents)
 
 
 @pytest.mark.parametrize("kind", ["smb", "ssh", "ftp", "rsync", "webdav"])
