@@ -18,11 +18,10 @@ the set's round trips, is the set's setup (`with_setups`).
 longest of the bytes at its rate, the client's CPU and the server's, and the setup once per set; plus the waits for
 a delayed ACK counted per file and per set (wirecount.delayed_ack_waits), each as long as it was counted, since a
 timer sets it and not the link. That model's time is not a floor (ceiling.per_file_s says why), so a prediction
-checks the model from either side. CPU figures are
-time on a core, which a loaded host does not stretch. The time either side waited for a core (their most-waiting
-threads' run-queue wait, workbench.shared.schedstat) is not added: the two sides' waits overlap each other and the
-wire, and added they made predictions longer than the copies on every link (`predicted_s` can charge them, to
-show it).
+checks the model from either side. CPU figures are time on a core, which a loaded host does not stretch. The time
+either side waited for a core (their most-waiting threads' run-queue wait, workbench.shared.schedstat) is not added:
+the two sides' waits overlap each other and the wire, and added they made predictions longer than the copies on
+every link (`predicted_s` can charge them, to show it).
 """
 
 from __future__ import annotations
