@@ -103,10 +103,11 @@ def test_the_clients_cpu_per_file_leaves_out_what_its_start_up_could_have_taken(
     assert fixedcost.client_cpu_per_file_s(row, fixedcost.FixedCost(0.1, 60e6, (1,), client_cpu_s=2.0)) == 0.0
 
 
-def _set(label: str, seconds: float, client_cpu_s: float, **details: Any) -> Result:
+def _set(label: str, seconds: float, client_cpu_s: float, server_cpu_s: float = 0.0, **details: Any) -> Result:
     cpu_s = client_cpu_s + fixedcost.CPU_TICK_S  # read in clock ticks: the charge leaves one out
+    server_s = server_cpu_s + fixedcost.CPU_TICK_S if server_cpu_s else 0.0
     samples = [
-        Sample(bytes=50 * 65536, seconds=seconds, files=50, verified=True, client_cpu_s=cpu_s, server_cpu_s=0.0)
+        Sample(bytes=50 * 65536, seconds=seconds, files=50, verified=True, client_cpu_s=cpu_s, server_cpu_s=server_s)
         for _ in range(3)
     ]
     return _row(label, "download", "50x64K", 50 * 65536, 50, samples, **details)
@@ -147,6 +148,10 @@ def test_the_per_file_ceiling_charges_a_one_file_at_a_time_clients_cpu_beyond_it
     assert "off the wire and off its CPU" in slow.bound_explanation
     # before that: the bytes and each side's CPU, charged as overlapping, may have run one after another
     assert "(its bytes, the server's CPU and the client's) may have run in turn, or time" in slow.bound_explanation
+    # and with the server's CPU measured too, how much the shorter side's would add in turn (1 ms of the server's
+    # against 3 of the client's), so that a reader sees it covers 1 ms of the 15.6 missing
+    both = _why(_set("smb/pysmb", 50 * 0.03, client_cpu_s=50 * 0.003, server_cpu_s=50 * 0.001)).bound_explanation
+    assert "may have run in turn (the shorter side's CPU, ≈1.0 ms per file, would add), or time" in (both or "")
     # a client with files in flight had no CPU charged: only its bytes and the server's are named
     slow_flight = _why(_set("smb/smbprotocol", 50 * 0.03, client_cpu_s=50 * 0.003, files_in_flight=4))
     assert "(its bytes and the server's CPU) may have run in turn" in (slow_flight.bound_explanation or "")

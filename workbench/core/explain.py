@@ -252,11 +252,24 @@ def _streamed_cpu(row: Result) -> str:
     )
 
 
-def _in_turn(client_charged: bool) -> str:
+def _in_turn(client_charged: bool, uncharged_cpu_s: float | None = None) -> str:
     """The first place a set slower than its per-file ceiling may have spent its time: that ceiling charges only
-    the longest of the parts it takes to overlap (ceiling.per_file_s), and they may have run one after another."""
+    the longest of the parts it takes to overlap (ceiling.per_file_s), and they may have run one after another.
+    `uncharged_cpu_s`: per file, the shorter side's CPU, which the ceiling leaves out and which run in turn adds
+    (said so that a reader sees whether it covers the time missing)."""
     parts = "its bytes, the server's CPU and the client's" if client_charged else "its bytes and the server's CPU"
-    return f"the parts charged as overlapping ({parts}) may have run in turn, or "
+    adds = f" (the shorter side's CPU, ≈{format_ms(uncharged_cpu_s)} per file, would add)" if uncharged_cpu_s else ""
+    return f"the parts charged as overlapping ({parts}) may have run in turn{adds}, or "
+
+
+def _shorter_side_cpu_s(row: Result, cost: fixedcost.FixedCost | None) -> float | None:
+    """Per file, the lesser of the server's and the client's CPU as the per-file ceiling reads them
+    (_per_file_ceiling); None when either is not measured."""
+    server_cpu = _median_cpu_s(row, "server_cpu_s")
+    client_s = fixedcost.client_cpu_per_file_s(row, cost)
+    if server_cpu is None or client_s is None or row.files <= 1:
+        return None
+    return min(max(0.0, server_cpu - fixedcost.CPU_TICK_S) / row.files, client_s)
 
 
 def _off_cpu(row: Result) -> str:
@@ -278,8 +291,11 @@ def _off_cpu(row: Result) -> str:
     )
 
 
-def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, fixed_s: float | None) -> str:
+def _unmodelled(
+    row: Result, median: float, bound: Bound, rtt_s: float | None, cost: fixedcost.FixedCost | None
+) -> str:
     """What a row's time holds beyond its lowest ceiling, in words: per file for a set, else per copy."""
+    fixed_s = cost.fixed_s if cost is not None else None
     spent_s = row.bytes / median
     modelled_s = row.bytes / bound.bytes_per_s
     gap_s = max(0.0, spent_s - modelled_s)
@@ -295,7 +311,11 @@ def _unmodelled(row: Result, median: float, bound: Bound, rtt_s: float | None, f
         cpu = _off_cpu(row) if one_at_a_time else _streamed_cpu(row)
         per_file = format_ms(gap_s / row.files)
         starved = "" if one_at_a_time else _starved(row)  # said per file by _off_cpu
-        in_turn = _in_turn(one_at_a_time) if bound.label == "per-file" else ""
+        in_turn = (
+            _in_turn(one_at_a_time, _shorter_side_cpu_s(row, cost) if one_at_a_time else None)
+            if bound.label == "per-file"
+            else ""
+        )
         return (
             f"≈{per_file} per file{trips}: {in_turn}time the client or server spends off the wire{cpu}{setup}{starved}"
         )
@@ -492,7 +512,7 @@ def _explain_row(
             if explains
             else f"no ceiling within {100 * EXPLAINS:.0f} %: the lowest, {format_bound(bound)}, "
             f"is {bound.bytes_per_s / median:.2g}× the rate; the model is missing "
-            f"{_unmodelled(row, median, bound, rtt_s, cost.fixed_s if cost is not None else None)}"
+            f"{_unmodelled(row, median, bound, rtt_s, cost)}"
         )
     why = RowExplanation(
         pct_of_tcp=100.0 * median / tcp if tcp else None,
