@@ -34,10 +34,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.core.ceiling import link_goodput_bytes_per_s, sender_paces_bursts
-from workbench.core.results import Run
+from workbench.core.results import Result, Run
 from workbench.lab.exchangecount import (
     ClientCount,
     count_clients,
+    cpu_per_file,
+    expected_s,
     lab_run,
     predicted_s,
     waited_round_trips,
@@ -52,17 +54,29 @@ HOLDS = 0.25
 Prediction = tuple[str, str, int, float, float, float, float, float, float | None]
 
 
+def _largest_sets(run: Run) -> list[Result]:
+    """Each client and direction's row of its largest small-file set (the set predicted; a smaller one, where the
+    link copied two, is there for the link's own CPU per file)."""
+    largest: dict[tuple[str, str], Result] = {}
+    for row in run.results:
+        if row.files > 1 and row.good_samples and row.error is None:
+            key = (row.label, row.direction)
+            if key not in largest or row.files > largest[key].files:
+                largest[key] = row
+    return list(largest.values())
+
+
 def predictions(run: Run, counts: list[ClientCount]) -> list[Prediction]:
     """(client, direction, files, round trips per file charged (none for a client that keeps files in flight),
     predicted s with the measured waits for a core added, measured s, predicted s, the waits added in s, the
-    count's server CPU per file in s) of every small-file row."""
+    count's server CPU per file in s) of every client's largest small-file set."""
     rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
     by_client = {(c.label, c.direction): c for c in counts}
     found = []
-    for row in run.results:
+    for row in _largest_sets(run):
         count = by_client.get((row.label, row.direction))
         times = [s.seconds for s in row.good_samples]
-        if row.files <= 1 or count is None or not times or row.error is not None:
+        if count is None:
             continue
         path = link_goodput_bytes_per_s(run.link, row.direction) or run.baseline.for_direction(row.direction)
         if not path:
@@ -88,6 +102,55 @@ def predictions(run: Run, counts: list[ClientCount]) -> list[Prediction]:
     return found
 
 
+Expected = tuple[str, str, int, float, float, float, float]
+
+
+def expectations(run: Run, counts: list[ClientCount]) -> list[Expected]:
+    """(client, direction, files, measured s, expected s, this link's client and server CPU per file in s) of
+    every client's largest small-file set that has the link's own CPU per file (two set sizes copied)."""
+    rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
+    by_client = {(c.label, c.direction): c for c in counts}
+    own = cpu_per_file(run)
+    found = []
+    for row in _largest_sets(run):
+        count = by_client.get((row.label, row.direction))
+        client_s, server_s = own.get((row.label, row.direction), (None, None))
+        path = link_goodput_bytes_per_s(run.link, row.direction) or run.baseline.for_direction(row.direction)
+        if count is None or count.setup_s is None or client_s is None or server_s is None or not path:
+            continue
+        paced = sender_paces_bursts(run.link, row.direction)
+        expected = expected_s(count, row.files, row.bytes // row.files, rtt_s, path, client_s, server_s, paced)
+        measured = statistics.median(s.seconds for s in row.good_samples)
+        found.append((row.label, row.direction, row.files, measured, expected, client_s, server_s))
+    return found
+
+
+def show_expected(link: str, rows: list[Expected], counts: list[ClientCount]) -> int:
+    """The expected/measured table of one link; returns the misses."""
+    if not rows:
+        return 0
+    by_client = {(c.label, c.direction): c for c in counts}
+    print(
+        f"\n{link}: expected with this link's own CPU per file (its two sets' slope), the round trips, setup and"
+        " delayed-ACK waits from the counts; a client that takes turns is charged both sides' CPU"
+    )
+    head = f"{'client':<22}{'dir':<10}{'CPU':>6}{'expected':>10}{'measured':>10}{'ratio':>7}  holds"
+    print(f"{head}{'client':>9}{'server':>9}")
+    held = 0
+    for label, direction, files, measured, expected, client_s, server_s in rows:
+        ratio = expected / measured
+        ok = abs(ratio - 1) <= HOLDS
+        held += ok
+        in_turn = waited_round_trips(by_client[(label, direction)]) > 0
+        print(
+            f"{label:<22}{direction:<10}{'sum' if in_turn else 'max':>6}{expected / files * 1e3:>8.1f}ms"
+            f"{measured / files * 1e3:>8.1f}ms{ratio:>7.2f}  {'yes' if ok else 'NO ':<5}"
+            f"{client_s * 1e3:>7.2f}ms{server_s * 1e3:>7.2f}ms"
+        )
+    print(f"{held} of {len(rows)} expectations within {HOLDS:.0%}")
+    return len(rows) - held
+
+
 def _server_cpu_method(run: Run) -> str:
     """How a run's copies read the server's CPU (its link document says, since the lab read it from its cgroup)."""
     return str((run.link or {}).get("server_cpu_per_copy") or "process trees")
@@ -106,7 +169,10 @@ def _flags(link: str, small: list[str], protocols: str, repeat: int) -> dict[str
 
 
 def measure(link: str, files: int, protocols: str, repeat: int) -> Run:
-    return lab_run(_flags(link, [f"{files}x64K"], protocols, repeat), f"per-file predictions on {link}")[0]
+    """A lab run on `link` of a set of `files` 64 KiB files, and of one a third its size for the link's own CPU per
+    file (cpu_per_file)."""
+    sets = [f"{n}x64K" for n in sorted({max(2, files // 3), files})]
+    return lab_run(_flags(link, sets, protocols, repeat), f"per-file predictions on {link}")[0]
 
 
 def show(link: str, run: Run, rows: list[Prediction], counted_by: str) -> int:
@@ -206,6 +272,7 @@ def main() -> int:
                 args.save.mkdir(parents=True, exist_ok=True)
                 (args.save / f"{link}.json").write_text(json.dumps(run.to_json()))
         missed += show(link, run, predictions(run, counts), counted_by)
+        missed += show_expected(link, expectations(run, counts), counts)
     if args.swing:
         show_swing(counts, _load_counts(args.swing))
     print(f"\nfile size counted on: {COUNTED_FILE_BYTES // 1024} KiB")

@@ -466,3 +466,61 @@ def test_a_sets_delayed_ack_waits_leave_its_setup_and_come_back_once() -> None:
     (short,) = with_setups(run(5 * rtt_s + 0.05), [count])  # 50 ms beyond the set's round trips, 85 counted
     assert short.setup_s == 0 and short.delayed_ack_wait_per_set_s == pytest.approx(0.05)
     assert predicted_s(short, 12, 65536, rtt_s, path) == pytest.approx(5 * rtt_s + 0.05 + 12 * per_file_s)
+
+
+def _cpu_rows(label: str, direction: str, cpu_by_files: dict[int, tuple[float, float | None]]) -> tuple[Result, ...]:
+    """Sets of 64 KiB files, one copy each: files -> (client CPU s, server CPU s) of each copy."""
+    protocol, client = label.split("/")
+    return tuple(
+        Result(
+            protocol, client, direction, f"{n}x64K", n * 65536, n,
+            samples=(
+                Sample(bytes=n * 65536, seconds=0.1 * n, files=n, verified=True, client_cpu_s=c, server_cpu_s=s),
+            ),
+        )
+        for n, (c, s) in cpu_by_files.items()
+    )  # fmt: skip
+
+
+def test_a_links_own_cpu_per_file_is_its_two_sets_slope() -> None:
+    from workbench.lab.exchangecount import cpu_per_file
+
+    rows = (
+        *_cpu_rows("http/aiohttp", "upload", {10: (0.020, 0.031), 30: (0.040, 0.061)}),
+        # a server CPU that read lower in the larger set is none per file, never below
+        *_cpu_rows("http/aiohttp", "download", {10: (0.030, 0.020), 30: (0.050, 0.010)}),
+        # no server CPU read: none; one set size only: no slope
+        *_cpu_rows("smb/pysmb", "upload", {10: (0.010, None), 30: (0.030, None)}),
+        *_cpu_rows("afp/python", "upload", {30: (0.030, 0.030)}),
+    )
+    failed = dataclasses.replace(_cpu_rows("sftp/paramiko", "upload", {10: (0.01, 0.01)})[0], error="refused")
+    run = Run(id=1, meta={}, baseline=Baseline(rtt_ms=0.2), results=(*rows, failed))
+    cpu = cpu_per_file(run)
+    assert cpu[("http/aiohttp", "upload")] == pytest.approx((0.001, 0.0015))
+    assert cpu[("http/aiohttp", "download")] == pytest.approx((0.001, 0.0))
+    assert cpu[("smb/pysmb", "upload")] == (pytest.approx(0.001), None)
+    assert ("afp/python", "upload") not in cpu and ("sftp/paramiko", "upload") not in cpu
+
+
+def test_an_expected_set_adds_both_sides_cpu_for_a_client_taking_turns_not_for_one_with_files_in_flight() -> None:
+    from workbench.lab.exchangecount import expected_s, predicted_s
+
+    rtt_s, path = 0.0002, 125e6
+    wire_s = 65536 / path  # 0.52 ms, under both sides' CPU
+    turns = dataclasses.replace(_three_round_trips("sftp/paramiko"), setup_s=0.01)
+    # 3 round trips per file, then the client's 1 ms and the server's 0.8 ms in turn; the set's setup and its 5
+    # round trips once
+    expected = expected_s(turns, 30, 65536, rtt_s, path, 0.001, 0.0008)
+    assert expected == pytest.approx(0.01 + 5 * rtt_s + 30 * (3 * rtt_s + 0.0018))
+    # the ceiling's model (predicted_s) charges the longer side only: the expectation is longer by the other
+    counted_cpu = dataclasses.replace(turns, client_cpu_per_file_s=0.001, server_cpu_per_file_s=0.0008)
+    assert expected - predicted_s(counted_cpu, 30, 65536, rtt_s, path) == pytest.approx(30 * 0.0008)
+    # a client with files in flight (under IN_FLIGHT_TURNS turns per file) waits no round trip per file and its
+    # sides overlap: the longer side, and the bytes where they take longer
+    in_flight = dataclasses.replace(turns, per_file=0.5, turns_per_file=0.3, flights_per_file=0.2)
+    assert expected_s(in_flight, 30, 65536, rtt_s, path, 0.001, 0.0008) == pytest.approx(
+        0.01 + 5 * rtt_s + 30 * 0.001
+    )
+    assert expected_s(in_flight, 30, 65536, rtt_s, path, 0.0001, 0.0002) == pytest.approx(
+        0.01 + 5 * rtt_s + 30 * wire_s
+    )

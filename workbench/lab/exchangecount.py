@@ -152,12 +152,11 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
         waited = delayed_ack_waits(copy, rtt_s)
         delack.setdefault((label, direction, files), []).append((len(waited), sum(waited)))
     seconds: dict[tuple[str, str, int], float] = {}
-    cpu: dict[tuple[str, str, int], tuple[float | None, float | None]] = {}
     for row in run.results:
         times = [s.seconds for s in row.good_samples]
         if row.files > 1 and times and row.error is None:
             seconds[(row.label, row.direction, row.files)] = statistics.median(times)
-            cpu[(row.label, row.direction, row.files)] = (_median_cpu(row, "client"), _median_cpu(row, "server"))
+    cpu = cpu_per_file(run)
     found = []
     for label, direction in sorted({(k[0], k[1]) for k in trips}):
         sizes = sorted(f for (la, d, f) in trips if (la, d) == (label, direction))
@@ -197,8 +196,8 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
                 turnaround_per_file_s=file_s - per_file * rtt_s - wire_s,
                 turnaround_per_set_s=d_small - small * file_s - per_set * rtt_s,
                 files=(small, large),
-                client_cpu_per_file_s=_per_file(cpu, label, direction, small, large, 0),
-                server_cpu_per_file_s=_per_file(cpu, label, direction, small, large, 1),
+                client_cpu_per_file_s=cpu.get((label, direction), (None, None))[0],
+                server_cpu_per_file_s=cpu.get((label, direction), (None, None))[1],
                 delayed_acks_per_file=round(acks_file, 2),
                 delayed_acks_per_set=round(max(0.0, acks[small] - small * acks_file), 2),
                 delayed_ack_wait_per_file_s=round(acks_file_s, 4),
@@ -306,6 +305,59 @@ def _per_file(
     """One side's CPU per file: the larger set's less the smaller's, over the files between them (never below 0)."""
     low, high = cpu[(label, direction, small)][side], cpu[(label, direction, large)][side]
     return max(0.0, (high - low) / (large - small)) if low is not None and high is not None else None
+
+
+def cpu_per_file(run: Run) -> dict[tuple[str, str], tuple[float | None, float | None]]:
+    """Each client and direction's CPU per file on `run`'s own link, client's and server's: its smallest and
+    largest small-file sets' median CPU per copy, the larger less the smaller over the files between them, as a
+    counting reads it (never below 0). A client with fewer than two set sizes, or without a CPU figure, has none.
+
+    Why a link's own: a side's CPU per file grows with the time it sleeps between exchanges (a process woken after
+    a longer idle runs colder). Measured on the lab's 2-core VM for the same clients and files, CPU per file on
+    wifi-ac (2.8 ms RTT) was 1.2 to 2 times gige's (0.2 ms), and on wan (40 ms) up to 4 times: a figure counted on
+    one link over-charges a link with shorter waits, which matters where CPU is most of a file's time (gige)."""
+    cpu: dict[tuple[str, str, int], tuple[float | None, float | None]] = {}
+    for row in run.results:
+        if row.files > 1 and row.good_samples and row.error is None:
+            cpu[(row.label, row.direction, row.files)] = (_median_cpu(row, "client"), _median_cpu(row, "server"))
+    found: dict[tuple[str, str], tuple[float | None, float | None]] = {}
+    for label, direction in {(k[0], k[1]) for k in cpu}:
+        sizes = sorted(n for (la, d, n) in cpu if (la, d) == (label, direction))
+        if len(sizes) >= 2:
+            small, large = sizes[0], sizes[-1]
+            found[(label, direction)] = (
+                _per_file(cpu, label, direction, small, large, 0),
+                _per_file(cpu, label, direction, small, large, 1),
+            )
+    return found
+
+
+def expected_s(
+    count: ClientCount,
+    files: int,
+    file_bytes: int,
+    rtt_s: float,
+    path_bytes_per_s: float,
+    client_cpu_per_file_s: float,
+    server_cpu_per_file_s: float,
+    paced: bool = False,
+) -> float:
+    """The seconds a set is expected to take on a link from its count's round trips, setup and waits for delayed
+    ACKs, with each side's CPU per file measured on that link (`cpu_per_file`): `predicted_s` with two changes.
+    The CPU is the link's own, since CPU per file depends on the link (`cpu_per_file` says why). And a client that
+    takes turns (it waits for each file's answers before the next file: waited_round_trips > 0) is charged its
+    two sides' CPU added, since in a turn one side works while the other waits for it: on gige, where CPU is most
+    of a file's time, such clients' sets took 1.2 to 1.7 times the longer side's CPU with the round trips, and
+    0.8 to 1.25 times the sum. A client that keeps files in flight is charged the longer side, as its sides
+    overlap. The sum is an expectation, not a bound: the rows' `per-file` ceilings keep the longer side, so that
+    no copy whose sides overlapped beats them."""
+    in_turn = waited_round_trips(count) > 0
+    charged = dataclasses.replace(
+        count,
+        client_cpu_per_file_s=client_cpu_per_file_s + server_cpu_per_file_s if in_turn else client_cpu_per_file_s,
+        server_cpu_per_file_s=0.0 if in_turn else server_cpu_per_file_s,
+    )
+    return predicted_s(charged, files, file_bytes, rtt_s, path_bytes_per_s, paced=paced)
 
 
 def predicted_s(
