@@ -22,6 +22,11 @@ checks the model from either side. CPU figures are time on a core, which a loade
 either side waited for a core (their most-waiting threads' run-queue wait, workbench.shared.schedstat) is not added:
 the two sides' waits overlap each other and the wire, and added they made predictions longer than the copies on
 every link (`predicted_s` can charge them, to show it).
+
+CPU per file carries less well than round trips: a side's CPU per file grows with the time it sleeps between
+exchanges (`cpu_per_file`), so where CPU is most of a file's time the figure counted on another link over-charges.
+`expected_s` takes the counted round trips, setup and waits with a link's own CPU per file, both sides' added for a
+client that takes turns: an expectation, where `predicted_s` is the ceiling's bound.
 """
 
 from __future__ import annotations
