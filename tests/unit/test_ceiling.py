@@ -565,3 +565,15 @@ def test_counted_waits_for_delayed_acks_are_charged_the_shortest_timer_per_file_
     fitted = next(b for b in rows[2].bounds or () if b.label == "per-file")
     assert "waiting for delayed ACKs" not in fitted.explanation
     assert fitted.bytes_per_s == pytest.approx(50 * 65536 / (fixed_s + 50 * file_s), rel=1e-3)
+
+
+def test_a_per_file_bound_says_what_its_overlapping_parts_would_add_in_turn_and_keeps_it_with_a_fixed_cost() -> None:
+    from workbench.core.ceiling import per_file_bound, with_fixed_cost
+
+    # 64 KiB at 62.5 MB/s (1.05 ms), the server's 1 ms and the client's 3 ms: the client's is charged, the other
+    # two would add 2.05 ms per file run in turn
+    bound = per_file_bound(30 * 65536, 30, 3, 0.0028, 62.5e6, server_per_file_s=0.001, client_per_file_s=0.003)
+    assert bound.in_turn_s == pytest.approx(65536 / 62.5e6 + 0.001)
+    assert with_fixed_cost(bound, 0.2, 30 * 65536).in_turn_s == bound.in_turn_s
+    # the bytes alone: nothing overlaps them
+    assert per_file_bound(30 * 65536, 30, 3, 0.0028, 62.5e6).in_turn_s == 0.0

@@ -147,11 +147,18 @@ def test_the_per_file_ceiling_charges_a_one_file_at_a_time_clients_cpu_beyond_it
     assert slow.bound == "unexplained" and slow.bound_explanation is not None
     assert "off the wire and off its CPU" in slow.bound_explanation
     # before that: the bytes and each side's CPU, charged as overlapping, may have run one after another
-    assert "(its bytes, the server's CPU and the client's) may have run in turn, or time" in slow.bound_explanation
-    # and with the server's CPU measured too, how much the shorter side's would add in turn (1 ms of the server's
-    # against 3 of the client's), so that a reader sees it covers 1 ms of the 15.6 missing
+    # (its bytes' 1.05 ms would add to the client's 3 ms)
+    said = "(its bytes, the server's CPU and the client's) may have run in turn (in turn they would add ≈1.0 ms per "
+    said += "file)"
+    assert f"{said}, or time" in slow.bound_explanation
+    # with how much running in turn would add per file: the parts but the longest, here the bytes' 1.05 ms (64 KiB
+    # at 62.5 MB/s) and the server's 1 ms beside the client's 3, so that a reader sees it covers 2 ms of the 15.6
+    # missing
     both = _why(_set("smb/pysmb", 50 * 0.03, client_cpu_s=50 * 0.003, server_cpu_s=50 * 0.001)).bound_explanation
-    assert "may have run in turn (the shorter side's CPU, ≈1.0 ms per file, would add), or time" in (both or "")
+    assert "may have run in turn (in turn they would add ≈2.0 ms per file), or time" in (both or "")
+    # a copy whose ceiling charged one part only (no CPU measured on either side) has nothing to add in turn
+    bytes_only = _why(_set("smb/pysmb", 50 * 0.03, client_cpu_s=0.0)).bound_explanation or ""
+    assert "may have run in turn, or time" in bytes_only and "would add" not in bytes_only
     # a client with files in flight had no CPU charged: only its bytes and the server's are named
     slow_flight = _why(_set("smb/smbprotocol", 50 * 0.03, client_cpu_s=50 * 0.003, files_in_flight=4))
     assert "(its bytes and the server's CPU) may have run in turn" in (slow_flight.bound_explanation or "")

@@ -45,6 +45,9 @@ class Bound:
     saturated: bool = False  # a resource measured as fully used (cpu >= CPU_SATURATED)
     # the ceiling of the streaming alone, before a fixed cost per copy was added (with_fixed_cost); None: none was
     streaming_bytes_per_s: float | None = None
+    # a per-file bound's: per file, what the parts it charges as overlapping (the bytes, each side's CPU) would add
+    # if they ran one after another, their sum less the longest; None: no such parts
+    in_turn_s: float | None = None
 
     @property
     def streaming(self) -> float:
@@ -279,6 +282,7 @@ def per_file_bound(
         + (f" (overlapping {' and '.join(shorter)})" if shorter else "")
         + (f", {files_in_flight} at a time" if files_in_flight > 1 else "")
         + (f", + {set_round_trips:g} RTT per set" if set_round_trips else ""),
+        in_turn_s=sum(part[0] for part in overlapping) - longest[0],
     )
 
 
@@ -305,7 +309,7 @@ def with_fixed_cost(bound: Bound, fixed_s: float, nbytes: int) -> Bound:
         return bound
     rate = nbytes / (fixed_s + nbytes / bound.bytes_per_s)
     explanation = f"{bound.explanation}, + {format_ms(fixed_s)} per copy"
-    return Bound(bound.label, rate, explanation, bound.saturated, bound.streaming)
+    return Bound(bound.label, rate, explanation, bound.saturated, bound.streaming, bound.in_turn_s)
 
 
 def explaining_bound(found: Sequence[Bound], measured_bytes_per_s: float) -> tuple[Bound | None, bool]:

@@ -252,24 +252,19 @@ def _streamed_cpu(row: Result) -> str:
     )
 
 
-def _in_turn(client_charged: bool, uncharged_cpu_s: float | None = None) -> str:
+def _in_turn(client_charged: bool, in_turn_s: float | None = None) -> str:
     """The first place a set slower than its per-file ceiling may have spent its time: that ceiling charges only
     the longest of the parts it takes to overlap (ceiling.per_file_s), and they may have run one after another.
-    `uncharged_cpu_s`: per file, the shorter side's CPU, which the ceiling leaves out and which run in turn adds
-    (said so that a reader sees whether it covers the time missing)."""
+    `in_turn_s`: per file, what they would add then (Bound.in_turn_s), said so that a reader sees whether it covers
+    the time missing; left out under IN_TURN_SAID_S."""
     parts = "its bytes, the server's CPU and the client's" if client_charged else "its bytes and the server's CPU"
-    adds = f" (the shorter side's CPU, ≈{format_ms(uncharged_cpu_s)} per file, would add)" if uncharged_cpu_s else ""
+    adds = ""
+    if in_turn_s is not None and in_turn_s >= IN_TURN_SAID_S:
+        adds = f" (in turn they would add ≈{format_ms(in_turn_s)} per file)"
     return f"the parts charged as overlapping ({parts}) may have run in turn{adds}, or "
 
 
-def _shorter_side_cpu_s(row: Result, cost: fixedcost.FixedCost | None) -> float | None:
-    """Per file, the lesser of the server's and the client's CPU as the per-file ceiling reads them
-    (_per_file_ceiling); None when either is not measured."""
-    server_cpu = _median_cpu_s(row, "server_cpu_s")
-    client_s = fixedcost.client_cpu_per_file_s(row, cost)
-    if server_cpu is None or client_s is None or row.files <= 1:
-        return None
-    return min(max(0.0, server_cpu - fixedcost.CPU_TICK_S) / row.files, client_s)
+IN_TURN_SAID_S = 1e-5  # under 0.01 ms per file, what running in turn would add is not worth a figure
 
 
 def _off_cpu(row: Result) -> str:
@@ -311,11 +306,7 @@ def _unmodelled(
         cpu = _off_cpu(row) if one_at_a_time else _streamed_cpu(row)
         per_file = format_ms(gap_s / row.files)
         starved = "" if one_at_a_time else _starved(row)  # said per file by _off_cpu
-        in_turn = (
-            _in_turn(one_at_a_time, _shorter_side_cpu_s(row, cost) if one_at_a_time else None)
-            if bound.label == "per-file"
-            else ""
-        )
+        in_turn = _in_turn(one_at_a_time, bound.in_turn_s) if bound.label == "per-file" else ""
         return (
             f"≈{per_file} per file{trips}: {in_turn}time the client or server spends off the wire{cpu}{setup}{starved}"
         )
