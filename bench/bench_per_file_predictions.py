@@ -7,7 +7,8 @@ Usage (root): python bench/bench_per_file_predictions.py [--counts counts.json] 
 
 The counts (round trips per file and per set, each side's CPU per file and the set's setup on this machine)
 come from --counts (bench/count_exchanges.py --json) or are taken first on wifi-ac (sets of --count-files).
-Each other link then runs `workbench lab` with one set of 64 KiB files, and every client's set is predicted as
+Each other link then runs `workbench lab` with a set of 64 KiB files (--files) and one a third its size, and every
+client's larger set is predicted as
 round trips × that link's idle RTT + the longest of the bytes at its goodput, the client's CPU and the server's
 (taken to overlap), + the setup (workbench.lab.exchangecount.predicted_s). That is the time of the rows' own
 per-file ceiling, a model of measured parts and not a proven floor: a ratio under 1 is a copy slower than its
@@ -17,6 +18,11 @@ declares) is charged its round trips per set only, by the one rule both follow (
 CPU is time on a core, which load does not stretch. A prediction within 25 % of the measured median holds. The
 table also shows the waits for a core the measured copies read (schedstat, per file) and the prediction with them
 added.
+A second table per link gives the expectation (exchangecount.expected_s): the counted round trips, setup and waits
+for delayed ACKs with that link's own CPU per file (the slope between its two sets: a side's CPU per file grows
+with the link's RTT, so the counting link's over-charges a faster one), both sides' CPU added for a client that
+takes turns. Its CPU comes from the copies it is checked against: it checks the counts and that rule, not that CPU
+carries between links.
 --save DIR keeps the counts (counts.json), the run they were counted in (wifi-ac.json) and each link's run
 (LINK.json); --runs DIR predicts from those again without a lab (after a change to the model). --swing prints
 each side's CPU per file beside another counting's (its counts.json): how far two runs' readings are apart.
@@ -38,7 +44,7 @@ from workbench.core.results import Result, Run
 from workbench.lab.exchangecount import (
     ClientCount,
     count_clients,
-    cpu_per_file,
+    cpu_per_file_s,
     expected_s,
     lab_run,
     predicted_s,
@@ -56,14 +62,14 @@ Prediction = tuple[str, str, int, float, float, float, float, float, float | Non
 
 def _largest_sets(run: Run) -> list[Result]:
     """Each client and direction's row of its largest small-file set (the set predicted; a smaller one, where the
-    link copied two, is there for the link's own CPU per file)."""
+    link copied two, is there for the link's own CPU per file), where that row measured: a failed largest set is
+    left out, not replaced by the smaller one."""
     largest: dict[tuple[str, str], Result] = {}
     for row in run.results:
-        if row.files > 1 and row.good_samples and row.error is None:
-            key = (row.label, row.direction)
-            if key not in largest or row.files > largest[key].files:
-                largest[key] = row
-    return list(largest.values())
+        key = (row.label, row.direction)
+        if row.files > 1 and (key not in largest or row.files > largest[key].files):
+            largest[key] = row
+    return [row for row in largest.values() if row.good_samples and row.error is None]
 
 
 def predictions(run: Run, counts: list[ClientCount]) -> list[Prediction]:
@@ -110,7 +116,7 @@ def expectations(run: Run, counts: list[ClientCount]) -> list[Expected]:
     every client's largest small-file set that has the link's own CPU per file (two set sizes copied)."""
     rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
     by_client = {(c.label, c.direction): c for c in counts}
-    own = cpu_per_file(run)
+    own = cpu_per_file_s(run)
     found = []
     for row in _largest_sets(run):
         count = by_client.get((row.label, row.direction))
@@ -128,6 +134,7 @@ def expectations(run: Run, counts: list[ClientCount]) -> list[Expected]:
 def show_expected(link: str, rows: list[Expected], counts: list[ClientCount]) -> int:
     """The expected/measured table of one link; returns the misses."""
     if not rows:
+        print(f"\n{link}: no expectation: the run has no two set sizes of a client (saved before they were copied?)")
         return 0
     by_client = {(c.label, c.direction): c for c in counts}
     print(
@@ -170,7 +177,7 @@ def _flags(link: str, small: list[str], protocols: str, repeat: int) -> dict[str
 
 def measure(link: str, files: int, protocols: str, repeat: int) -> Run:
     """A lab run on `link` of a set of `files` 64 KiB files, and of one a third its size for the link's own CPU per
-    file (cpu_per_file)."""
+    file (cpu_per_file_s)."""
     sets = [f"{n}x64K" for n in sorted({max(2, files // 3), files})]
     return lab_run(_flags(link, sets, protocols, repeat), f"per-file predictions on {link}")[0]
 

@@ -483,7 +483,7 @@ def _cpu_rows(label: str, direction: str, cpu_by_files: dict[int, tuple[float, f
 
 
 def test_a_links_own_cpu_per_file_is_its_two_sets_slope() -> None:
-    from workbench.lab.exchangecount import cpu_per_file
+    from workbench.lab.exchangecount import cpu_per_file_s
 
     rows = (
         *_cpu_rows("http/aiohttp", "upload", {10: (0.020, 0.031), 30: (0.040, 0.061)}),
@@ -493,9 +493,11 @@ def test_a_links_own_cpu_per_file_is_its_two_sets_slope() -> None:
         *_cpu_rows("smb/pysmb", "upload", {10: (0.010, None), 30: (0.030, None)}),
         *_cpu_rows("afp/python", "upload", {30: (0.030, 0.030)}),
     )
-    failed = dataclasses.replace(_cpu_rows("sftp/paramiko", "upload", {10: (0.01, 0.01)})[0], error="refused")
-    run = Run(id=1, meta={}, baseline=Baseline(rtt_ms=0.2), results=(*rows, failed))
-    cpu = cpu_per_file(run)
+    # a set that failed gives no CPU figure: with its client's other set alone there is no slope
+    good, failed = _cpu_rows("sftp/paramiko", "upload", {10: (0.01, 0.01), 30: (0.03, 0.03)})
+    failed = dataclasses.replace(failed, error="refused")
+    run = Run(id=1, meta={}, baseline=Baseline(rtt_ms=0.2), results=(*rows, good, failed))
+    cpu = cpu_per_file_s(run)
     assert cpu[("http/aiohttp", "upload")] == pytest.approx((0.001, 0.0015))
     assert cpu[("http/aiohttp", "download")] == pytest.approx((0.001, 0.0))
     assert cpu[("smb/pysmb", "upload")] == (pytest.approx(0.001), None)

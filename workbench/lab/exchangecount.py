@@ -23,8 +23,8 @@ either side waited for a core (their most-waiting threads' run-queue wait, workb
 the two sides' waits overlap each other and the wire, and added they made predictions longer than the copies on
 every link (`predicted_s` can charge them, to show it).
 
-CPU per file carries less well than round trips: a side's CPU per file grows with the time it sleeps between
-exchanges (`cpu_per_file`), so where CPU is most of a file's time the figure counted on another link over-charges.
+CPU per file carries less well than round trips: a side's CPU per file grows with the link's RTT (`cpu_per_file_s`),
+so where CPU is most of a file's time the figure counted on another link over-charges.
 `expected_s` takes the counted round trips, setup and waits with a link's own CPU per file, both sides' added for a
 client that takes turns: an expectation, where `predicted_s` is the ceiling's bound.
 """
@@ -161,7 +161,7 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
         times = [s.seconds for s in row.good_samples]
         if row.files > 1 and times and row.error is None:
             seconds[(row.label, row.direction, row.files)] = statistics.median(times)
-    cpu = cpu_per_file(run)
+    cpu = cpu_per_file_s(run)
     found = []
     for label, direction in sorted({(k[0], k[1]) for k in trips}):
         sizes = sorted(f for (la, d, f) in trips if (la, d) == (label, direction))
@@ -312,15 +312,17 @@ def _per_file(
     return max(0.0, (high - low) / (large - small)) if low is not None and high is not None else None
 
 
-def cpu_per_file(run: Run) -> dict[tuple[str, str], tuple[float | None, float | None]]:
+def cpu_per_file_s(run: Run) -> dict[tuple[str, str], tuple[float | None, float | None]]:
     """Each client and direction's CPU per file on `run`'s own link, client's and server's: its smallest and
     largest small-file sets' median CPU per copy, the larger less the smaller over the files between them, as a
     counting reads it (never below 0). A client with fewer than two set sizes, or without a CPU figure, has none.
 
-    Why a link's own: a side's CPU per file grows with the time it sleeps between exchanges (a process woken after
-    a longer idle runs colder). Measured on the lab's 2-core VM for the same clients and files, CPU per file on
-    wifi-ac (2.8 ms RTT) was 1.2 to 2 times gige's (0.2 ms), and on wan (40 ms) up to 4 times: a figure counted on
-    one link over-charges a link with shorter waits, which matters where CPU is most of a file's time (gige)."""
+    Why a link's own: a side's CPU per file grows with the link's RTT. On the lab's 2-core VM, for the same clients
+    and 64 KiB files, CPU per file counted on wifi-ac (2.8 ms RTT) was a median 1.5 times (client) and 1.6 times
+    (server) what gige's sets used (0.2 ms), half of the clients between 1.2 and 1.8 times, and wan's (40 ms) a
+    median 1.6 and 1.9 times wifi-ac's. A likely reason, not measured: a process that sleeps longer between
+    exchanges wakes to colder caches. So a figure counted on one link over-charges a link of shorter waits, which
+    matters where CPU is most of a file's time (gige)."""
     cpu: dict[tuple[str, str, int], tuple[float | None, float | None]] = {}
     for row in run.results:
         if row.files > 1 and row.good_samples and row.error is None:
@@ -348,8 +350,8 @@ def expected_s(
     paced: bool = False,
 ) -> float:
     """The seconds a set is expected to take on a link from its count's round trips, setup and waits for delayed
-    ACKs, with each side's CPU per file measured on that link (`cpu_per_file`): `predicted_s` with two changes.
-    The CPU is the link's own, since CPU per file depends on the link (`cpu_per_file` says why). And a client that
+    ACKs, with each side's CPU per file measured on that link (`cpu_per_file_s`): `predicted_s` with two changes.
+    The CPU is the link's own, since CPU per file depends on the link (`cpu_per_file_s` says why). And a client that
     takes turns (it waits for each file's answers before the next file: waited_round_trips > 0) is charged its
     two sides' CPU added, since in a turn one side works while the other waits for it: on gige, where CPU is most
     of a file's time, such clients' sets took 1.2 to 1.7 times the longer side's CPU with the round trips, and
