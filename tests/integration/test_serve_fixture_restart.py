@@ -5,7 +5,9 @@ its readiness check would otherwise take for its own."""
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -37,5 +39,22 @@ def test_a_server_refuses_a_port_another_process_listens_on_before_it_starts(tmp
     taken = runner.ctx.ports["ftp"]
     with socket.create_server((HOST, taken)), pytest.raises(NetworkError) as refused:
         runner.server.start()
-    assert f"{HOST}:{taken} (ftp): another process does" in refused.value.one_line()
+    # and names who: this test's process holds the socket
+    assert f"{HOST}:{taken} (ftp): another process does, pid {os.getpid()} (" in refused.value.one_line()
     assert runner.server.proc is None
+
+
+def test_a_server_waits_for_a_port_being_let_go_of_as_after_a_restart(tmp_path: Path) -> None:
+    """A port whose holder lets go of it within PORT_RELEASE_WAIT_S (a server killed just before its restart) is
+    taken, not refused."""
+    runner = ServeRunner(tmp_path)
+    taken = runner.ctx.ports["ftp"]
+    held = socket.create_server((HOST, taken))
+    threading.Timer(0.3, held.close).start()
+    try:
+        runner.server.start()
+        with socket.create_connection((HOST, taken), timeout=5):
+            pass  # the server's FTP answers on the port it waited for
+    finally:
+        held.close()
+        runner.stop()

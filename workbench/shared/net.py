@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 from pathlib import Path
@@ -29,6 +30,12 @@ def listening(port: int) -> bool:
     """Whether a TCP socket (IPv4 or IPv6) listens on `port` in the network namespace this thread is in, read from
     the kernel's tables: no connection is made (iperf3 takes any connection for a test's control channel and is
     busy until it gives up on it). thread-self: a thread that entered a lab namespace sees that one's tables."""
+    return bool(_listening_inodes(port))
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """The socket inodes listening on `port` (IPv4 or IPv6) in this thread's network namespace."""
+    found = set()
     for table in ("tcp", "tcp6"):
         try:
             lines = Path("/proc/thread-self/net", table).read_text().splitlines()[1:]
@@ -36,8 +43,28 @@ def listening(port: int) -> bool:
             continue
         for fields in (line.split() for line in lines):
             if fields[3] == TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                return True
-    return False
+                found.add(fields[9])
+    return found
+
+
+def listener(port: int) -> str | None:
+    """Who listens on `port`, for an error message: "pid N (name)" of a process holding the socket, read from
+    /proc; "a process of another user or namespace" when none here can be seen holding it; None: nothing listens."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return None
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in wanted:
+                    name = (proc / "comm").read_text().strip()
+                    return f"pid {proc.name} ({name.encode('ascii', 'replace').decode()})"
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return "a process of another user or namespace"
 
 
 def free_ports(bind: str, count: int) -> list[int]:

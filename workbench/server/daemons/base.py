@@ -22,8 +22,12 @@ from typing import ClassVar
 from workbench.shared import procs
 from workbench.shared.credentials import Credentials
 from workbench.shared.errors import NetworkError, NotFoundError
-from workbench.shared.net import listening, port_open
+from workbench.shared.net import listener, listening, port_open
 from workbench.shared.procs import descendants
+
+# How long a port still held at a server's start is looked at again: the socket of a process stopped or killed just
+# before (a restart) goes when the kernel has ended that process, a moment later
+PORT_RELEASE_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -81,13 +85,20 @@ class ManagedServer(ABC):
         """Prepare, launch as its own process group, wait until every port accepts. Returns the pid.
 
         A port some other process already listens on is refused first: readiness is read as the port accepting,
-        which that other process would answer, and this server would die on its bind unseen."""
+        which that other process would answer, and this server would die on its bind unseen. A port still held is
+        looked at again for PORT_RELEASE_WAIT_S first: a server stopped or killed just before (a restart) may not
+        have let go of it yet."""
         if not self.ctx.netns:  # a lab's namespace is fresh: nothing else listens in it
             for service in self.services:
                 port = self.ctx.ports[service]
-                if listening(port):
+                deadline = time.monotonic() + PORT_RELEASE_WAIT_S
+                while listening(port) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                holder = listener(port)
+                if holder is not None:
                     raise NetworkError(
-                        f"{self.name} cannot listen on {self.ctx.bind}:{port} ({service}): another process does",
+                        f"{self.name} cannot listen on {self.ctx.bind}:{port} ({service}): another process does, "
+                        f"{holder}",
                         "stop it, or choose another port",
                     )
         self.prepare()
