@@ -349,15 +349,15 @@ def expected_s(
     server_cpu_per_file_s: float,
     paced: bool = False,
 ) -> float:
-    """The seconds a set is expected to take on a link from its count's round trips, setup and waits for delayed
-    ACKs, with each side's CPU per file measured on that link (`cpu_per_file_s`): `predicted_s` with two changes.
-    The CPU is the link's own, since CPU per file depends on the link (`cpu_per_file_s` says why). And a client that
-    takes turns (it waits for each file's answers before the next file: waited_round_trips > 0) is charged its
-    two sides' CPU added, since in a turn one side works while the other waits for it: on gige, where CPU is most
-    of a file's time, such clients' sets took 1.2 to 1.7 times the longer side's CPU with the round trips, and
-    0.8 to 1.25 times the sum. A client that keeps files in flight is charged the longer side, as its sides
-    overlap. The sum is an expectation, not a bound: the rows' `per-file` ceilings keep the longer side, so that
-    no copy whose sides overlapped beats them."""
+    """The seconds a set is expected to take on a link from its count's round trips, setup and waits for delayed ACKs,
+    with each side's CPU per file measured on that link (`cpu_per_file_s`): `predicted_s` with two changes. The CPU is
+    the link's own, since CPU per file depends on the link (`cpu_per_file_s` says why). And a client that takes turns
+    (it waits for each file's answers before the next file: waited_round_trips > 0) is charged its two sides' CPU added,
+    since in a turn one side works while the other waits for it: on gige, where CPU is most of a file's time, such
+    clients' sets (of clients without a setup of their own) took 1.1 to 2 times the longer side's CPU with the round
+    trips, and 0.86 to 1.27 times the sum. A client that keeps files in flight is charged the longer side, as its sides
+    overlap. The sum is an expectation, not a bound: the rows' `per-file` ceilings keep the longer side, so that no copy
+    whose sides overlapped beats them."""
     in_turn = waited_round_trips(count) > 0
     charged = dataclasses.replace(
         count,

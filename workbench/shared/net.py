@@ -7,6 +7,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from workbench.shared.safetext import strip_controls
+
 TCP_LISTEN = "0A"  # the state column of /proc/net/tcp
 
 
@@ -60,8 +62,8 @@ def listener(port: int) -> str | None:
         try:
             for fd in (proc / "fd").iterdir():
                 if os.readlink(fd) in wanted:
-                    name = (proc / "comm").read_text().strip()
-                    return f"pid {proc.name} ({name.encode('ascii', 'replace').decode()})"
+                    # a process names itself: its words are shown, never obeyed by the terminal
+                    return f"pid {proc.name} ({strip_controls((proc / 'comm').read_text().strip())})"
         except OSError:  # ended meanwhile, or not ours to read
             continue
     return "a process of another user or namespace"
