@@ -35,6 +35,7 @@ import dataclasses
 import json
 import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,6 +49,7 @@ from workbench.lab.exchangecount import (
     expected_s,
     lab_run,
     predicted_s,
+    run_rtt_s,
     waited_round_trips,
     waits_of,
     with_setups,
@@ -72,26 +74,28 @@ def _largest_sets(run: Run) -> list[Result]:
     return [row for row in largest.values() if row.good_samples and row.error is None]
 
 
+def _predictable(run: Run, counts: list[ClientCount]) -> Iterator[tuple[Result, ClientCount, float, bool]]:
+    """Each client's largest small-file set (_largest_sets) that has a count and a path rate: the row, its count,
+    the path's rate in bytes/s that way, and whether its sender paces each burst (BBR)."""
+    by_client = {(c.label, c.direction): c for c in counts}
+    for row in _largest_sets(run):
+        count = by_client.get((row.label, row.direction))
+        path = link_goodput_bytes_per_s(run.link, row.direction) or run.baseline.for_direction(row.direction)
+        if count is not None and path:
+            yield row, count, path, sender_paces_bursts(run.link, row.direction)
+
+
 def predictions(run: Run, counts: list[ClientCount]) -> list[Prediction]:
     """(client, direction, files, round trips per file charged (none for a client that keeps files in flight),
     predicted s with the measured waits for a core added, measured s, predicted s, the waits added in s, the
     count's server CPU per file in s) of every client's largest small-file set."""
-    rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
-    by_client = {(c.label, c.direction): c for c in counts}
+    rtt_s = run_rtt_s(run)
     found = []
-    for row in _largest_sets(run):
-        count = by_client.get((row.label, row.direction))
-        times = [s.seconds for s in row.good_samples]
-        if count is None:
-            continue
-        path = link_goodput_bytes_per_s(run.link, row.direction) or run.baseline.for_direction(row.direction)
-        if not path:
-            continue
+    for row, count, path, paced in _predictable(run, counts):
         file_bytes = row.bytes // row.files
-        paced = sender_paces_bursts(run.link, row.direction)
         quiet = predicted_s(count, row.files, file_bytes, rtt_s, path, paced=paced)
         loaded = predicted_s(count, row.files, file_bytes, rtt_s, path, waits_of(row), paced)
-        median = statistics.median(times)
+        median = statistics.median(s.seconds for s in row.good_samples)
         found.append(
             (
                 row.label,
@@ -114,17 +118,13 @@ Expected = tuple[str, str, int, float, float, float, float]
 def expectations(run: Run, counts: list[ClientCount]) -> list[Expected]:
     """(client, direction, files, measured s, expected s, this link's client and server CPU per file in s) of
     every client's largest small-file set that has the link's own CPU per file (two set sizes copied)."""
-    rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
-    by_client = {(c.label, c.direction): c for c in counts}
+    rtt_s = run_rtt_s(run)
     own = cpu_per_file_s(run)
     found = []
-    for row in _largest_sets(run):
-        count = by_client.get((row.label, row.direction))
+    for row, count, path, paced in _predictable(run, counts):
         client_s, server_s = own.get((row.label, row.direction), (None, None))
-        path = link_goodput_bytes_per_s(run.link, row.direction) or run.baseline.for_direction(row.direction)
-        if count is None or count.setup_s is None or client_s is None or server_s is None or not path:
+        if count.setup_s is None or client_s is None or server_s is None:
             continue
-        paced = sender_paces_bursts(run.link, row.direction)
         expected = expected_s(count, row.files, row.bytes // row.files, rtt_s, path, client_s, server_s, paced)
         measured = statistics.median(s.seconds for s in row.good_samples)
         found.append((row.label, row.direction, row.files, measured, expected, client_s, server_s))
@@ -183,7 +183,7 @@ def measure(link: str, files: int, protocols: str, repeat: int) -> Run:
 
 
 def show(link: str, run: Run, rows: list[Prediction], counted_by: str) -> int:
-    rtt = (run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0
+    rtt = run_rtt_s(run) * 1e3
     print(
         f"\n{link}: idle RTT {rtt:.2f} ms; predicted from the counts by the per-file ceiling's model, per file (the"
         " set's time / its files)"

@@ -138,12 +138,16 @@ def _set_files(name: str) -> int | None:
     return int(count) if count.isdigit() else None
 
 
+def run_rtt_s(run: Run) -> float:
+    """A run's round trip in seconds: its lab link's idle RTT, else its baseline's; 0.0 where neither is known."""
+    return float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
+
+
 def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[float, str | None]]) -> list[ClientCount]:
     """Each client and direction's counts from a run of two small-file sets, its capture and its progress marks."""
-    rtt_s = (run.link or {}).get("rtt_ms") or run.baseline.rtt_ms
+    rtt_s = run_rtt_s(run)
     if not rtt_s:
         return []
-    rtt_s /= 1e3
     skip = control_connections(packets)
     trips: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
     delack: dict[tuple[str, str, int], list[tuple[int, float]]] = {}
@@ -190,6 +194,7 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
         wire_s = COUNTED_FILE_BYTES / path if path else 0.0
         d_small, d_large = seconds[(label, direction, small)], seconds[(label, direction, large)]
         file_s = (d_large - d_small) / span
+        client_cpu_s, server_cpu_s = cpu.get((label, direction), (None, None))
         found.append(
             ClientCount(
                 label=label,
@@ -201,8 +206,8 @@ def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[flo
                 turnaround_per_file_s=file_s - per_file * rtt_s - wire_s,
                 turnaround_per_set_s=d_small - small * file_s - per_set * rtt_s,
                 files=(small, large),
-                client_cpu_per_file_s=cpu.get((label, direction), (None, None))[0],
-                server_cpu_per_file_s=cpu.get((label, direction), (None, None))[1],
+                client_cpu_per_file_s=client_cpu_s,
+                server_cpu_per_file_s=server_cpu_s,
                 delayed_acks_per_file=round(acks_file, 2),
                 delayed_acks_per_set=round(max(0.0, acks[small] - small * acks_file), 2),
                 delayed_ack_wait_per_file_s=round(acks_file_s, 4),
@@ -239,7 +244,7 @@ def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
     charges (its parts ran in turn, or waited for a core), that difference times each set's files would land in
     the setup, and a prediction for a set smaller than the counted ones would overshoot by it (and one for a larger
     set undershoot); the model's own per-file shortfall stays per file, where a prediction shows it."""
-    rtt_s = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
+    rtt_s = run_rtt_s(run)
     seconds: dict[tuple[str, str, int], float] = {}
     for row in run.results:
         times = [s.seconds for s in row.good_samples]
@@ -449,8 +454,7 @@ def counted(link: str, protocols: str, files: tuple[int, int], repeat: int) -> t
         "tcp_duration": 1.0,
     }
     run, packets, marks = lab_run(flags, f"count exchanges on {link}")
-    rtt_ms = float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0)
-    return count_clients(run, packets, marks), rtt_ms
+    return count_clients(run, packets, marks), run_rtt_s(run) * 1e3
 
 
 def table_source(counts: Sequence[ClientCount]) -> str:
