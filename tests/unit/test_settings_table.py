@@ -232,6 +232,21 @@ def test_small_none_means_no_small_file_set_for_every_command(
         assert settings["small"] == [] and all(plan.small_sets == () for plan in PLANS[command](settings))
 
 
+@pytest.mark.parametrize("command", ["run", "fleet", "lab"])
+def test_small_sets_may_be_joined_by_commas_as_sizes_are(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORKBENCH_PASSWORD", "not-a-secret")
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
+    joined = capture(command, ["--small", "30x64K,100x64K", "--small", "10x1M", "--sizes", "1M"])
+    assert joined["small"] == ["30x64K", "100x64K", "10x1M"]
+    names = [s.name for plan in PLANS[command](joined) for s in plan.small_sets]
+    assert names[:3] == ["30x64K", "100x64K", "10x1M"]
+    # a malformed one among them is refused by name, not as the whole list
+    with pytest.raises(UsageError, match="'30y64K'"):
+        PLANS[command](capture(command, ["--small", "30y64K,100x64K", "--sizes", "1M"]))
+
+
 def test_a_fleet_takes_the_config_files_iperf3_as_run_url_does(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('iperf3 = "127.0.0.1:5201"\n')

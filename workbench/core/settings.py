@@ -158,13 +158,14 @@ SETTINGS: tuple[Setting, ...] = (
         "small",
         list[str] | None,
         None,
-        "Many-small-files sets, COUNTxSIZE ('none' for none).",
+        "Many-small-files sets, COUNTxSIZE, comma-separated or the flag repeated ('none' for none).",
         "a COUNTxSIZE string or a list of them ('none': none)",
         'small = ["1000x16K"]',
         toml=WORDS,
         # The lab copies a small-file set by default: files/s is half of the story users ask about.
         lab_default=("100x64K",),
-        lab_help="Many-small-files sets, COUNTxSIZE (default 100x64K; 'none' for none).",
+        lab_help="Many-small-files sets, COUNTxSIZE, comma-separated or the flag repeated (default 100x64K; 'none' "
+        "for none).",
         meta="small_sets",
         from_plan=lambda plan: [s.name for s in plan.small_sets],
     ),
@@ -610,8 +611,9 @@ def typed_value(setting: Setting, value: Any) -> Any:
     if value is None:
         return None
     if setting.name == "small":
-        words = [value] if isinstance(value, str) else list(value)
-        return [w for w in (str(w) for w in words) if w.strip().lower() != "none"]  # 'none': no small sets
+        # a list, a word each time the flag is given, or words joined by commas like --sizes takes them
+        words = [part for w in ([value] if isinstance(value, str) else list(value)) for part in str(w).split(",")]
+        return [w for w in words if w.strip() and w.strip().lower() != "none"]  # 'none': no small sets
     if setting.toml is WORDS and isinstance(value, list):
         return ",".join(str(v) for v in value)
     if setting.toml is str and isinstance(value, str) and Path in _members(setting.type):
