@@ -35,7 +35,7 @@ from workbench.core.ceiling import (
     sender_paces_bursts,
     with_fixed_cost,
 )
-from workbench.core.results import Baseline, Explanation, Result, RowExplanation, Run
+from workbench.core.results import INTERVAL_S, Baseline, Explanation, Result, RowExplanation, Run, Sample
 from workbench.core.verdict import verdict, verdict_notes
 from workbench.protocols import exchanges
 from workbench.protocols.exchanges import COUNTED_FILE_BYTES
@@ -252,6 +252,52 @@ def _streamed_cpu(row: Result) -> str:
     )
 
 
+LUMPY = 1.2  # a slot 1.2 × the path's rate or more moved what the link cannot: the meter saw the copy in lumps
+
+
+def _lost_after_start_s(sample: Sample, path_bytes_per_s: float) -> float | None:
+    """How much longer one copy's progress took, after the slot its data started in (the first to move
+    fixedcost.STARTED of its mean slot, as its start-up is read) and before its last moving slot (both partial),
+    than its bytes there at the path's rate; None where the meter saw the copy in lumps (a slot of LUMPY × the
+    path's rate or more, which a lump's edge would turn into time lost or won) or no slot lies between."""
+    slots = sample.intervals
+    slot_bytes = path_bytes_per_s * INTERVAL_S
+    if not slots or max(slots) >= LUMPY * slot_bytes:
+        return None
+    mean = sum(slots) / len(slots)
+    started = next((i for i, moved in enumerate(slots) if moved >= fixedcost.STARTED * mean), None)
+    last = max((i for i, moved in enumerate(slots) if moved > 0), default=None)
+    if started is None or last is None or last <= started + 1:
+        return None
+    between = slots[started + 1 : last]
+    return max(0.0, INTERVAL_S * len(between) - sum(between) / path_bytes_per_s)
+
+
+def _after_start(row: Result, path_bytes_per_s: float | None, cost: fixedcost.FixedCost | None) -> str:
+    """'time after its data started, … (…), or ' for a copy that streams (one file, or a set streamed whole) whose
+    fixed cost was seen before its data moved (fixedcost.startup) and that then took longer than its bytes at the
+    path's rate (_lost_after_start_s, the median over its copies, said from 10 ms): time such a fixed cost cannot
+    hold. Said with what the sender's counters add: how much of the copy its application held it back, and how
+    much it retransmitted."""
+    if cost is None or cost.method != "start-up" or not path_bytes_per_s:
+        return ""
+    if row.files > 1 and not row.details.streams_sets:
+        return ""
+    lost = [s for c in row.good_samples if (s := _lost_after_start_s(c, path_bytes_per_s)) is not None]
+    if not lost or statistics.median(lost) < LOST_SAID_S:
+        return ""
+    said = f"each copy took ≈{format_ms(statistics.median(lost))} longer than its bytes at the path's rate"
+    triage = row.tcp
+    if triage is not None and triage.side == "sender" and triage.app_limited is not None:
+        said += f"; its sender was app-limited {100 * triage.app_limited:.0f} % of the copy"
+        if triage.retrans_fraction:
+            said += f" and retransmitted {100 * triage.retrans_fraction:.1f} % of its bytes"
+    return f"time after its data started, which its fixed cost (seen before its data moved) leaves out ({said}), or "
+
+
+LOST_SAID_S = 0.01  # under 10 ms a copy's time lost after its data started is within its slots' rounding
+
+
 def _in_turn(client_charged: bool, in_turn_s: float | None = None) -> str:
     """The first place a set slower than its per-file ceiling may have spent its time: that ceiling charges only
     the longest of the parts it takes to overlap (ceiling.per_file_s), and they may have run one after another.
@@ -287,7 +333,12 @@ def _off_cpu(row: Result) -> str:
 
 
 def _unmodelled(
-    row: Result, median: float, bound: Bound, rtt_s: float | None, cost: fixedcost.FixedCost | None
+    row: Result,
+    median: float,
+    bound: Bound,
+    rtt_s: float | None,
+    cost: fixedcost.FixedCost | None,
+    path_bytes_per_s: float | None,
 ) -> str:
     """What a row's time holds beyond its lowest ceiling, in words: per file for a set, else per copy."""
     fixed_s = cost.fixed_s if cost is not None else None
@@ -307,12 +358,16 @@ def _unmodelled(
         per_file = format_ms(gap_s / row.files)
         starved = "" if one_at_a_time else _starved(row)  # said per file by _off_cpu
         in_turn = _in_turn(one_at_a_time, bound.in_turn_s) if bound.label == "per-file" else ""
+        after = _after_start(row, path_bytes_per_s, cost)
         return (
-            f"≈{per_file} per file{trips}: {in_turn}time the client or server spends off the wire{cpu}{setup}{starved}"
+            f"≈{per_file} per file{trips}: {in_turn}{after}time the client or server spends off the wire{cpu}{setup}"
+            f"{starved}"
         )
     triage = row.tcp
     said = f"; the {triage.side}'s TCP counters say {triage.limit}" if triage is not None and triage.limit else ""
     said += _starved(row)
+    if after := _after_start(row, path_bytes_per_s, cost):
+        said += f"; {after.removesuffix(', or ')}"
     if row.details.timed_includes_setup and fixed_s is None:
         return (
             f"≈{format_ms(gap_s)} per copy, the process start and login each copy pays: no fixed cost could be "
@@ -503,7 +558,7 @@ def _explain_row(
             if explains
             else f"no ceiling within {100 * EXPLAINS:.0f} %: the lowest, {format_bound(bound)}, "
             f"is {bound.bytes_per_s / median:.2g}× the rate; the model is missing "
-            f"{_unmodelled(row, median, bound, rtt_s, cost)}"
+            f"{_unmodelled(row, median, bound, rtt_s, cost, path_bytes_per_s)}"
         )
     why = RowExplanation(
         pct_of_tcp=100.0 * median / tcp if tcp else None,
