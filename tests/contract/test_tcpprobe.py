@@ -90,13 +90,12 @@ def test_window_clamp_sets_the_advertised_window(server: ProbeServer, secret: st
     assert result.window_requested == window
     assert result.window_bytes is not None
     assert window * 0.9 <= result.window_bytes <= window * 1.1
-    # Seen from both ends, where the kernel reports it (snd_wnd: Linux 6.2, rcv_wnd: 6.10). The receiver's is what
-    # it advertised last, the clamp less what it had not read yet: a reader slowed by a busy machine leaves less
-    # (190 KiB once), so only its ceiling is the clamp's.
-    if result.sender.tcp_info.snd_wnd is not None:
-        assert window * 0.9 <= result.sender.tcp_info.snd_wnd <= window * 1.1
-    if result.receiver.tcp_info.rcv_wnd is not None:
-        assert result.receiver.tcp_info.rcv_wnd <= window * 1.1
+    # Seen from both ends, where the kernel reports it (snd_wnd: Linux 6.2, rcv_wnd: 6.10). Both are the window the
+    # receiver advertised last, the clamp less what it had not read yet: a reader slowed by a busy machine leaves
+    # less (190 KiB of 256 once), so they are held under the clamp and above half of it.
+    for seen in (result.sender.tcp_info.snd_wnd, result.receiver.tcp_info.rcv_wnd):
+        if seen is not None:
+            assert window * 0.5 <= seen <= window * 1.1
 
 
 def test_window_sweep_reports_requested_effective_and_predicted(server: ProbeServer, secret: str) -> None:

@@ -67,3 +67,18 @@ def test_files_make_again_keeps_the_valid_files_and_prints_no_rate(tmp_path: Pat
     line = " ".join(proc.stdout.split())
     assert f"wrote 0.0 MB, kept {TOTAL_BYTES / 1e6:.1f} MB valid" in line, proc.stdout
     assert "MB/s" not in line
+
+
+def test_files_make_takes_small_sets_joined_by_commas_and_refuses_an_empty_one(tmp_path: Path) -> None:
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home"), "COLUMNS": "300"}
+    directory = tmp_path / "files"
+    command = [str(WORKBENCH), "files", "make", str(directory), "--sizes", "64K", "--small"]
+    proc = subprocess.run([*command, "3x4K,2x8K"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    on_disk = {str(p.relative_to(directory)) for p in directory.rglob("small-*/*.bin")}
+    assert on_disk == set(SMALL) | {f"small-2x8K/f{i:06d}.bin" for i in range(2)}
+    refused = subprocess.run([*command, " , "], capture_output=True, text=True, env=env, timeout=120)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "error: --small: empty small-file set list (give sets like 1000x16K, or 'none' for none)"
+    ]

@@ -3,17 +3,17 @@ charges: pure arithmetic on made-up copies."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from workbench.core import fixedcost
-from workbench.core.ceiling import format_ms
-from workbench.core.explain import _lost_after_start_s, explain
+from workbench.core.ceiling import Bound, format_ms
+from workbench.core.explain import _after_start, _lost_after_start_s, explain
 from workbench.core.results import Baseline, Result, RowExplanation, Run, Sample
 from workbench.protocols import exchanges
 from workbench.protocols.details import ClientDetails
-from workbench.shared.triage import TcpTriage
 
 MIB = 1 << 20
 PATH = 62.5e6  # bytes/s
@@ -191,19 +191,16 @@ def test_a_streamed_set_far_from_its_ceiling_names_each_sides_cpu_per_file() -> 
     )
 
 
-def _ssh_rows(set_intervals: tuple[int, ...], tcp: TcpTriage | None) -> tuple[Result, Result]:
+def _ssh_rows(set_intervals: tuple[int, ...], **details: Any) -> tuple[Result, Result]:
     """rsync over SSH: a 64M copy whose data moved after four slots of start-up, and a 100 × 64 KiB set streamed
     whole that took 0.75 s with `set_intervals` of progress."""
     late = [Sample(bytes=64 * MIB, seconds=1.5, intervals=_streaming(4, 12), client_cpu_s=0.4) for _ in range(3)]
-    single = _row("rsync/ssh", "upload", "64M", 64 * MIB, 1, late, timed_includes_setup=True, streams_sets=True)
+    kind = {"timed_includes_setup": True, "streams_sets": True, **details}
+    single = _row("rsync/ssh", "upload", "64M", 64 * MIB, 1, late, **kind)
     copies = [
-        Sample(bytes=100 * 65536, seconds=0.75, files=100, verified=True, intervals=set_intervals, tcp=tcp)
-        for _ in range(3)
+        Sample(bytes=100 * 65536, seconds=0.75, files=100, verified=True, intervals=set_intervals) for _ in range(3)
     ]
-    streamed = _row(
-        "rsync/ssh", "upload", "100x64K", 100 * 65536, 100, copies, timed_includes_setup=True, streams_sets=True
-    )
-    return single, streamed
+    return single, _row("rsync/ssh", "upload", "100x64K", 100 * 65536, 100, copies, **kind)
 
 
 def _set_explanation(single: Result, streamed: Result) -> str:
@@ -214,51 +211,61 @@ def _set_explanation(single: Result, streamed: Result) -> str:
     return why.bound_explanation
 
 
+STALLED = (0, 0, 0, 0, 3_000_000, 1_000_000, 1_000_000, 1_500_000, 53_600)  # 6.55 MB, slowed once it started
+
+
 def test_a_copy_slow_after_its_data_started_says_what_a_fixed_cost_seen_before_leaves_out() -> None:
-    # a sender that was busy 0.35 s of a 0.75 s copy, 0.1 s of it app-limited, and retransmitted 5 % of its bytes
-    sent = 100 * 65536
-    tcp = TcpTriage(
-        side="sender",
-        host="client",
-        elapsed_s=0.75,
-        connections=1,
-        bytes_seen=sent,
-        copy_bytes=sent,
-        busy_s=0.35,
-        app_limited_busy_s=0.1,
-        rwnd_limited_s=0.0,
-        sndbuf_limited_s=0.0,
-        bytes_sent=sent,
-        bytes_retrans=sent // 20,
-    )
-    # after the slot its data started in and before its last moving one (both partial), three slots moved 3.5 MB:
-    # 300 ms against the 56 ms those bytes take at the path's rate
-    single, streamed = _ssh_rows((0, 0, 0, 0, 3_000_000, 1_000_000, 1_000_000, 1_500_000, 53_600), tcp)
-    said = _set_explanation(single, streamed)
-    merged = streamed.tcp
-    assert merged is not None and merged.app_limited is not None
-    lost = format_ms(0.3 - 3_500_000 / PATH)
+    # after the slot its data started in and before its last moving one (both partial), three slots moved 3.5 MB;
+    # with the largest slot's 3 MB allowed for, at the raw-TCP ceiling's 62.5 MB/s that is 196 ms lost
+    said = _set_explanation(*_ssh_rows(STALLED))
+    lost = format_ms(0.3 - 6_500_000 / PATH)
+    assert lost == "196 ms"
     assert (
-        "time after its data started, which its fixed cost (seen before its data moved) leaves out (each copy took "
-        f"≈{lost} longer than its bytes at the path's rate; its sender was app-limited "
-        f"{100 * merged.app_limited:.0f} % of the copy and retransmitted 5.0 % of its bytes), or time the client"
+        f"≈{lost} of it in the median copy after its data started, which a fixed cost read before its data moved "
+        "leaves out: time the client"
     ) in said
-    # without the sender's counters, the progress alone is said
-    assert f"≈{lost} longer than its bytes at the path's rate), or" in _set_explanation(
-        *_ssh_rows(streamed.samples[0].intervals, None)
-    )
-    # a copy that moved at the path's rate once its data started has nothing to add
-    steady = _set_explanation(*_ssh_rows((0, 0, 0, 0, 200_000, 6_250_000, 103_600), None))
+    # a copy that moved at the ceiling's rate once its data started has nothing to add
+    steady = _set_explanation(*_ssh_rows((0, 0, 0, 0, 200_000, 6_250_000, 103_600)))
     assert "after its data started" not in steady
+
+
+def test_time_after_the_data_started_is_said_only_against_a_start_up_cost_and_within_the_gap() -> None:
+    _, streamed = _ssh_rows(STALLED)
+    bound = Bound("raw-tcp", PATH, "raw-tcp ≤ 62.5 MB/s")
+    start_up = fixedcost.FixedCost(0.3, PATH, (64 * MIB,), "start-up")
+    assert "≈196 ms of it" in _after_start(streamed, bound, 0.5, PATH, start_up)
+    # never more than the gap the row misses its ceiling by
+    assert "≈100 ms of it" in _after_start(streamed, bound, 0.1, PATH, start_up)
+    # a fitted fixed cost holds what the copies spent after their data started: nothing to say
+    assert _after_start(streamed, bound, 0.5, PATH, dataclasses.replace(start_up, method="fit")) == ""
+    assert _after_start(streamed, bound, 0.5, PATH, None) == ""
+    # nor is it said of a set copied file by file: its per-file ceiling charges each file's work, not a stream's
+    _, per_file = _ssh_rows(STALLED, streams_sets=False)
+    assert _after_start(per_file, bound, 0.5, PATH, start_up) == ""
+    # under 10 ms is within the slots' rounding: here 100 ms less 2.9 MB twice at 62.5 MB/s, 7.2 ms
+    brisk = dataclasses.replace(
+        streamed,
+        samples=tuple(dataclasses.replace(c, intervals=(0, 2_900_000, 2_900_000, 1)) for c in streamed.samples),
+    )
+    assert _lost_after_start_s(brisk.samples[0], PATH, PATH) == pytest.approx(0.1 - 5_800_000 / PATH)
+    assert _after_start(brisk, bound, 0.5, PATH, start_up) == ""
+    # two copies of three that cannot tell (seen in lumps): not said from the one left
+    mixed = dataclasses.replace(
+        streamed,
+        samples=(
+            streamed.samples[0],
+            *(dataclasses.replace(c, intervals=(0, 8 * MIB, 0, 1)) for c in streamed.samples[1:]),
+        ),
+    )
+    assert _after_start(mixed, bound, 0.5, PATH, start_up) == ""
 
 
 def test_time_lost_after_the_data_started_is_not_read_off_a_meter_that_sees_lumps() -> None:
     lumps = Sample(bytes=64 * MIB, seconds=1.3, intervals=(0, 0, 8 * MIB, 0, 8 * MIB, 0, *(8 * MIB,) * 6))
-    assert _lost_after_start_s(lumps, PATH) is None
-    # seen smoothly, eleven slots between moved ten slots' worth at 60 MB/s, on a path of 62.5 MB/s
+    assert _lost_after_start_s(lumps, PATH, PATH) is None
+    # seen smoothly, eleven slots between moved ten slots' worth at 60 MB/s, less one slot for a lump's edge
     smooth = (0, 0, SLOT, SLOT // 2, SLOT // 2, *(SLOT,) * 9, 1_000)
-    assert _lost_after_start_s(Sample(bytes=sum(smooth), seconds=1.5, intervals=smooth), PATH) == pytest.approx(
-        1.1 - 10 * SLOT / PATH
-    )
+    copy = Sample(bytes=sum(smooth), seconds=1.5, intervals=smooth)
+    assert _lost_after_start_s(copy, PATH, PATH) == pytest.approx(1.1 - 11 * SLOT / PATH)
     # no slot between the start and the last moving one: nothing to read
-    assert _lost_after_start_s(Sample(bytes=SLOT, seconds=0.3, intervals=(0, SLOT // 2, SLOT // 2)), PATH) is None
+    assert _lost_after_start_s(Sample(bytes=SLOT, seconds=0.3, intervals=(0, SLOT // 2, SLOT // 2)), PATH, PATH) is None

@@ -238,13 +238,25 @@ def test_small_sets_may_be_joined_by_commas_as_sizes_are(
 ) -> None:
     monkeypatch.setenv("WORKBENCH_PASSWORD", "not-a-secret")
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
-    joined = capture(command, ["--small", "30x64K,100x64K", "--small", "10x1M", "--sizes", "1M"])
-    assert joined["small"] == ["30x64K", "100x64K", "10x1M"]
-    names = [s.name for plan in PLANS[command](joined) for s in plan.small_sets]
-    assert names[:3] == ["30x64K", "100x64K", "10x1M"]
+    wanted = ["30x64K", "100x64K", "10x1M"]
+    joined = capture(command, ["--small", "30x64K, 100x64K,", "--small", "10x1M", "--sizes", "1M"])
+    config = tmp_path / "config.toml"
+    config.write_text('small = ["30x64K,100x64K", "10x1M"]\nsizes = "1M"\n')
+    from_file = capture(command, ["--config", str(config)])
+    for settings in (joined, from_file):
+        assert settings["small"] == wanted
+        assert all([s.name for s in plan.small_sets] == wanted for plan in PLANS[command](settings))
     # a malformed one among them is refused by name, not as the whole list
     with pytest.raises(UsageError, match="'30y64K'"):
         PLANS[command](capture(command, ["--small", "30y64K,100x64K", "--sizes", "1M"]))
+    # nothing between the commas, or 'none' beside sets, is refused with the flag or key that gave it
+    with pytest.raises(UsageError, match=r"^--small: empty small-file set list"):
+        capture(command, ["--small", " , ", "--sizes", "1M"])
+    with pytest.raises(UsageError, match=r"^--small: 'none' given beside small-file sets"):
+        capture(command, ["--small", "none,100x64K", "--sizes", "1M"])
+    config.write_text('small = [""]\nsizes = "1M"\n')
+    with pytest.raises(UsageError, match="key 'small': empty small-file set list"):
+        capture(command, ["--config", str(config)])
 
 
 def test_a_fleet_takes_the_config_files_iperf3_as_run_url_does(tmp_path: Path) -> None:

@@ -91,7 +91,9 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks o
 def files_make(
     directory: Annotated[Path, typer.Argument(help="Where to write the files and manifest.json.")],
     sizes: Annotated[str, typer.Option(help="Comma-separated sizes, binary suffixes.")] = "1M,16M,256M,1G",
-    small: Annotated[list[str] | None, typer.Option(help="A many-small-files set, COUNTxSIZE (repeatable).")] = None,
+    small: Annotated[
+        list[str] | None, typer.Option(help="Many-small-files sets, COUNTxSIZE, comma-separated or the flag repeated.")
+    ] = None,
     profile: Annotated[str, typer.Option(help="random (incompressible), zero or text (~3:1).")] = "random",
     seed: Annotated[int, typer.Option(help="Same seed, same bytes, on every host.")] = 1,
 ) -> None:
@@ -99,13 +101,13 @@ def files_make(
     from workbench.core.config import check_profile
     from workbench.core.settings import check
     from workbench.fixtures.generate import make
-    from workbench.shared.sizes import parse_sizes, parse_small_set
+    from workbench.shared.sizes import parse_sizes, parse_small_set, small_set_words
     from workbench.shared.validate import check_budget, check_free_space, named
 
     check("seed", seed)
     named("--profile", check_profile, profile)
     size_list = named("--sizes", parse_sizes, sizes)
-    sets = [named("--small", parse_small_set, s) for s in small or []]
+    sets = [named("--small", parse_small_set, s) for s in named("--small", small_set_words, small)] if small else []
     check_free_space(directory, check_budget(size_list, sets), "DIRECTORY")
     report = make(directory, size_list, sets, profile, seed, on_file=None)
     rate = f", {report.write_bytes_per_s / 1e6:.0f} MB/s" if report.written_bytes else ""

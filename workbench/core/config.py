@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -130,7 +131,8 @@ def resolve(
             value = flags[s.name]
         else:
             value = s.default_for(command)
-        values[s.name] = typed_value(s, value)
+        source = f"config {config} key '{s.name}'" if s.name in from_file else flag(s.name)
+        values[s.name] = named(source, partial(typed_value, s), value)
     return Settings(command, MappingProxyType(values), typed_set, frozenset(from_file), config, ports)
 
 

@@ -255,44 +255,43 @@ def _streamed_cpu(row: Result) -> str:
 LUMPY = 1.2  # a slot 1.2 × the path's rate or more moved what the link cannot: the meter saw the copy in lumps
 
 
-def _lost_after_start_s(sample: Sample, path_bytes_per_s: float) -> float | None:
-    """How much longer one copy's progress took, after the slot its data started in (the first to move
-    fixedcost.STARTED of its mean slot, as its start-up is read) and before its last moving slot (both partial),
-    than its bytes there at the path's rate; None where the meter saw the copy in lumps (a slot of LUMPY × the
-    path's rate or more, which a lump's edge would turn into time lost or won) or no slot lies between."""
+def _lost_after_start_s(sample: Sample, rate_bytes_per_s: float, path_bytes_per_s: float) -> float | None:
+    """How much longer one copy's progress took, after the slot its data started in (fixedcost.data_started, as
+    its start-up is read) and before its last moving slot (both partial), than its bytes there at
+    `rate_bytes_per_s`, less the time at that rate of its largest slot (a lump's edge may move that much in or out
+    of the slots between, as fixedcost.startup_s allows): an under-estimate. None where the meter saw the copy in
+    lumps (a slot of LUMPY × the path's rate or more) or no slot lies between."""
     slots = sample.intervals
-    slot_bytes = path_bytes_per_s * INTERVAL_S
-    if not slots or max(slots) >= LUMPY * slot_bytes:
+    if not slots or rate_bytes_per_s <= 0 or max(slots) >= LUMPY * path_bytes_per_s * INTERVAL_S:
         return None
-    mean = sum(slots) / len(slots)
-    started = next((i for i, moved in enumerate(slots) if moved >= fixedcost.STARTED * mean), None)
+    started = fixedcost.data_started(slots, sample.bytes)
     last = max((i for i, moved in enumerate(slots) if moved > 0), default=None)
     if started is None or last is None or last <= started + 1:
         return None
     between = slots[started + 1 : last]
-    return max(0.0, INTERVAL_S * len(between) - sum(between) / path_bytes_per_s)
+    return max(0.0, INTERVAL_S * len(between) - (sum(between) + max(slots)) / rate_bytes_per_s)
 
 
-def _after_start(row: Result, path_bytes_per_s: float | None, cost: fixedcost.FixedCost | None) -> str:
-    """'time after its data started, … (…), or ' for a copy that streams (one file, or a set streamed whole) whose
-    fixed cost was seen before its data moved (fixedcost.startup) and that then took longer than its bytes at the
-    path's rate (_lost_after_start_s, the median over its copies, said from 10 ms): time such a fixed cost cannot
-    hold. Said with what the sender's counters add: how much of the copy its application held it back, and how
-    much it retransmitted."""
+def _after_start(
+    row: Result, bound: Bound, gap_s: float, path_bytes_per_s: float | None, cost: fixedcost.FixedCost | None
+) -> str:
+    """', ≈X of it … after its data started, …' for a copy that streams (one file, or a set streamed whole) whose
+    fixed cost was read before its data moved (fixedcost.startup): how much longer than its bytes at the rate its
+    `bound` streams at (_lost_after_start_s) the median copy took after that, where at least half its copies tell
+    and it is LOST_SAID_S or more, and never more than the `gap_s` per copy that the row misses its bound by. Time
+    such a fixed cost cannot hold, said apart from the rest of the gap."""
     if cost is None or cost.method != "start-up" or not path_bytes_per_s:
         return ""
     if row.files > 1 and not row.details.streams_sets:
         return ""
-    lost = [s for c in row.good_samples if (s := _lost_after_start_s(c, path_bytes_per_s)) is not None]
-    if not lost or statistics.median(lost) < LOST_SAID_S:
+    copies = row.good_samples
+    lost = [s for c in copies if (s := _lost_after_start_s(c, bound.streaming, path_bytes_per_s)) is not None]
+    if 2 * len(lost) < len(copies) or statistics.median(lost) < LOST_SAID_S:
         return ""
-    said = f"each copy took ≈{format_ms(statistics.median(lost))} longer than its bytes at the path's rate"
-    triage = row.tcp
-    if triage is not None and triage.side == "sender" and triage.app_limited is not None:
-        said += f"; its sender was app-limited {100 * triage.app_limited:.0f} % of the copy"
-        if triage.retrans_fraction:
-            said += f" and retransmitted {100 * triage.retrans_fraction:.1f} % of its bytes"
-    return f"time after its data started, which its fixed cost (seen before its data moved) leaves out ({said}), or "
+    return (
+        f", ≈{format_ms(min(statistics.median(lost), gap_s))} of it in the median copy after its data started, which"
+        " a fixed cost read before its data moved leaves out"
+    )
 
 
 LOST_SAID_S = 0.01  # under 10 ms a copy's time lost after its data started is within its slots' rounding
@@ -358,22 +357,21 @@ def _unmodelled(
         per_file = format_ms(gap_s / row.files)
         starved = "" if one_at_a_time else _starved(row)  # said per file by _off_cpu
         in_turn = _in_turn(one_at_a_time, bound.in_turn_s) if bound.label == "per-file" else ""
-        after = _after_start(row, path_bytes_per_s, cost)
+        after = _after_start(row, bound, gap_s, path_bytes_per_s, cost)
         return (
-            f"≈{per_file} per file{trips}: {in_turn}{after}time the client or server spends off the wire{cpu}{setup}"
+            f"≈{per_file} per file{trips}{after}: {in_turn}time the client or server spends off the wire{cpu}{setup}"
             f"{starved}"
         )
     triage = row.tcp
     said = f"; the {triage.side}'s TCP counters say {triage.limit}" if triage is not None and triage.limit else ""
     said += _starved(row)
-    if after := _after_start(row, path_bytes_per_s, cost):
-        said += f"; {after.removesuffix(', or ')}"
+    after = _after_start(row, bound, gap_s, path_bytes_per_s, cost)
     if row.details.timed_includes_setup and fixed_s is None:
         return (
             f"≈{format_ms(gap_s)} per copy, the process start and login each copy pays: no fixed cost could be "
             f"fitted (it needs single files of two sizes){said}"
         )
-    return f"≈{format_ms(gap_s)} per copy that no ceiling counts{said}"
+    return f"≈{format_ms(gap_s)} per copy that no ceiling counts{after}{said}"
 
 
 STARVED = 0.1  # a copy whose client or server waited for a core a tenth of its time or more was CPU-starved

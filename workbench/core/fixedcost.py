@@ -87,9 +87,18 @@ def startup_s(copy: Copy, interval_s: float, path_bytes_per_s: float) -> float:
     slots = copy.intervals
     if not slots or copy.bytes <= 0 or path_bytes_per_s <= 0:
         return 0.0
-    mean = copy.bytes / len(slots)
-    lead = next((i for i, moved in enumerate(slots) if moved >= STARTED * mean), len(slots))
-    return max(0.0, min(lead * interval_s, copy.seconds) - max(slots) / path_bytes_per_s)
+    lead = data_started(slots, copy.bytes)
+    lead_s = (len(slots) if lead is None else lead) * interval_s
+    return max(0.0, min(lead_s, copy.seconds) - max(slots) / path_bytes_per_s)
+
+
+def data_started(slots: Sequence[int], nbytes: int) -> int | None:
+    """The progress slot a copy of `nbytes` started moving its data in: the first to move STARTED of its mean slot
+    (a login's few bytes before it are start-up); None: none did."""
+    if not slots or nbytes <= 0:
+        return None
+    mean = nbytes / len(slots)
+    return next((i for i, moved in enumerate(slots) if moved >= STARTED * mean), None)
 
 
 def startup(copies: Sequence[Copy], interval_s: float, path_bytes_per_s: float) -> FixedCost | None:

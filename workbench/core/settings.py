@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.core.first_lab import FIRST_LAB_PROTOCOLS, FIRST_LAB_SIZES
 from workbench.protocols.smb_negotiated import DIALECT_NAMES
+from workbench.shared.sizes import small_set_words
 from workbench.shared.validate import TCP_DURATION_MAX_S, Range, flag
 
 if TYPE_CHECKING:
@@ -611,9 +612,8 @@ def typed_value(setting: Setting, value: Any) -> Any:
     if value is None:
         return None
     if setting.name == "small":
-        # a list, a word each time the flag is given, or words joined by commas like --sizes takes them
-        words = [part for w in ([value] if isinstance(value, str) else list(value)) for part in str(w).split(",")]
-        return [w for w in words if w.strip() and w.strip().lower() != "none"]  # 'none': no small sets
+        # a list, a word each time the flag is given, or words joined by commas as --sizes takes them
+        return small_set_words([value] if isinstance(value, str) else list(value))
     if setting.toml is WORDS and isinstance(value, list):
         return ",".join(str(v) for v in value)
     if setting.toml is str and isinstance(value, str) and Path in _members(setting.type):

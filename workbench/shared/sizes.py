@@ -33,6 +33,20 @@ def parse_sizes(text: str) -> list[int]:
     return [parse_size(p) for p in parts]
 
 
+def small_set_words(words: Iterable[str]) -> list[str]:
+    """The small-file sets given as words, each a set or several joined by commas (as sizes are), stripped; 'none'
+    alone, or no word at all (a list already typed), means no set. Empty parts between commas are dropped, as
+    parse_sizes drops them; words with nothing in them are refused."""
+    given = [str(word) for word in words]
+    parts = [part.strip() for word in given for part in word.split(",") if part.strip()]
+    if given and not parts:
+        raise UsageError("empty small-file set list", "give sets like 1000x16K, or 'none' for none")
+    sets = [part for part in parts if part.lower() != "none"]
+    if sets and len(sets) < len(parts):
+        raise UsageError("'none' given beside small-file sets", "give 'none' alone, or only sets like 1000x16K")
+    return sets
+
+
 @dataclass(frozen=True)
 class SmallSet:
     """A set of `count` files of `size` bytes each."""
