@@ -20,7 +20,7 @@ from workbench.core.fleet import (
 from workbench.core.fleet_controller import read_inventory
 from workbench.core.observe import COPY_STEP, STEP_BASELINE, STEP_PREPARE, TOGETHER_STEP
 from workbench.core.results import INTERVAL_S, Baseline, Result, Sample
-from workbench.shared.errors import UsageError
+from workbench.shared.errors import NotFoundError, UsageError
 
 T0 = 1_700_000_000.0
 MB = 1_000_000
@@ -208,7 +208,7 @@ def test_a_bad_hosts_file_is_one_line(tmp_path: Path, text: str, message: str) -
 
 
 def test_a_missing_hosts_file_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="--clients"):
+    with pytest.raises(NotFoundError, match="--clients"):
         read_inventory(tmp_path / "nope")
 
 

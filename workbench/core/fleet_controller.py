@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import select
 import shlex
 import statistics
@@ -68,7 +69,7 @@ from workbench.core.ssh_session import (
 )
 from workbench.shared import hostinfo, procs, signals
 from workbench.shared.errors import ExitCode, NotFoundError, UsageError, WorkbenchError
-from workbench.shared.safetext import for_terminal
+from workbench.shared.safetext import cut, for_terminal
 
 HELLO_TIMEOUT_S = 120.0  # ssh login and the member's start (a Python import on a slow host)
 END_TIMEOUT_S = 60.0  # for the members to finish their last row and remove their uploads after the end
@@ -511,20 +512,39 @@ def _before_hello(m: _Member, code: int, remote: list[str]) -> WorkbenchError:
 
 
 # ---------------------------------------------------------------- hosts
+# C0 but tab (a separator between words, never inside one), DEL and C1: nothing a host, user or option holds,
+# and each would reach ssh's argv, and from there the terminal (ESC sequences) or ssh's own parsing.
+_INVENTORY_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
 def read_inventory(path: Path) -> list[Destination]:
     """The client hosts of a HOSTS file: one SSH destination ([user@]host or a ~/.ssh/config alias) per line, or an
     Ansible-style INI inventory's host lines (its first word, `ansible_user=` as the user; `[group]` headers, the
     `:vars` and `:children` sections and comments are skipped). Each host once, in file order."""
     try:
         text = path.read_text()
+    except FileNotFoundError:
+        # exit 5, as a missing --config or --credentials file (docs/exit-codes.md)
+        raise NotFoundError(f"--clients {path} does not exist", "give a file of SSH hosts, one per line") from None
     except OSError as exc:
         raise UsageError(f"--clients {path}: {exc.strerror or exc}", "give a file of SSH hosts, one per line") from None
     except UnicodeDecodeError:
         raise UsageError(f"--clients {path} is not a text file", "give a file of SSH hosts, one per line") from None
     dests: list[Destination] = []
     section = ""
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].split(";", 1)[0].strip() if not raw.lstrip().startswith(("#", ";")) else ""
+    # Split on newlines only (read_text made CRLF and CR line ends "\n"): str.splitlines also breaks at \v, \f,
+    # \x1c-\x1e and \x85, which would cut a line holding one into two host lines instead of refusing it.
+    for number, raw in enumerate(text.split("\n"), start=1):
+        content = raw.split("#", 1)[0].split(";", 1)[0] if not raw.lstrip().startswith(("#", ";")) else ""
+        if _INVENTORY_CONTROL.search(content):
+            # Checked on the whole line, before it is stripped or split into words: str.strip() and str.split()
+            # take \x1c-\x1f and \x85 for spaces, so they would drop or hide them. Shown as repr: the file's text.
+            shown = cut(repr(content.strip(" \t")), 120)
+            raise UsageError(
+                f"--clients {path} line {number}: {shown} has a control character",
+                "host names, users and options are plain text",
+            )
+        line = content.strip()
         if not line:
             continue
         if line.startswith("[") and line.endswith("]"):

@@ -14,6 +14,7 @@ with a deadline, one line for a session that failed, and its end (bounded, never
 from __future__ import annotations
 
 import contextlib
+import re
 import select
 import shlex
 import shutil
@@ -30,6 +31,8 @@ from workbench.shared.servers_hello import MAX_HELLO_BYTES
 INSTALL_HINT = "pip install filecopy-workbench"
 CONNECT_TIMEOUT_S = 10
 NOT_FOUND_CODES = (126, 127)  # the far shell: found but not executable / not found
+# C0, DEL and C1: never part of a user or host name
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,10 @@ class Destination:
 
     @classmethod
     def parse(cls, text: str) -> Destination:
+        if _CONTROL.search(text):
+            # refused before `ssh -G` or ssh sees it: an ESC sequence would reach the terminal in ssh's own
+            # messages, a NUL cannot be in an argv at all; repr shows the text without acting on it
+            raise UsageError(f"--via-ssh {text!r} has a control character", "give [user@]host as plain text")
         user, at, host = text.rpartition("@")
         if not host or (at and not user) or host.startswith("-") or any(c.isspace() for c in text):
             raise UsageError(

@@ -40,9 +40,10 @@ def _server_pgids(state_dir: Path) -> Callable[[], set[int]]:
     def read() -> set[int]:
         try:
             data = json.loads((state_dir / SERVERS_FILE).read_text())
-            return {int(s["pgid"]) for s in data.get("servers", []) if s.get("pgid")}
-        except (OSError, ValueError, KeyError, TypeError):
-            return set()
+            pgids = {int(s["pgid"]) for s in data.get("servers", []) if s.get("pgid")}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return set()  # a file being written, or one that is not what 'servers up' writes: no group of ours
+        return {pgid for pgid in pgids if pgid > 1}
 
     return read
 

@@ -68,7 +68,7 @@ def config_args() -> list[str]:
 
 def resolve(alias: str, port: int | None = None, user: str | None = None) -> SshHost:
     """Run `ssh -G [-p PORT] [-l USER] [-F CONFIG] ALIAS` and parse what it prints."""
-    if not alias or alias.startswith("-") or any(c.isspace() for c in alias):
+    if not alias or alias.startswith("-") or any(c.isspace() or not c.isprintable() for c in alias):
         raise UsageError(f"invalid SSH host {alias!r}", "give a host name, address or ~/.ssh/config alias")
     ssh = shutil.which("ssh")
     if ssh is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from workbench.shared import procs
 from workbench.shared import target as target_mod
 from workbench.shared.errors import NotFoundError, UnavailableError, UsageError
 from workbench.shared.paths import CREDENTIALS_FILE, FILES_DIR, INCOMING_DIR, SERVERS_FILE
+from workbench.shared.safetext import cut
 from workbench.shared.target import DEFAULT_PORTS
 
 
@@ -53,14 +55,105 @@ class ServersState:
         return out
 
 
+# Largest pid (and process group) a pid_t holds: a bigger number would make os.kill raise OverflowError.
+MAX_PID = 2**31 - 1
+# C0 (tab and newline too: a name is one word on one line), DEL and C1: never part of a name written here.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class _Corrupt(ValueError):
+    """What is wrong with one field of servers.json: read_state turns it into its one-line 'is corrupt' error."""
+
+
+def _shown(value: object) -> str:
+    """A field's value in an error, as repr (control characters escaped) and short: the file is outside words."""
+    return cut(repr(value), 60)
+
+
+def _int(value: object, where: str, least: int, most: int = MAX_PID) -> int:
+    # bool is an int to Python, but `true` is no pid; a float or a string is not one either ("pid": "abc")
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise _Corrupt(f"{where} is {_shown(value)}, not a whole number from {least} to {most}")
+    return value
+
+
+def _word(value: object, where: str, empty: bool = False) -> str:
+    """A name (server, service, bind address): a string without control characters, shown in status lines."""
+    if not isinstance(value, str) or (not value and not empty) or _CONTROL.search(value):
+        raise _Corrupt(f"{where} is {_shown(value)}, not a name without control characters")
+    return value
+
+
+def _check_record(s: object, where: str) -> None:
+    """One server's record as up() writes it (name, pid, pgid, start_ticks, cmdline, exe, ports; or name and
+    unavailable); raises _Corrupt naming the first field that is not. Keys it does not read are left alone."""
+    if not isinstance(s, dict):
+        raise _Corrupt(f"{where} is {_shown(s)}, not an object")
+    if "name" not in s:
+        raise _Corrupt(f"{where} has no name")
+    _word(s["name"], f"{where}.name")
+    if "unavailable" in s:
+        # a server that could not start: its reason only (up() records no pid for it)
+        _word(s["unavailable"], f"{where}.unavailable")
+        if "pid" in s:
+            raise _Corrupt(f"{where} has both a pid and an unavailable reason")
+        return
+    if "pid" not in s:
+        raise _Corrupt(f"{where} has neither a pid nor an unavailable reason")
+    _int(s["pid"], f"{where}.pid", 2)  # pid 1 is init: never a server of ours, never signalled
+    if s.get("pgid") is not None:
+        _int(s["pgid"], f"{where}.pgid", 2)
+    if s.get("start_ticks") is not None:  # None or absent: a file from an older workbench, never signalled
+        _int(s["start_ticks"], f"{where}.start_ticks", 0, 2**63 - 1)
+    args = s.get("cmdline")
+    if args is not None and (not isinstance(args, list) or not all(isinstance(a, str) for a in args)):
+        raise _Corrupt(f"{where}.cmdline is {_shown(args)}, not a list of strings")
+    if s.get("exe") is not None and not isinstance(s["exe"], str):
+        raise _Corrupt(f"{where}.exe is {_shown(s['exe'])}, not a string")
+    ports = s.get("ports", {})
+    if not isinstance(ports, dict):
+        raise _Corrupt(f"{where}.ports is {_shown(ports)}, not an object")
+    for service, port in ports.items():
+        _word(service, f"{where}.ports key")
+        _int(port, f"{where}.ports[{service!r}]", 0, 65535)
+
+
+def _check_state(data: object) -> ServersState:
+    """servers.json's document as _write_state writes it, or _Corrupt: every field status() and down() read is
+    checked here, so that they never meet a wrong type, a missing key or a name that would write to the terminal."""
+    if not isinstance(data, dict):
+        raise _Corrupt(f"the document is {_shown(data)}, not an object")
+    for key in ("bind", "root"):
+        if key not in data:
+            raise _Corrupt(f"it has no {key!r}")
+    _word(data["bind"], "bind", empty=True)
+    if not isinstance(data["root"], str):
+        raise _Corrupt(f"root is {_shown(data['root'])}, not a string")
+    if data.get("netns") is not None:
+        _word(data["netns"], "netns")
+    servers = data.get("servers", [])
+    if not isinstance(servers, list):
+        raise _Corrupt(f"servers is {_shown(servers)}, not a list")
+    for index, s in enumerate(servers):
+        _check_record(s, f"servers[{index}]")
+    return ServersState(**data)  # an unknown top-level key: TypeError, reported as corrupt by read_state
+
+
 def read_state(state_dir: Path) -> ServersState | None:
+    """The servers `up` recorded in `state_dir`, None when it recorded none; a file that is not what
+    _write_state writes (bad JSON, a wrong type, a missing key, a pid that is no pid, a name with control
+    characters) is one UsageError saying it is corrupt, never a traceback in status or down."""
+    path = state_dir / SERVERS_FILE
     try:
-        data = json.loads((state_dir / SERVERS_FILE).read_text())
-        return ServersState(**data)
+        data = json.loads(path.read_text())
     except FileNotFoundError:
         return None
-    except (ValueError, TypeError) as exc:
-        raise UsageError(f"{state_dir / SERVERS_FILE} is corrupt: {exc}", "remove it and stop servers by hand") from exc
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8 (a ValueError), or nested past all reason
+        raise UsageError(f"{path} is corrupt: {exc}", "remove it and stop servers by hand") from exc
+    try:
+        return _check_state(data)
+    except (_Corrupt, TypeError) as exc:
+        raise UsageError(f"{path} is corrupt: {exc}", "remove it and stop servers by hand") from exc
 
 
 def _write_state(state_dir: Path, state: ServersState) -> None:
