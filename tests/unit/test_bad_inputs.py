@@ -29,7 +29,7 @@ from workbench.shared.errors import ExitCode, WorkbenchError
 
 REPO = Path(__file__).resolve().parents[2]
 USAGE, NOT_FOUND, NETWORK = int(ExitCode.USAGE), int(ExitCode.NOT_FOUND), int(ExitCode.NETWORK)
-CLICK = -1  # a click usage error: exit 2, a usage block, no traceback
+CLICK = -1  # a usage error click finds: exit 2, one line, no traceback
 
 
 @dataclass(frozen=True)
@@ -206,14 +206,14 @@ CASES: list[Case] = [
     Case("report huge id", ["report", "99999999999999999999999", *DB], USAGE, "run id RUN must be"),
     Case("report negative id", ["report", *DB, "--", "-5"], USAGE, "run id RUN must be"),
     Case("report zero id", ["report", "0", *DB], USAGE, "run id RUN must be"),
-    Case("report unknown id", ["report", "999", *DB], NOT_FOUND, "no run 999"),
+    Case("report no database", ["report", "999", *DB], NOT_FOUND, "no results database at"),
     Case("report json dir missing", ["report", *DB, "--json", "{tmp}/nodir/x.json"], NOT_FOUND, "does not exist"),
     Case("report not a database", ["report", "--db", "{tmp}/notdb"], USAGE, "not a workbench results database",
          {"notdb": "this is not SQLite, but long enough to be read as a header" * 4}),
     Case("report id not a number", ["report", "abc", *DB], CLICK),
     Case("compare huge id", ["compare", "1", "99999999999999999999999", *DB], USAGE, "run id AFTER must be"),
     Case("compare zero id", ["compare", "0", "1", *DB], USAGE, "run id BEFORE must be"),
-    Case("compare unknown ids", ["compare", "1", "2", *DB], NOT_FOUND, "no run 1"),
+    Case("compare no database", ["compare", "1", "2", *DB], NOT_FOUND, "no results database at"),
     Case("compare one id", ["compare", "1", *DB], CLICK),
     Case("history limit zero", ["history", "--limit", "0", *DB], USAGE, "--limit must be"),
     Case("history limit negative", ["history", "--limit", "-1", *DB], USAGE, "--limit must be"),
@@ -407,11 +407,12 @@ def test_bad_input_is_refused_in_one_line(
     assert "Traceback" not in everything and "internal error" not in everything, everything
     assert "TRIPWIRE" not in everything, everything
     assert trip.accepted == 0, f"a server was contacted: {everything}"
-    if case.code == CLICK:
+    lines = [line for line in err.splitlines() if line.strip()]
+    if case.code == CLICK:  # what click refuses is one line too
         assert code == ExitCode.USAGE, (code, everything)
+        assert len(lines) == 1 and lines[0].startswith("error: "), err
         return
     assert code == case.code, (code, everything)
-    lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
     assert lines[0].startswith("error: "), lines[0]
     assert case.needle in lines[0], lines[0]
@@ -481,3 +482,18 @@ def test_a_message_quoting_brackets_prints_them(isolated: Path, capsys: pytest.C
     code, _, err = run_main(["run", "--host", "127.0.0.1", "--config", str(missing)], capsys)
     assert code == ExitCode.NOT_FOUND
     assert "[bold]conf[/bold].toml" in err
+
+
+@pytest.mark.parametrize(("args", "needle"), [(["report", "999"], "no run 999"), (["compare", "1", "2"], "no run 1")])
+def test_a_run_id_missing_from_the_database_is_not_found(
+    args: list[str], needle: str, isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from workbench.core.store import Store
+
+    db = isolated / "runs.sqlite"
+    Store(db).close()  # a workbench results database with no runs in it
+    before = db.read_bytes()
+    code, _, err = run_main([*args, "--db", str(db)], capsys)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == ExitCode.NOT_FOUND and len(lines) == 1 and needle in lines[0], err
+    assert db.read_bytes() == before  # read, never written

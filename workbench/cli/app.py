@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from workbench.cli.options import with_settings
+from workbench.cli.options import path_given, with_settings
 from workbench.core.settings import BY_NAME, Settings
 from workbench.shared import paths, signals
 from workbench.shared.errors import ExitCode, NotFoundError, Terminated, UsageError, WorkbenchError, from_os_error
@@ -59,24 +59,35 @@ out = _console(stderr=False)
 
 _DEBUG = {"on": False}
 
-DbOpt = Annotated[Path | None, typer.Option("--db", help="Results database (default: the user's data dir).")]
+DbOpt = Annotated[
+    Path | None, typer.Option("--db", help="Results database (default: the user's data dir).", parser=path_given)
+]
 MarkdownOpt = Annotated[
     Path | None,
-    typer.Option("--markdown", help="Write the summary table as Markdown here (to paste into an issue or a post)."),
+    typer.Option(
+        "--markdown",
+        help="Write the summary table as Markdown here (to paste into an issue or a post).",
+        parser=path_given,
+    ),
 ]
-CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the summary table as CSV here: one line per row.")]
+CsvOpt = Annotated[
+    Path | None, typer.Option("--csv", help="Write the summary table as CSV here: one line per row.", parser=path_given)
+]
 # the options of every command that starts runs (run, fleet, lab), beside DbOpt, MarkdownOpt, CsvOpt, WideOpt
-JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the versioned JSON document here.")]
+JsonOpt = Annotated[
+    Path | None, typer.Option("--json", help="Write the versioned JSON document here.", parser=path_given)
+]
 LabelOpt = Annotated[str | None, typer.Option(help="A name for this run in the history.")]
 CredOpt = Annotated[
     Path | None,
-    typer.Option("--credentials", help=BY_NAME["credentials"].help),
+    typer.Option("--credentials", help=BY_NAME["credentials"].help, parser=path_given),
 ]
 WideOpt = Annotated[
     bool,
     typer.Option(
-        "--wide", help="Show every column of the summary table and its notes inline (default: 120 columns, the "
-        "notes numbered under the table)."
+        "--wide",
+        help="Show every column of the summary table and its notes inline (default: 120 columns, the "
+        "notes numbered under the table).",
     ),
 ]
 
@@ -89,7 +100,7 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks o
 # ---------------------------------------------------------------- files
 @files_app.command("make")
 def files_make(
-    directory: Annotated[Path, typer.Argument(help="Where to write the files and manifest.json.")],
+    directory: Annotated[Path, typer.Argument(help="Where to write the files and manifest.json.", parser=path_given)],
     sizes: Annotated[str, typer.Option(help="Comma-separated sizes, binary suffixes.")] = "1M,16M,256M,1G",
     small: Annotated[
         list[str] | None, typer.Option(help="Many-small-files sets, COUNTxSIZE, comma-separated or the flag repeated.")
@@ -112,17 +123,21 @@ def files_make(
     report = make(directory, size_list, sets, profile, seed, on_file=None)
     rate = f", {report.write_bytes_per_s / 1e6:.0f} MB/s" if report.written_bytes else ""
     out.print(
-        f"{directory}: wrote {report.written_bytes / 1e6:.1f} MB{rate}, kept {report.kept_bytes / 1e6:.1f} MB "
-        f"valid; manifest: {directory / 'manifest.json'}"
+        f"{escape(str(directory))}: wrote {report.written_bytes / 1e6:.1f} MB{rate}, kept "
+        f"{report.kept_bytes / 1e6:.1f} MB valid; manifest: {escape(str(directory / 'manifest.json'))}"
     )
 
 
 # ---------------------------------------------------------------- serve
 @app.command()
 def serve(
-    root: Annotated[Path, typer.Option(help="The served directory (files/ and incoming/ live here).")],
+    root: Annotated[
+        Path, typer.Option(help="The served directory (files/ and incoming/ live here).", parser=path_given)
+    ],
     bind: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    state_dir: Annotated[Path | None, typer.Option(help="Private state: credentials, target file.")] = None,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="Private state: credentials, target file.", parser=path_given)
+    ] = None,
     credentials: CredOpt = None,
     http_port: Annotated[int, typer.Option(help="HTTP port (0: any free).")] = DEFAULT_PORTS["http"],
     ftp_port: Annotated[int, typer.Option(help="FTP port (0: any free).")] = DEFAULT_PORTS["ftp"],
@@ -163,11 +178,12 @@ def serve(
 
     def ready(ports: dict[str, int]) -> None:
         listed = ", ".join(f"{k} {v}" for k, v in ports.items())
-        out.print(f"serving {root} on {bind}: {listed}", soft_wrap=True)
+        out.print(f"serving {escape(str(root))} on {escape(bind)}: {listed}", soft_wrap=True)
         if os.environ.get("WORKBENCH_PASSWORD"):
             out.print("credentials: from $WORKBENCH_USER / $WORKBENCH_PASSWORD")
         else:
-            out.print(f"credentials: {credentials or state / 'credentials.json'} (mode 0600; copy it to the client)")
+            where = escape(str(credentials or state / "credentials.json"))
+            out.print(f"credentials: {where} (mode 0600; copy it to the client)")
         sys.stdout.flush()
 
     run_serve(cfg, ready)
@@ -304,11 +320,16 @@ def _exit_with(outcome: Outcome) -> None:
 def report(
     run_id: Annotated[int | None, typer.Argument(help="Run id (default: the latest).")] = None,
     db: DbOpt = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the run's JSON document.")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the run's JSON document.", parser=path_given)
+    ] = None,
     markdown_out: MarkdownOpt = None,
     csv_out: CsvOpt = None,
     html_out: Annotated[
-        Path | None, typer.Option("--html", help="Also write one self-contained HTML page: table, plots, verdict.")
+        Path | None,
+        typer.Option(
+            "--html", help="Also write one self-contained HTML page: table, plots, verdict.", parser=path_given
+        ),
     ] = None,
     wide: WideOpt = False,
 ) -> None:
@@ -323,7 +344,7 @@ def report(
         check_run_id(run_id)
     outputs = Outputs(json_out, markdown_out, csv_out, html_out)
     outputs.check()
-    with Store(results_db(db)) as store:
+    with Store(results_db(db), read_only=True) as store:
         past = store.load(run_id)
     render_run(out, past, wide)
     outputs.write(past)
@@ -340,7 +361,11 @@ def history(db: DbOpt = None, limit: Annotated[int, typer.Option(help="How many 
     from workbench.shared.validate import check_range
 
     check_range("limit", limit)
-    with Store(results_db(db)) as store:
+    path = results_db(db)
+    if not path.exists():  # nothing recorded yet is an empty history, not an error (report RUN is one)
+        out.print(f"no runs yet: no results database at {escape(str(path))}", soft_wrap=True)
+        return
+    with Store(path, read_only=True) as store:
         render_history(out, store.history(limit))
 
 
@@ -350,7 +375,8 @@ def compare(
     after: Annotated[int, typer.Argument(help="Run id of the 'after' run.")],
     db: DbOpt = None,
     markdown: Annotated[
-        Path | None, typer.Option("--markdown", help="Also write the comparison as Markdown to this file.")
+        Path | None,
+        typer.Option("--markdown", help="Also write the comparison as Markdown to this file.", parser=path_given),
     ] = None,
 ) -> None:
     """Compare two runs row by row (e.g. before and after tuning a host): each change with its 95 % interval,
@@ -365,7 +391,7 @@ def compare(
     check_run_id(before, name="BEFORE")
     check_run_id(after, name="AFTER")
     check_output_file(markdown, "--markdown")
-    with Store(results_db(db)) as store:
+    with Store(results_db(db), read_only=True) as store:
         comparison = compare_runs(store.load(before), store.load(after))
     render_compare(out, comparison)
     if markdown:
@@ -386,9 +412,11 @@ def _state_dir(given: Path | None) -> Path:
 
 @servers_app.command("up")
 def servers_up(
-    root: Annotated[Path, typer.Option(help="The served directory.")],
+    root: Annotated[Path, typer.Option(help="The served directory.", parser=path_given)],
     bind: Annotated[str, typer.Option(help="Address every server binds to.")] = "127.0.0.1",
-    state_dir: Annotated[Path | None, typer.Option(help="Private state (configs, keys, credentials).")] = None,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="Private state (configs, keys, credentials).", parser=path_given)
+    ] = None,
     only: Annotated[str | None, typer.Option(help="Start only these: serve,sshd,smbd,rsyncd,afpd.")] = None,
 ) -> None:
     """Start sshd, smbd, the rsync daemon, afpd and 'serve' with private configs; returns once all listen."""
@@ -400,29 +428,31 @@ def servers_up(
         raise NotFoundError(f"--root {root} does not exist as a directory", "create it first or pass another --root")
     state = up(root, bind, _state_dir(state_dir), only=only.split(",") if only else None)
     for line in state.lines():
-        out.print(line)
+        out.print(escape(line), soft_wrap=True)
 
 
 @servers_app.command("down")
 def servers_down(
-    state_dir: Annotated[Path | None, typer.Option(help="Private state of the servers to stop.")] = None,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="Private state of the servers to stop.", parser=path_given)
+    ] = None,
 ) -> None:
     """Stop every server 'servers up' started; leaves nothing running."""
     from workbench.server.daemons.supervisor import down
 
     for line in down(_state_dir(state_dir)):
-        out.print(line)
+        out.print(escape(line), soft_wrap=True)
 
 
 @servers_app.command("status")
 def servers_status(
-    state_dir: Annotated[Path | None, typer.Option(help="Private state of the servers.")] = None,
+    state_dir: Annotated[Path | None, typer.Option(help="Private state of the servers.", parser=path_given)] = None,
 ) -> None:
     """Show which servers are running, where, and their pids."""
     from workbench.server.daemons.supervisor import status
 
     for line in status(_state_dir(state_dir)):
-        out.print(line)
+        out.print(escape(line), soft_wrap=True)
 
 
 @servers_app.command("over-ssh", hidden=True)
@@ -458,6 +488,7 @@ def fleet(
             metavar="HOSTS",
             help="A file of client hosts, one SSH destination per line (~/.ssh/config aliases, user@host; an "
             "Ansible INI inventory's host lines work too). Each needs workbench installed.",
+            parser=path_given,
         ),
     ],
     db: DbOpt = None,
@@ -590,7 +621,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(translated.exit_code)
     except Exception as exc:
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click's usage errors (typer vendors click)
-            exc.show()
+            if type(exc).__name__ == "NoArgsIsHelpError" or not hasattr(exc, "format_message"):
+                exc.show()  # a group given no command: its help is the answer
+            else:  # one line, as every other refusal, naming where the help is
+                ctx = getattr(exc, "ctx", None)
+                where = f"see '{ctx.command_path} --help'" if ctx is not None else "see 'workbench --help'"
+                err.print(f"[bold red]error:[/] {escape(exc.format_message())} ({escape(where)})", soft_wrap=True)
             sys.exit(ExitCode.USAGE)
         if _DEBUG["on"] or os.environ.get("WORKBENCH_DEBUG"):
             raise

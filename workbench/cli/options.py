@@ -33,8 +33,16 @@ def _option(command: str, setting: Setting) -> inspect.Parameter:
     )
 
 
+def path_given(text: str) -> Path:
+    """A path typed on the command line; an empty one is refused rather than read as '.' (the working directory
+    served, or written into, by a typo or an unset variable)."""
+    if not str(text).strip():
+        raise typer.BadParameter("an empty path names nothing (give a path, or '.' for the working directory)")
+    return Path(text)
+
+
 def _config_option() -> inspect.Parameter:
-    info = typer.Option("--config", help="TOML config file (flags override it).")
+    info = typer.Option("--config", help="TOML config file (flags override it).", parser=path_given)
     return inspect.Parameter(
         CONFIG, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Path | None, info]
     )

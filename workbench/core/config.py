@@ -33,7 +33,7 @@ from workbench.shared import credentials as creds_mod
 from workbench.shared import paths
 from workbench.shared import target as target_mod
 from workbench.shared.credentials import Credentials
-from workbench.shared.errors import NotFoundError, UsageError
+from workbench.shared.errors import NotFoundError, UsageError, from_os_error
 from workbench.shared.sizes import parse_sizes, parse_small_set, total_bytes
 from workbench.shared.target import DEFAULT_PORTS, Target
 from workbench.shared.validate import check_budget, check_free_space, check_host, flag, named, parse_model
@@ -80,10 +80,21 @@ ConfigFile: type[BaseModel] = create_model(  # type: ignore[call-overload]
 )
 
 
+CONFIG_MAX_BYTES = 1 << 20  # a config of settings is a few hundred bytes; a MiB is room to spare
+
+
 def load_toml(path: Path) -> dict[str, Any]:
     """The config file's keys, each checked for its type and range (one line naming the key if not)."""
     try:
-        data = tomllib.loads(path.read_text())
+        # a FIFO would wait for a writer and a device (/dev/zero) never ends: only a regular file is read, and no
+        # more of it than a config can need
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise UsageError(f"config {path} is not a regular file", "give a TOML file to --config")
+        with path.open("rb") as config_file:
+            raw = config_file.read(CONFIG_MAX_BYTES + 1)
+        if len(raw) > CONFIG_MAX_BYTES:
+            raise UsageError(f"config {path} is over {CONFIG_MAX_BYTES // 1024} KiB", "give a TOML file to --config")
+        data = tomllib.loads(raw.decode())
     except FileNotFoundError as exc:
         raise NotFoundError(f"config file {path} not found", "check the path given to --config") from exc
     except IsADirectoryError as exc:
@@ -92,6 +103,8 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise UsageError(f"config {path} is not UTF-8 text", "give a TOML file to --config") from exc
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"malformed config {path}: {exc}", "fix the TOML syntax") from exc
+    except OSError as exc:
+        raise from_os_error(exc, f"reading config {path}") from exc
     model = parse_model(ConfigFile, data, f"config {path}", "a TOML table: host = \"nas.local\"")
     values = model.model_dump(exclude_unset=True)
     # the model's bounds cannot say every range ("0, or 0.5..9"): each key, whether this command uses it or not
@@ -280,15 +293,15 @@ def build_plan(settings: Settings) -> Plan:
     where = settings.where
     host = check_host(str(settings["host"]), source=where("host")) if settings.get("host") is not None else None
     ports = {**DEFAULT_PORTS, **settings.ports}
-    cred_path = Path(settings["credentials"]) if settings.get("credentials") else None
-    creds = creds_mod.resolve(cred_path, paths.default_credentials())
     target_file = Path(settings["target"]) if settings.get("target") else None
     if target_file is None and host is None and (paths.default_state_dir() / paths.TARGET_FILE).exists():
         target_file = paths.default_state_dir() / paths.TARGET_FILE
+    if target_file is None and not host:  # said before the credentials are looked for: they are not the problem
+        raise UsageError("no host to copy to", "pass --host HOST (running 'workbench serve') or --target FILE")
+    cred_path = Path(settings["credentials"]) if settings.get("credentials") else None
+    creds = creds_mod.resolve(cred_path, paths.default_credentials())
     if target_file is not None:
         target = target_mod.read(target_file, creds, host)
-    elif host:
-        target = Target(host=host, credentials=creds, ports=ports)
     else:
-        raise UsageError("no host to copy to", "pass --host HOST (running 'workbench serve') or --target FILE")
+        target = Target(host=str(host), credentials=creds, ports=ports)
     return complete(target)

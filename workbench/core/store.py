@@ -16,7 +16,8 @@ from typing import Any
 
 from workbench.core.results import Baseline, Result, RowExplanation, Run, explanation_from_json
 from workbench.core.schema import READABLE, SCHEMA, upgrade_link_v1, upgrade_stored_row, upgrade_v1
-from workbench.shared.errors import NotFoundError, UsageError, WorkbenchError, from_os_error
+from workbench.shared.errors import DiskError, NotFoundError, UsageError, WorkbenchError, from_os_error
+from workbench.shared.safetext import cut, strip_controls
 from workbench.shared.validate import check_run_id
 
 _DDL = """
@@ -48,6 +49,20 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 
+# The columns every workbench wrote since the first (schema 1: no verdict, no cleanup, the median named
+# median_bps), and those of this version: a file whose tables lack them is someone else's database.
+_RUNS_FIRST_COLUMNS = frozenset(
+    ("id", "schema", "started_utc", "label", "meta", "baseline", "link", "window_sweep", "warnings", "finished_utc")
+)
+_RUNS_COLUMNS = _RUNS_FIRST_COLUMNS | {"verdict", "cleanup"}
+_RESULTS_FIRST_COLUMNS = frozenset(("run_id", "idx", "protocol", "client", "direction", "file_set", "doc"))
+_RESULTS_COLUMNS = _RESULTS_FIRST_COLUMNS | {"median_bytes_per_s"}
+_MEDIAN_COLUMNS = frozenset(("median_bps", "median_bytes_per_s"))  # schema 1's name, then this version's
+# The runs columns `load` reads, in its order.
+_LOAD_COLUMNS = ("id", "schema", "meta", "baseline", "link", "window_sweep", "warnings", "verdict", "cleanup")
+
+QUOTED_MAX_CHARS = 60  # words from a corrupt row quoted in an error: enough to recognise, not a dump
+
 LOCK_WAIT_S = 30.0  # a row's commit takes milliseconds; a migration of a large old database a few seconds
 
 
@@ -58,11 +73,30 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
 
 def _with_cleanup(meta: dict[str, Any], cleanup: str | None) -> dict[str, Any]:
     """A run's metadata as read: what later runs recorded of its leftovers (Store.record_cleanup) over it."""
-    if not cleanup:
+    return _merged_cleanup(meta, json.loads(cleanup) if cleanup else None)
+
+
+def _merged_cleanup(meta: dict[str, Any], done: dict[str, Any] | None) -> dict[str, Any]:
+    if not done:
         return meta
-    done = json.loads(cleanup)
     merged = {**meta, **done}
     return {k: v for k, v in merged.items() if not (k in done and done[k] is None)}
+
+
+def _quoted(value: object) -> str:
+    """A value read from the database, for an error message: its repr (control characters escaped, not sent to
+    the terminal), cut short."""
+    return cut(repr(value), QUOTED_MAX_CHARS)
+
+
+def _said(exc: BaseException) -> str:
+    """What a decoding error says, on one short line (its words may quote the database)."""
+    return cut(strip_controls(f"{type(exc).__name__}: {exc}"), QUOTED_MAX_CHARS * 2)
+
+
+def _is_workbench(runs: set[str], results: set[str]) -> bool:
+    """The tables' columns are those of some workbench's results database (this one's or an older one's)."""
+    return runs >= _RUNS_FIRST_COLUMNS and results >= _RESULTS_FIRST_COLUMNS and bool(results & _MEDIAN_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -75,40 +109,90 @@ class RunSummary:
 
 
 class Store:
-    def __init__(self, path: Path) -> None:
+    """The results database at `path`. Opened to record (the default), a missing file is created and an older
+    workbench's database is migrated; opened `read_only` (report, history, compare), nothing is created or
+    written. Either way a file that is not a workbench results database is refused untouched."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
+        self.read_only = read_only
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # the wait for another process's write lock (a row being saved, a migration) before "locked"
-            self.db = sqlite3.connect(path, timeout=LOCK_WAIT_S)
-            if not self._current():
-                self._migrate()
+            if read_only:
+                self.db = self._open_read_only(path)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # the wait for another process's write lock (a row being saved, a migration) before "locked"
+                self.db = sqlite3.connect(path, timeout=LOCK_WAIT_S)
         except OSError as exc:
             raise from_os_error(exc, f"opening the results database {path}") from exc
-        except sqlite3.OperationalError as exc:
-            if _busy(exc):
-                raise WorkbenchError(
-                    f"the results database {path} stayed locked by another process for {LOCK_WAIT_S:.0f} s",
-                    "try again once the other workbench has finished, or choose another --db",
-                ) from exc
-            raise UsageError(f"{path} is not a workbench results database: {exc}", "choose another --db") from exc
-        except sqlite3.DatabaseError as exc:
-            raise UsageError(f"{path} is not a workbench results database: {exc}", "choose another --db") from exc
+        try:
+            if read_only:
+                # An older workbench's database is read as it is, never migrated: `load` reads a column it lacks
+                # (verdict, cleanup) as NULL, which is what the migration would have put there, and nothing
+                # else reads a column that changed. So `report` of an old file leaves it byte for byte as it
+                # was, also on a read-only disk or someone else's file.
+                if not _is_workbench(self._columns("runs"), self._columns("results")):
+                    raise self._foreign()
+            elif not self._current():
+                self._migrate()
+            self._runs_columns = self._columns("runs")
+        except BaseException as exc:
+            self.db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise self._sqlite_error(exc) from exc
+            raise
+
+    @staticmethod
+    def _open_read_only(path: Path) -> sqlite3.Connection:
+        """`path` opened by SQLite's read-only mode, which creates no file and writes none."""
+        if not path.exists():
+            raise NotFoundError(
+                f"no results database at {path}", "choose another --db, or record a run first with 'workbench run'"
+            )
+        if path.is_dir():
+            raise UsageError(f"{path} is a directory, not a workbench results database", "choose another --db")
+        with open(path, "rb"):  # unreadable: "permission denied" (DiskError) rather than SQLite's "unable to open"
+            pass
+        # As a URI, so that SQLite reads mode=ro; as_uri() percent-encodes what a URI would otherwise parse in
+        # a file name ('?', '#', '%', spaces).
+        return sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
+
+    def _foreign(self) -> UsageError:
+        return UsageError(f"{self.path} is not a workbench results database", "choose another --db")
+
+    def _sqlite_error(self, exc: sqlite3.Error) -> WorkbenchError:
+        """What SQLite said while opening (or migrating) the database, as one line."""
+        text = str(exc).lower()
+        if isinstance(exc, sqlite3.OperationalError) and _busy(exc):
+            return WorkbenchError(
+                f"the results database {self.path} stayed locked by another process for {LOCK_WAIT_S:.0f} s",
+                "try again once the other workbench has finished, or choose another --db",
+            )
+        if not self.read_only and ("readonly" in text or "disk is full" in text):  # recording: a read-only disk
+            return DiskError(f"cannot write the results database {self.path}: {exc}", "choose another --db")
+        if not isinstance(exc, sqlite3.OperationalError):  # "file is not a database": not SQLite at all
+            return self._foreign()
+        return UsageError(f"cannot use the results database {self.path}: {exc}", "choose another --db")
 
     def _columns(self, table: str) -> set[str]:
         return {name for _, name, *_ in self.db.execute(f"PRAGMA table_info({table})")}
 
     def _current(self) -> bool:
         """Both tables exist with this version's columns (read without any lock: most opens stop here)."""
-        runs = self._columns("runs")
-        return "verdict" in runs and "cleanup" in runs and "median_bytes_per_s" in self._columns("results")
+        return self._columns("runs") >= _RUNS_COLUMNS and self._columns("results") >= _RESULTS_COLUMNS
 
     def _migrate(self) -> None:
         """Create the tables, then add what an older version's database lacks, in one transaction that holds
         the write lock from its start (BEGIN IMMEDIATE) and looks again once it has it: two processes opening
-        one old database at once take turns, and the second finds the work done instead of altering twice."""
+        one old database at once take turns, and the second finds the work done instead of altering twice.
+
+        Only an empty database (a new file) or an older workbench's is touched: one holding any other table
+        is someone else's, refused before a statement writes to it."""
         self.db.execute("BEGIN IMMEDIATE")  # waits up to LOCK_WAIT_S for another migration or writer
         try:
+            empty = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+            if not empty and not _is_workbench(self._columns("runs"), self._columns("results")):
+                raise self._foreign()
             for statement in _DDL.split(";"):
                 if statement.strip():
                     self.db.execute(statement)
@@ -222,18 +306,23 @@ class Store:
             cur.execute("UPDATE runs SET cleanup = ? WHERE id = ?", (json.dumps(done), run_id))
 
     def load(self, run_id: int | None = None) -> Run:
-        """A run by id, or the latest when run_id is None."""
+        """A run by id, or the latest when run_id is None. A run whose stored words do not read (changed by
+        hand, or by another program) is refused with what is wrong in it, as a UsageError: a malformed file."""
         if run_id is not None:
             check_run_id(run_id)  # SQLite's integers stop at 2^63 - 1: a larger id overflows inside the driver
-        query = "SELECT id, schema, meta, baseline, link, window_sweep, warnings, verdict, cleanup FROM runs "
+        # A column an older workbench's database lacks (opened read-only, so not migrated) reads as NULL.
+        columns = ", ".join(c if c in self._runs_columns else f"NULL AS {c}" for c in _LOAD_COLUMNS)
         row = self.db.execute(
-            query + ("WHERE id = ?" if run_id is not None else "ORDER BY id DESC LIMIT 1"),
+            f"SELECT {columns} FROM runs " + ("WHERE id = ?" if run_id is not None else "ORDER BY id DESC LIMIT 1"),
             (run_id,) if run_id is not None else (),
         ).fetchone()
         if row is None:
             what = f"no run {run_id}" if run_id is not None else "no runs yet"
             raise NotFoundError(f"{what} in {self.path}", "list runs with 'workbench history'")
         rid, schema, meta, baseline, link, sweep, warnings, verdict, cleanup = row
+        # The column's INTEGER affinity stores any number-like text as a number: what is left is not a schema.
+        if not isinstance(schema, int) or schema < min(READABLE):
+            raise self._corrupt(rid, f"its schema {_quoted(schema)} is not a schema workbench writes")
         if schema not in READABLE:
             raise UsageError(
                 f"run {rid} in {self.path} has schema {schema}, newer than this workbench reads", "upgrade workbench"
@@ -242,20 +331,60 @@ class Store:
         # schema-2 row only lacks the fleet's keys (upgrade_stored_row adds them, null).
         upgrade = upgrade_v1 if schema == 1 else (lambda value: value)
         upgrade_link = upgrade_link_v1 if schema == 1 else (lambda value: value)
-        docs = [
-            upgrade_stored_row(json.loads(doc), schema)
-            for (doc,) in self.db.execute("SELECT doc FROM results WHERE run_id = ? ORDER BY idx", (rid,))
-        ]
-        return Run(
-            id=rid,
-            meta=_with_cleanup(upgrade(json.loads(meta)), cleanup),
-            baseline=Baseline.from_json(upgrade(json.loads(baseline)) if baseline else None),
-            results=tuple(Result.from_json(doc) for doc in docs),
-            link=upgrade_link(json.loads(link)) if link else None,
-            window_sweep=upgrade(json.loads(sweep)) if sweep else None,
-            warnings=json.loads(warnings) if warnings else (),
-            explanation=explanation_from_json(docs, json.loads(verdict) if verdict else ()),
+        docs, results = [], []
+        for idx, doc in self.db.execute("SELECT idx, doc FROM results WHERE run_id = ? ORDER BY idx", (rid,)):
+            name = f"row {idx if isinstance(idx, int) else _quoted(idx)}"
+            decoded = upgrade_stored_row(self._decoded(rid, name, doc, dict), schema)
+            try:  # row by row, so that the row lacking a key is named
+                results.append(Result.from_json(decoded))
+                RowExplanation.from_json(decoded)  # read again by explanation_from_json below
+            except KeyError as exc:
+                raise self._corrupt(rid, f"{name} has no {_quoted(exc.args[0] if exc.args else exc)}") from exc
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise self._corrupt(rid, f"{name} does not read ({_said(exc)})") from exc
+            docs.append(decoded)
+        decoded_meta = self._decoded(rid, "its meta", meta, dict)
+        done = self._decoded(rid, "its cleanup", cleanup, dict) if cleanup else None
+        decoded_baseline = self._decoded(rid, "its baseline", baseline, dict) if baseline else None
+        decoded_link = self._decoded(rid, "its link", link, dict) if link else None
+        decoded_sweep = self._decoded(rid, "its window_sweep", sweep, list) if sweep else None
+        lines = {
+            name: tuple(self._decoded(rid, f"its {name}", text, list)) if text else ()
+            for name, text in (("warnings", warnings), ("verdict", verdict))
+        }
+        for name, said in lines.items():
+            if not all(isinstance(line, str) for line in said):
+                raise self._corrupt(rid, f"its {name} are not all text")
+        try:
+            return Run(
+                id=rid,
+                meta=_merged_cleanup(upgrade(decoded_meta), done),
+                baseline=Baseline.from_json(upgrade(decoded_baseline) if decoded_baseline is not None else None),
+                results=tuple(results),
+                link=upgrade_link(decoded_link) if decoded_link is not None else None,
+                window_sweep=upgrade(decoded_sweep) if decoded_sweep is not None else None,
+                warnings=lines["warnings"],
+                explanation=explanation_from_json(docs, lines["verdict"]),
+            )
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a baseline lacking a field, say
+            raise self._corrupt(rid, f"it does not read ({_said(exc)})") from exc
+
+    def _corrupt(self, rid: int, what: str) -> UsageError:
+        return UsageError(
+            f"run {rid} in {self.path} is corrupt: {what}",
+            "it was changed outside workbench: choose another run, or record it again",
         )
+
+    def _decoded(self, rid: int, what: str, text: object, kind: type[dict] | type[list]) -> Any:
+        """The JSON held in `what` ("its meta", "row 2") of run `rid`, which must be a `kind` (object or array)."""
+        try:
+            value = json.loads(text)  # type: ignore[arg-type]  # a number or NULL raises TypeError: refused
+        except (TypeError, ValueError, RecursionError) as exc:  # not text, not JSON, nested past Python's limit
+            raise self._corrupt(rid, f"{what} is not JSON: {_quoted(text)}") from exc
+        if not isinstance(value, kind):
+            article = "an object" if kind is dict else "an array"
+            raise self._corrupt(rid, f"{what} is not {article} but {_quoted(text)}")
+        return value
 
     def history(self, limit: int = 50) -> list[RunSummary]:
         rows = self.db.execute(

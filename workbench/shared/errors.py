@@ -120,4 +120,6 @@ def from_os_error(exc: OSError, what: str, host: str | None = None, port: int | 
         return DiskError(f"permission denied while {what}: {exc.filename or exc}", "check the path's permissions")
     if isinstance(exc, FileNotFoundError):
         return NotFoundError(f"no such file while {what}: {exc.filename or exc}", "check the path")
+    if isinstance(exc, NotADirectoryError):
+        return UsageError(f"a path goes through a file while {what}: {exc.filename or exc}", "check the path")
     return WorkbenchError(f"{what} failed: {exc.strerror or exc}")

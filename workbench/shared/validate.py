@@ -122,6 +122,8 @@ _HOSTNAME_RE = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_.])?$"
 
 
 def _is_ip(text: str) -> bool:
+    if text.startswith("[") != text.endswith("]"):  # a bracket without its pair ('[::1', '::1]')
+        return False
     try:
         ipaddress.ip_address(text.removeprefix("[").removesuffix("]").split("%", 1)[0])
     except ValueError:
@@ -159,7 +161,10 @@ def check_output_file(path: Path | None, name: str = "--json") -> None:
     if path is None:
         return
     if path.is_dir():
-        raise UsageError(f"{name} {path} is a directory", f"give a file name, e.g. {name} {path / 'run.json'}")
+        example = {"--csv": "run.csv", "--markdown": "run.md", "--html": "run.html"}.get(name, "run.json")
+        raise UsageError(f"{name} {path} is a directory", f"give a file name, e.g. {name} {path / example}")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise UsageError(f"{name}: {path.parent} is a file, not a directory", "choose another path")
     if not path.parent.is_dir():
         from workbench.shared.errors import NotFoundError
 
