@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from workbench.cli.options import path_given, with_settings
+from workbench.cli.options import GIVEN_PATH, path_given, with_settings
 from workbench.core.settings import BY_NAME, Settings
 from workbench.shared import paths, signals
 from workbench.shared.errors import ExitCode, NotFoundError, Terminated, UsageError, WorkbenchError, from_os_error
@@ -60,27 +60,27 @@ out = _console(stderr=False)
 _DEBUG = {"on": False}
 
 DbOpt = Annotated[
-    Path | None, typer.Option("--db", help="Results database (default: the user's data dir).", parser=path_given)
+    Path | None, typer.Option("--db", help="Results database (default: the user's data dir).", **GIVEN_PATH)
 ]
 MarkdownOpt = Annotated[
     Path | None,
     typer.Option(
         "--markdown",
         help="Write the summary table as Markdown here (to paste into an issue or a post).",
-        parser=path_given,
+        **GIVEN_PATH,
     ),
 ]
 CsvOpt = Annotated[
-    Path | None, typer.Option("--csv", help="Write the summary table as CSV here: one line per row.", parser=path_given)
+    Path | None, typer.Option("--csv", help="Write the summary table as CSV here: one line per row.", **GIVEN_PATH)
 ]
 # the options of every command that starts runs (run, fleet, lab), beside DbOpt, MarkdownOpt, CsvOpt, WideOpt
 JsonOpt = Annotated[
-    Path | None, typer.Option("--json", help="Write the versioned JSON document here.", parser=path_given)
+    Path | None, typer.Option("--json", help="Write the versioned JSON document here.", **GIVEN_PATH)
 ]
 LabelOpt = Annotated[str | None, typer.Option(help="A name for this run in the history.")]
 CredOpt = Annotated[
     Path | None,
-    typer.Option("--credentials", help=BY_NAME["credentials"].help, parser=path_given),
+    typer.Option("--credentials", help=BY_NAME["credentials"].help, **GIVEN_PATH),
 ]
 WideOpt = Annotated[
     bool,
@@ -132,11 +132,11 @@ def files_make(
 @app.command()
 def serve(
     root: Annotated[
-        Path, typer.Option(help="The served directory (files/ and incoming/ live here).", parser=path_given)
+        Path, typer.Option(help="The served directory (files/ and incoming/ live here).", **GIVEN_PATH)
     ],
     bind: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     state_dir: Annotated[
-        Path | None, typer.Option(help="Private state: credentials, target file.", parser=path_given)
+        Path | None, typer.Option(help="Private state: credentials, target file.", **GIVEN_PATH)
     ] = None,
     credentials: CredOpt = None,
     http_port: Annotated[int, typer.Option(help="HTTP port (0: any free).")] = DEFAULT_PORTS["http"],
@@ -321,14 +321,14 @@ def report(
     run_id: Annotated[int | None, typer.Argument(help="Run id (default: the latest).")] = None,
     db: DbOpt = None,
     json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the run's JSON document.", parser=path_given)
+        Path | None, typer.Option("--json", help="Also write the run's JSON document.", **GIVEN_PATH)
     ] = None,
     markdown_out: MarkdownOpt = None,
     csv_out: CsvOpt = None,
     html_out: Annotated[
         Path | None,
         typer.Option(
-            "--html", help="Also write one self-contained HTML page: table, plots, verdict.", parser=path_given
+            "--html", help="Also write one self-contained HTML page: table, plots, verdict.", **GIVEN_PATH
         ),
     ] = None,
     wide: WideOpt = False,
@@ -376,7 +376,7 @@ def compare(
     db: DbOpt = None,
     markdown: Annotated[
         Path | None,
-        typer.Option("--markdown", help="Also write the comparison as Markdown to this file.", parser=path_given),
+        typer.Option("--markdown", help="Also write the comparison as Markdown to this file.", **GIVEN_PATH),
     ] = None,
 ) -> None:
     """Compare two runs row by row (e.g. before and after tuning a host): each change with its 95 % interval,
@@ -412,10 +412,10 @@ def _state_dir(given: Path | None) -> Path:
 
 @servers_app.command("up")
 def servers_up(
-    root: Annotated[Path, typer.Option(help="The served directory.", parser=path_given)],
+    root: Annotated[Path, typer.Option(help="The served directory.", **GIVEN_PATH)],
     bind: Annotated[str, typer.Option(help="Address every server binds to.")] = "127.0.0.1",
     state_dir: Annotated[
-        Path | None, typer.Option(help="Private state (configs, keys, credentials).", parser=path_given)
+        Path | None, typer.Option(help="Private state (configs, keys, credentials).", **GIVEN_PATH)
     ] = None,
     only: Annotated[str | None, typer.Option(help="Start only these: serve,sshd,smbd,rsyncd,afpd.")] = None,
 ) -> None:
@@ -434,7 +434,7 @@ def servers_up(
 @servers_app.command("down")
 def servers_down(
     state_dir: Annotated[
-        Path | None, typer.Option(help="Private state of the servers to stop.", parser=path_given)
+        Path | None, typer.Option(help="Private state of the servers to stop.", **GIVEN_PATH)
     ] = None,
 ) -> None:
     """Stop every server 'servers up' started; leaves nothing running."""
@@ -446,7 +446,7 @@ def servers_down(
 
 @servers_app.command("status")
 def servers_status(
-    state_dir: Annotated[Path | None, typer.Option(help="Private state of the servers.", parser=path_given)] = None,
+    state_dir: Annotated[Path | None, typer.Option(help="Private state of the servers.", **GIVEN_PATH)] = None,
 ) -> None:
     """Show which servers are running, where, and their pids."""
     from workbench.server.daemons.supervisor import status

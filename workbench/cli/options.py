@@ -41,8 +41,12 @@ def path_given(text: str) -> Path:
     return Path(text)
 
 
+# A path option's or argument's typer settings: refused when empty (path_given), shown as <path> as typer shows one
+GIVEN_PATH: dict[str, Any] = {"parser": path_given, "metavar": "<path>"}
+
+
 def _config_option() -> inspect.Parameter:
-    info = typer.Option("--config", help="TOML config file (flags override it).", parser=path_given)
+    info = typer.Option("--config", help="TOML config file (flags override it).", **GIVEN_PATH)
     return inspect.Parameter(
         CONFIG, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Path | None, info]
     )
