@@ -220,3 +220,17 @@ def test_a_newer_schema_is_still_newer(tmp_path: Path) -> None:
     with Store(path, read_only=True) as store, pytest.raises(UsageError) as caught:
         store.load(1)
     assert caught.value.message == f"run 1 in {path} has schema 99, newer than this workbench reads"
+
+
+def test_a_run_whose_meta_does_not_read_is_passed_over_when_looking_for_leftovers(tmp_path: Path) -> None:
+    # run 1 finished, then its meta was spoilt; runs 2 and 3 never finished, 3's meta spoilt too
+    path = _recorded(tmp_path / "runs.sqlite")
+    with Store(path) as store:
+        second = store.begin_run({"started_utc": "2026-01-02T00:00:00Z", "server": {"kind": "serve"}})
+        third = store.begin_run({"started_utc": "2026-01-03T00:00:00Z"})
+    _update(path, _RUN.format("meta"), "{not json")
+    _update(path, "UPDATE runs SET meta = ? WHERE id = ?", "[]", third)
+    with Store(path) as store:
+        assert store.unfinished_runs() == [
+            (second, {"started_utc": "2026-01-02T00:00:00Z", "server": {"kind": "serve"}})
+        ]

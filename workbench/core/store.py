@@ -281,14 +281,26 @@ class Store:
         killed outright: SIGKILL, power cut), and finished runs against a stock server whose scratch directory
         could not be removed at the end (its meta has neither scratch_removed nor scratch_left_alone: see
         workbench.core.scratch_record)."""
-        rows = self.db.execute(
-            "SELECT id, meta, cleanup FROM (SELECT *, json_patch(meta, COALESCE(cleanup, '{}')) AS seen FROM runs)"
-            " WHERE finished_utc IS NULL"
-            " OR (json_extract(seen, '$.server.kind') = 'stock' AND json_extract(seen, '$.server.scratch') IS NOT NULL"
-            " AND json_extract(seen, '$.scratch_removed') IS NULL"
-            " AND json_extract(seen, '$.scratch_left_alone') IS NULL) ORDER BY id"
-        ).fetchall()
-        return [(int(i), _with_cleanup(json.loads(m), c)) for i, m, c in rows]
+        found = []
+        for rid, meta, cleanup, finished in self.db.execute(
+            "SELECT id, meta, cleanup, finished_utc FROM runs ORDER BY id"
+        ):
+            try:
+                seen = _with_cleanup(json.loads(meta), cleanup)
+                server = seen.get("server") or {}
+                left = (
+                    server.get("kind") == "stock"
+                    and server.get("scratch") is not None
+                    and seen.get("scratch_removed") is None
+                    and seen.get("scratch_left_alone") is None
+                )
+            except (TypeError, ValueError, AttributeError):
+                # A run whose metadata no longer reads (changed by hand or by another program) names no scratch
+                # directory to look for: `report` of it says what is wrong, and later runs go on.
+                continue
+            if finished is None or left:
+                found.append((int(rid), seen))
+        return found
 
     def update_meta(self, run_id: int, meta: dict[str, Any]) -> None:
         """A run's own metadata, by the process that runs it (a fleet's controller records its members' scratch
