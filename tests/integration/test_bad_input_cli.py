@@ -41,6 +41,8 @@ def test_a_flag_click_refuses_is_one_line_naming_the_commands_help(tmp_path: Pat
         ("files", "make", ""),
         ("report", "--db", ""),
         ("run", "--host", "127.0.0.1", "--config", ""),
+        ("run", "--host", "127.0.0.1", "--files", ""),
+        ("fleet", "--clients", "", "--sizes", "1M"),
     ],
 )
 def test_an_empty_path_is_refused_not_read_as_the_working_directory(tmp_path: Path, args: tuple[str, ...]) -> None:
@@ -49,16 +51,29 @@ def test_an_empty_path_is_refused_not_read_as_the_working_directory(tmp_path: Pa
     assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("servers.json"))
 
 
-def test_a_config_that_is_no_regular_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+def test_a_config_from_a_pipe_is_read_and_one_from_a_device_is_cut_short(tmp_path: Path) -> None:
+    # the shell's --config <(…): a FIFO someone writes to is read to its end (its repeat = 0 is then refused)
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        ["bash", "-c", f"{WORKBENCH} run --host 127.0.0.1 --config <(echo 'repeat = 0')"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert "key 'repeat'" in _one_line(done, 2)
+    # a FIFO no one writes to reads as empty rather than waiting for ever: the typed --repeat 0 is then refused
     fifo = tmp_path / "config.fifo"
-    os.mkfifo(fifo)  # read, it would wait for a writer for ever
-    line = _one_line(_workbench(tmp_path, "run", "--host", "127.0.0.1", "--config", str(fifo)), 2)
-    assert line == f"error: config {fifo} is not a regular file (give a TOML file to --config)"
+    os.mkfifo(fifo)
+    line = _one_line(_workbench(tmp_path, "run", "--host", "127.0.0.1", "--config", str(fifo), "--repeat", "0"), 2)
+    assert line.startswith("error: --repeat must be")
     line = _one_line(_workbench(tmp_path, "run", "--host", "127.0.0.1", "--config", "/dev/zero"), 2)
-    assert "/dev/zero is not a regular file" in line
+    assert line == "error: config /dev/zero is over 1024 KiB (give a TOML file to --config)"
     huge = tmp_path / "huge.toml"
     huge.write_text("# " + "x" * (1 << 20) + "\n")
     assert "is over 1024 KiB" in _one_line(_workbench(tmp_path, "run", "--host", "127.0.0.1", "--config", str(huge)), 2)
+    line = _one_line(_workbench(tmp_path, "run", "--host", "127.0.0.1", "--config", str(tmp_path)), 2)
+    assert line == f"error: config {tmp_path} is a directory (give a TOML file to --config)"
 
 
 def test_a_run_with_no_host_says_so_before_looking_for_credentials(tmp_path: Path) -> None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -117,12 +120,39 @@ def test_a_junk_file_is_refused_untouched(tmp_path: Path, read_only: bool) -> No
     assert _digest(path) == before
 
 
-def test_read_only_of_an_empty_file_is_refused_untouched(tmp_path: Path) -> None:
+def test_read_only_of_an_empty_file_has_no_runs_and_is_left_untouched(tmp_path: Path) -> None:
+    # what recording leaves when it is stopped before it made its tables
     path = tmp_path / "empty.db"
     path.touch()
-    with pytest.raises(UsageError, match=r"is not a workbench results database$"):
+    with pytest.raises(NotFoundError, match=r"^no runs yet in .*empty.db \(an empty file\)$"):
         Store(path, read_only=True)
     assert path.read_bytes() == b""
+
+
+def test_read_only_of_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    path = tmp_path / "runs.fifo"
+    os.mkfifo(path)
+    with pytest.raises(UsageError, match=r"is not a regular file: no workbench results database$"):
+        Store(path, read_only=True)
+
+
+def test_read_only_rolls_back_a_write_interrupted_by_a_kill(tmp_path: Path) -> None:
+    # a writer killed mid-transaction leaves a hot journal: a read-only connection alone cannot read past it
+    path = _recorded(tmp_path / "runs.sqlite")
+    script = (
+        "import sqlite3, os, sys\n"
+        f"db = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+        "db.execute('BEGIN IMMEDIATE')\n"
+        "db.execute(\"UPDATE runs SET label = 'half-written' WHERE id = 1\")\n"
+        "db.execute('PRAGMA cache_size = 0')\n"
+        "db.execute(\"INSERT INTO runs (schema, started_utc, meta) SELECT schema, started_utc, meta FROM runs\")\n"
+        "os._exit(9)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=False, timeout=60)
+    journal = Path(f"{path}-journal")
+    assert journal.exists() and journal.stat().st_size > 0  # a hot journal, as a SIGKILL leaves one
+    with Store(path, read_only=True) as store:
+        assert [(r.id, r.label) for r in store.history(10)] == [(1, "one")]
 
 
 def test_read_only_of_a_directory_is_refused(tmp_path: Path) -> None:

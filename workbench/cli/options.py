@@ -27,7 +27,12 @@ def _option(command: str, setting: Setting) -> inspect.Parameter:
         typing.get_origin(a) is list for a in typing.get_args(setting.type)
     )
     value = None if is_list else setting.default_for(command)
-    info = typer.Option(setting.flag_text, help=setting.help_for(command), metavar=setting.metavar)
+    # a path setting typed empty is refused, as every path option is (path_given), not read as "."
+    is_path = setting.type is Path or Path in typing.get_args(setting.type)
+    shown = setting.metavar or ("<path>" if is_path else None)
+    info = typer.Option(
+        setting.flag_text, help=setting.help_for(command), metavar=shown, parser=path_given if is_path else None
+    )
     return inspect.Parameter(
         setting.name, inspect.Parameter.KEYWORD_ONLY, default=value, annotation=Annotated[setting.type, info]
     )

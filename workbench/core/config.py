@@ -15,6 +15,9 @@ The config file's keys are the settings table's (docs/config.md lists them, with
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
+import stat
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
@@ -83,15 +86,29 @@ ConfigFile: type[BaseModel] = create_model(  # type: ignore[call-overload]
 CONFIG_MAX_BYTES = 1 << 20  # a config of settings is a few hundred bytes; a MiB is room to spare
 
 
+def _read_config_bytes(path: Path) -> bytes:
+    """The config file's bytes, at most CONFIG_MAX_BYTES + 1 of them: a device (/dev/zero) never ends. Opened
+    without blocking, so that a FIFO no one writes to reads as empty instead of waiting, while one that is
+    written (the shell's `--config <(…)`) is read to its end."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= CONFIG_MAX_BYTES and (chunk := os.read(fd, CONFIG_MAX_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def load_toml(path: Path) -> dict[str, Any]:
     """The config file's keys, each checked for its type and range (one line naming the key if not)."""
     try:
-        # a FIFO would wait for a writer and a device (/dev/zero) never ends: only a regular file is read, and no
-        # more of it than a config can need
-        if path.exists() and not path.is_dir() and not path.is_file():
-            raise UsageError(f"config {path} is not a regular file", "give a TOML file to --config")
-        with path.open("rb") as config_file:
-            raw = config_file.read(CONFIG_MAX_BYTES + 1)
+        raw = _read_config_bytes(path)
         if len(raw) > CONFIG_MAX_BYTES:
             raise UsageError(f"config {path} is over {CONFIG_MAX_BYTES // 1024} KiB", "give a TOML file to --config")
         data = tomllib.loads(raw.decode())

@@ -63,6 +63,8 @@ _LOAD_COLUMNS = ("id", "schema", "meta", "baseline", "link", "window_sweep", "wa
 
 QUOTED_MAX_CHARS = 60  # words from a corrupt row quoted in an error: enough to recognise, not a dump
 
+SQLITE_READONLY_ROLLBACK = 776  # a read-only connection met a hot journal it may not roll back
+
 LOCK_WAIT_S = 30.0  # a row's commit takes milliseconds; a migration of a large old database a few seconds
 
 
@@ -127,6 +129,7 @@ class Store:
             raise from_os_error(exc, f"opening the results database {path}") from exc
         try:
             if read_only:
+                self._roll_back_interrupted_write()
                 # An older workbench's database is read as it is, never migrated: `load` reads a column it lacks
                 # (verdict, cleanup) as NULL, which is what the migration would have put there, and nothing
                 # else reads a column that changed. So `report` of an old file leaves it byte for byte as it
@@ -151,11 +154,41 @@ class Store:
             )
         if path.is_dir():
             raise UsageError(f"{path} is a directory, not a workbench results database", "choose another --db")
+        if not path.is_file():  # a FIFO would wait for a writer, a device never ends
+            raise UsageError(f"{path} is not a regular file: no workbench results database", "choose another --db")
+        if path.stat().st_size == 0:  # what recording leaves when it is stopped before it made its tables
+            raise NotFoundError(f"no runs yet in {path} (an empty file)", "record a run first with 'workbench run'")
         with open(path, "rb"):  # unreadable: "permission denied" (DiskError) rather than SQLite's "unable to open"
             pass
         # As a URI, so that SQLite reads mode=ro; as_uri() percent-encodes what a URI would otherwise parse in
         # a file name ('?', '#', '%', spaces).
         return sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
+
+    def _roll_back_interrupted_write(self) -> None:
+        """A writer killed mid-transaction (SIGKILL, a power cut) leaves a hot journal beside the database, which
+        a read-only connection cannot roll back (SQLITE_READONLY_ROLLBACK): SQLite rolls it back on the first
+        read of a read-write connection, as every open did before reading became read-only. Done once here, so
+        that report, history and compare read what the last finished write left; refused in one line where this
+        process may not write there."""
+        try:
+            self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return
+        except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", None) != SQLITE_READONLY_ROLLBACK:
+                raise
+        self.db.close()
+        try:
+            writer = sqlite3.connect(self.path, timeout=LOCK_WAIT_S)
+            try:
+                writer.execute("SELECT count(*) FROM sqlite_master").fetchone()  # rolls the hot journal back
+            finally:
+                writer.close()
+        except sqlite3.Error as exc:
+            raise WorkbenchError(
+                f"an interrupted write left {self.path}-journal, and it could not be rolled back here: {exc}",
+                "run any workbench command once as a user who may write that directory",
+            ) from exc
+        self.db = self._open_read_only(self.path)
 
     def _foreign(self) -> UsageError:
         return UsageError(f"{self.path} is not a workbench results database", "choose another --db")

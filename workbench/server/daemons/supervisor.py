@@ -22,7 +22,7 @@ from workbench.shared import procs
 from workbench.shared import target as target_mod
 from workbench.shared.errors import NotFoundError, UnavailableError, UsageError
 from workbench.shared.paths import CREDENTIALS_FILE, FILES_DIR, INCOMING_DIR, SERVERS_FILE
-from workbench.shared.safetext import cut
+from workbench.shared.safetext import cut, strip_controls
 from workbench.shared.target import DEFAULT_PORTS
 
 
@@ -94,7 +94,10 @@ def _check_record(s: object, where: str) -> None:
     _word(s["name"], f"{where}.name")
     if "unavailable" in s:
         # a server that could not start: its reason only (up() records no pid for it)
-        _word(s["unavailable"], f"{where}.unavailable")
+        # a reason is words from outside (a path from the environment, a daemon's error): any text, shown escaped;
+        # refusing the file for it would leave down() unable to stop the servers recorded beside it
+        if not isinstance(s["unavailable"], str):
+            raise _Corrupt(f"{where}.unavailable is {_shown(s['unavailable'])}, not a string")
         if "pid" in s:
             raise _Corrupt(f"{where} has both a pid and an unavailable reason")
         return
@@ -214,7 +217,7 @@ def up(
         for cls in classes:
             reason = cls.unavailable_reason()
             if reason:
-                state.servers.append({"name": cls.name, "unavailable": reason})
+                state.servers.append({"name": cls.name, "unavailable": strip_controls(reason)})
                 continue
             server = cls(ctx)
             try:
