@@ -112,3 +112,14 @@ def sum16(data: bytes) -> int:
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return total
+
+
+# The tables a schema-1 workbench made in its results database: no verdict or cleanup column, the median named
+# median_bps (the tests of migration and of reading an old file add their own rows).
+SCHEMA_1_TABLES = """
+CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, schema INTEGER NOT NULL, started_utc TEXT NOT NULL,
+    label TEXT, meta TEXT NOT NULL, baseline TEXT, link TEXT, window_sweep TEXT, warnings TEXT, finished_utc TEXT);
+CREATE TABLE results (run_id INTEGER NOT NULL REFERENCES runs(id), idx INTEGER NOT NULL, protocol TEXT NOT NULL,
+    client TEXT NOT NULL, direction TEXT NOT NULL, file_set TEXT NOT NULL, median_bps REAL, doc TEXT NOT NULL,
+    PRIMARY KEY (run_id, idx));
+"""

@@ -9,18 +9,14 @@ import multiprocessing
 import sqlite3
 from pathlib import Path
 
+from tests.helpers import SCHEMA_1_TABLES
 from workbench.core.store import Store
 
 TRIALS = 25  # fresh old databases; each is opened by WORKERS processes at once
 WORKERS = 3
 
 # What a schema-1 workbench made: no verdict column, the median named median_bps.
-_OLD_DDL = """
-CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, schema INTEGER NOT NULL, started_utc TEXT NOT NULL,
-    label TEXT, meta TEXT NOT NULL, baseline TEXT, link TEXT, window_sweep TEXT, warnings TEXT, finished_utc TEXT);
-CREATE TABLE results (run_id INTEGER NOT NULL REFERENCES runs(id), idx INTEGER NOT NULL, protocol TEXT NOT NULL,
-    client TEXT NOT NULL, direction TEXT NOT NULL, file_set TEXT NOT NULL, median_bps REAL, doc TEXT NOT NULL,
-    PRIMARY KEY (run_id, idx));
+_OLD_DDL = SCHEMA_1_TABLES + """
 INSERT INTO runs (schema, started_utc, meta) VALUES (1, '2025-01-01T00:00:00Z', '{}');
 """
 

@@ -18,17 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import SCHEMA_1_TABLES
 from workbench.core.results import Result, Sample
 from workbench.core.store import Store
 from workbench.shared.errors import ExitCode, NotFoundError, UsageError
 
 # What a schema-1 workbench made: no verdict or cleanup column, the median named median_bps.
-_OLD_DDL = """
-CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, schema INTEGER NOT NULL, started_utc TEXT NOT NULL,
-    label TEXT, meta TEXT NOT NULL, baseline TEXT, link TEXT, window_sweep TEXT, warnings TEXT, finished_utc TEXT);
-CREATE TABLE results (run_id INTEGER NOT NULL REFERENCES runs(id), idx INTEGER NOT NULL, protocol TEXT NOT NULL,
-    client TEXT NOT NULL, direction TEXT NOT NULL, file_set TEXT NOT NULL, median_bps REAL, doc TEXT NOT NULL,
-    PRIMARY KEY (run_id, idx));
+_OLD_DDL = SCHEMA_1_TABLES + """
 INSERT INTO runs (schema, started_utc, label, meta, warnings, finished_utc) VALUES
     (1, '2025-01-01T00:00:00Z', 'old', '{"started_utc": "2025-01-01T00:00:00Z"}', '["w"]', '2025-01-01T00:01:00Z');
 """
