@@ -365,12 +365,12 @@ def _unmodelled(
     triage = row.tcp
     said = f"; the {triage.side}'s TCP counters say {triage.limit}" if triage is not None and triage.limit else ""
     said += _starved(row)
-    after = _after_start(row, bound, gap_s, path_bytes_per_s, cost)
     if row.details.timed_includes_setup and fixed_s is None:
         return (
             f"≈{format_ms(gap_s)} per copy, the process start and login each copy pays: no fixed cost could be "
             f"fitted (it needs single files of two sizes){said}"
         )
+    after = _after_start(row, bound, gap_s, path_bytes_per_s, cost)
     return f"≈{format_ms(gap_s)} per copy that no ceiling counts{after}{said}"
 
 
