@@ -10,7 +10,7 @@ import pytest
 
 from workbench.core import fixedcost
 from workbench.core.ceiling import Bound, format_ms
-from workbench.core.explain import _after_start, _lost_after_start_s, explain
+from workbench.core.explain import _after_start, _lost_after_start_s, ceiling_rtt_s, explain
 from workbench.core.results import Baseline, Result, RowExplanation, Run, Sample
 from workbench.protocols import exchanges
 from workbench.protocols.details import ClientDetails
@@ -269,3 +269,38 @@ def test_time_lost_after_the_data_started_is_not_read_off_a_meter_that_sees_lump
     assert _lost_after_start_s(copy, PATH, PATH) == pytest.approx(1.1 - 11 * SLOT / PATH)
     # no slot between the start and the last moving one: nothing to read
     assert _lost_after_start_s(Sample(bytes=SLOT, seconds=0.3, intervals=(0, SLOT // 2, SLOT // 2)), PATH, PATH) is None
+
+
+def test_a_set_slower_than_its_ceiling_is_explained_by_its_two_sides_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(exchanges.COUNTED, ("smb/pysmb", "download"), exchanges.Exchanges(per_file=4, per_set=0))
+    monkeypatch.setitem(exchanges.COUNTED, ("smb/smbprotocol", "download"), exchanges.Exchanges(per_file=4, per_set=0))
+    # per file: 4 RTT (11.2 ms), then the longest of 64 KiB on the path (1.05 ms), 2 ms server and 3 ms client:
+    # 14.2 ms by the ceiling; in turn, the two sides added, 16.2 ms
+    ceiling_s, turn_s = 4 * 0.0028 + 0.003, 4 * 0.0028 + 0.005
+    # a copy at 19 ms per file is 1.34 times the ceiling's time, 1.17 times the turn's: explained by the turn
+    why = _why(_set("smb/pysmb", 50 * 0.019, client_cpu_s=50 * 0.003, server_cpu_s=50 * 0.002))
+    assert why.bound == "per-file" and why.bound_explanation is not None
+    assert why.ceiling_bytes_per_s == pytest.approx(65536 / ceiling_s)  # the bound stays the ceiling
+    said = f"; in turn, the two sides' CPU added as in a client that takes turns: {65536 / turn_s / 1e6:.1f} MB/s"
+    assert why.bound_explanation.endswith(said)
+    # 25 % beyond the turn's time too: unexplained, and saying what running in turn would add
+    slow = _why(_set("smb/pysmb", 50 * 0.022, client_cpu_s=50 * 0.003, server_cpu_s=50 * 0.002))
+    assert slow.bound == "unexplained" and "in turn they would add" in (slow.bound_explanation or "")
+    # a client with files in flight overlaps its sides: no turn explains it
+    flight = _why(
+        _set("smb/smbprotocol", 50 * 0.019, client_cpu_s=50 * 0.003, server_cpu_s=50 * 0.002, files_in_flight=4)
+    )
+    assert "in turn, the two sides" not in (flight.bound_explanation or "")
+    # nor a client whose server's CPU is unknown (a stock server): the turn needs both sides
+    stock = _why(_set("smb/pysmb", 50 * 0.019, client_cpu_s=50 * 0.003))
+    assert stock.bound == "unexplained"
+
+
+def test_the_ceilings_charge_the_least_rtt_the_path_showed() -> None:
+    base = Baseline(up_bytes_per_s=PATH, down_bytes_per_s=PATH, rtt_ms=3.44, details={"rtt_min_ms": 2.97})
+    run = Run(id=1, meta={}, baseline=base, results=(), link={"rtt_ms": 2.81})
+    assert ceiling_rtt_s(run) == pytest.approx(0.00281)  # the lab link's idle RTT
+    assert ceiling_rtt_s(dataclasses.replace(run, link=None)) == pytest.approx(0.00297)  # the probe's fastest ping
+    median_only = Run(id=1, meta={}, baseline=Baseline(rtt_ms=3.44), results=())
+    assert ceiling_rtt_s(median_only) == pytest.approx(0.00344)
+    assert ceiling_rtt_s(Run(id=1, meta={}, baseline=Baseline(), results=())) is None

@@ -48,6 +48,10 @@ class Bound:
     # a per-file bound's: per file, what the parts it charges as overlapping (the bytes, each side's CPU) would add
     # if they ran one after another, their sum less the longest; None: no such parts
     in_turn_s: float | None = None
+    # a per-file bound's, for a client that takes turns (one file at a time, a round trip or more per file, both
+    # sides' CPU measured): the set's rate with the two sides' CPU added, as in a turn one side works while the
+    # other waits; an expectation, not a bound (per_file_bound); None: not such a client
+    in_turn_bytes_per_s: float | None = None
 
     @property
     def streaming(self) -> float:
@@ -247,7 +251,13 @@ def per_file_bound(
 
     `delayed_ack_wait_per_file_s`: time each file waits for the other side's delayed ACK beyond its round trips (a
     login per file by a client that leaves Nagle's algorithm on: workbench.lab.wirecount.delayed_ack_waits), a
-    timer's time that nothing overlaps, added on top and named."""
+    timer's time that nothing overlaps, added on top and named.
+
+    For a client that takes turns (one file at a time, at least a round trip per file) whose two sides' CPU per file
+    are both given, the bound also carries the set's rate with that CPU added (`in_turn_bytes_per_s`): in a turn one
+    side works while the other waits for it, the rule the predictions' expectation keeps
+    (workbench.lab.exchangecount.expected_s). It is an expectation that explains a copy slower than the ceiling,
+    never the ceiling itself: copies whose sides overlapped run faster."""
     per_file = set_bytes / files
     wire_s = per_file / path_bytes_per_s if path_bytes_per_s else 0.0
     # the bytes' part, as named when it is the one charged and when it is named beside the one charged
@@ -261,6 +271,11 @@ def per_file_bound(
     file_s = per_file_s(round_trips_per_file, rtt_s, wire_s, server_per_file_s, client_per_file_s)
     file_s += (waited_per_file_s or 0.0) + delayed_ack_wait_per_file_s
     set_s = set_round_trips * rtt_s + files * file_s / max(1, files_in_flight)
+    in_turn_rate = None
+    if bursts and server_per_file_s and client_per_file_s:
+        turn_s = per_file_s(round_trips_per_file, rtt_s, wire_s, server_per_file_s + client_per_file_s)
+        turn_s += (waited_per_file_s or 0.0) + delayed_ack_wait_per_file_s
+        in_turn_rate = set_bytes / (set_round_trips * rtt_s + files * turn_s)
     files_per_s = files / set_s
     rate = set_bytes / set_s
     # the longest of the file's overlapping parts is the one charged; the others are named beside it
@@ -283,6 +298,7 @@ def per_file_bound(
         + (f", {files_in_flight} at a time" if files_in_flight > 1 else "")
         + (f", + {set_round_trips:g} RTT per set" if set_round_trips else ""),
         in_turn_s=sum(part[0] for part in overlapping) - longest[0],
+        in_turn_bytes_per_s=in_turn_rate,
     )
 
 
@@ -309,7 +325,9 @@ def with_fixed_cost(bound: Bound, fixed_s: float, nbytes: int) -> Bound:
         return bound
     rate = nbytes / (fixed_s + nbytes / bound.bytes_per_s)
     explanation = f"{bound.explanation}, + {format_ms(fixed_s)} per copy"
-    return Bound(bound.label, rate, explanation, bound.saturated, bound.streaming, bound.in_turn_s)
+    in_turn = bound.in_turn_bytes_per_s
+    in_turn_rate = nbytes / (fixed_s + nbytes / in_turn) if in_turn else None
+    return Bound(bound.label, rate, explanation, bound.saturated, bound.streaming, bound.in_turn_s, in_turn_rate)
 
 
 def explaining_bound(found: Sequence[Bound], measured_bytes_per_s: float) -> tuple[Bound | None, bool]:

@@ -297,6 +297,19 @@ def _after_start(
 LOST_SAID_S = 0.01  # under 10 ms a copy's time lost after its data started is within its slots' rounding
 
 
+def _in_turn_explains(bound: Bound, median: float) -> str | None:
+    """'; in turn …' where a set slower than its per-file ceiling is within EXPLAINS of the same model with its
+    client's and server's CPU added (Bound.in_turn_bytes_per_s: a client that takes turns, in which one side works
+    while the other waits), the expectation the predictions keep; None where that does not explain it. The ceiling
+    stays the row's bound: a copy whose sides overlap runs faster than the sum."""
+    in_turn = bound.in_turn_bytes_per_s
+    if bound.label != "per-file" or not in_turn or median > bound.bytes_per_s:
+        return None
+    if abs(in_turn - median) > EXPLAINS * median:
+        return None
+    return f"; in turn, the two sides' CPU added as in a client that takes turns: {in_turn / 1e6:.1f} MB/s"
+
+
 def _in_turn(client_charged: bool, in_turn_s: float | None = None) -> str:
     """The first place a set slower than its per-file ceiling may have spent its time: that ceiling charges only
     the longest of the parts it takes to overlap (ceiling.per_file_s), and they may have run one after another.
@@ -440,13 +453,23 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def ceiling_rtt_s(run: Run) -> float | None:
+    """The round trip the ceilings charge: the least the path showed, of the lab link's idle RTT, the raw-TCP
+    probe's fastest ping and its median. A ceiling may not be lowered by pings that other work on a host slowed
+    (the probe's median once read 3.44 ms on a link whose idle RTT was 2.81 ms, and every per-file ceiling fell
+    under the copies it bounds); None where no RTT was measured."""
+    seen = ((run.link or {}).get("rtt_ms"), run.baseline.details.get("rtt_min_ms"), run.baseline.rtt_ms)
+    measured = [float(v) for v in seen if isinstance(v, int | float) and not isinstance(v, bool) and v > 0]
+    return min(measured) / 1e3 if measured else None
+
+
 def explain(run: Run, host: str) -> Explanation:
     """Every row's share of raw TCP, the ceiling that explains it (or `unexplained`), the run-level notes and
     the verdict.
 
     `host` is the far host the run copied to: a loopback one explains every row by this host's CPU.
     """
-    rtt_s = run.baseline.rtt_ms / 1e3 if run.baseline.rtt_ms else None
+    rtt_s = ceiling_rtt_s(run)
     # The link bound is the TCP goodput the link can carry this way (rate less framing and headers), not its rate.
     costs, notes_on_costs = _fixed_costs(run.results, run.link, run.baseline)
     cap = cryptocost.server_cpu_cap_cores(run.link)
@@ -541,6 +564,8 @@ def _explain_row(
     beaten = [b for b in found if not holds(b, median, noise)]
     kept = [b for b in found if b not in beaten]
     bound, explains = explaining_bound(kept, median)
+    in_turn = _in_turn_explains(bound, median) if bound is not None and not explains else None
+    explains = explains or in_turn is not None
     label = explanation = None
     if beaten:
         lowest = min(beaten, key=lambda b: b.bytes_per_s)
@@ -552,7 +577,7 @@ def _explain_row(
     elif bound is not None:
         label = bound.label if explains else UNEXPLAINED
         explanation = (
-            format_bound(bound)
+            format_bound(bound) + (in_turn or "")
             if explains
             else f"no ceiling within {100 * EXPLAINS:.0f} %: the lowest, {format_bound(bound)}, "
             f"is {bound.bytes_per_s / median:.2g}× the rate; the model is missing "
