@@ -12,7 +12,8 @@ Pure maths. Rates are bytes/s like everywhere in workbench; RTT in seconds; wind
 - A host that signs or encrypts every SMB message on k cores, at c CPU seconds per byte for the algorithm (and m
   for all its work per byte, where measured and at least CRYPTO_SHARE crypto), carries at most k / c (k / m)
   (`crypto_bound`); a CPU cap makes k less than a core, for the cpu ceiling too.
-A ceiling explains a measured rate only when it is within EXPLAINS of it (`explaining_bound`), and bounds it only
+A ceiling explains a measured rate only when it is within EXPLAINS of it (`explaining_bound`; a per-file one also
+when its model run in turn is: Bound.in_turn_bytes_per_s), and bounds it only
 when the copy does not beat it by more than the row's own noise (`holds`, `noise_share`): a ceiling a copy
 beats is a model that is missing something, and is never the row's label.
 """
