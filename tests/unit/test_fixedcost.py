@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from workbench.core import fixedcost
-from workbench.core.ceiling import Bound, format_ms
-from workbench.core.explain import _after_start, _lost_after_start_s, ceiling_rtt_s, explain
+from workbench.core.ceiling import Bound, format_ms, per_file_bound, with_fixed_cost
+from workbench.core.explain import _after_start, _in_turn_explains, _lost_after_start_s, explain
 from workbench.core.results import Baseline, Result, RowExplanation, Run, Sample
 from workbench.protocols import exchanges
 from workbench.protocols.details import ClientDetails
@@ -299,8 +299,47 @@ def test_a_set_slower_than_its_ceiling_is_explained_by_its_two_sides_in_turn(mon
 def test_the_ceilings_charge_the_least_rtt_the_path_showed() -> None:
     base = Baseline(up_bytes_per_s=PATH, down_bytes_per_s=PATH, rtt_ms=3.44, details={"rtt_min_ms": 2.97})
     run = Run(id=1, meta={}, baseline=base, results=(), link={"rtt_ms": 2.81})
-    assert ceiling_rtt_s(run) == pytest.approx(0.00281)  # the lab link's idle RTT
-    assert ceiling_rtt_s(dataclasses.replace(run, link=None)) == pytest.approx(0.00297)  # the probe's fastest ping
-    median_only = Run(id=1, meta={}, baseline=Baseline(rtt_ms=3.44), results=())
-    assert ceiling_rtt_s(median_only) == pytest.approx(0.00344)
-    assert ceiling_rtt_s(Run(id=1, meta={}, baseline=Baseline(), results=())) is None
+    assert run.least_rtt_ms == pytest.approx(2.81)  # the lab link's idle RTT
+    assert dataclasses.replace(run, link=None).least_rtt_ms == pytest.approx(2.97)  # the probe's fastest ping
+    # the least, whichever it is: here the probe's fastest ping under a link's idle RTT
+    assert dataclasses.replace(run, link={"rtt_ms": 3.0}).least_rtt_ms == pytest.approx(2.97)
+    assert Run(id=1, meta={}, baseline=Baseline(rtt_ms=3.44), results=()).least_rtt_ms == pytest.approx(3.44)
+    assert Run(id=1, meta={}, baseline=Baseline(), results=()).least_rtt_ms is None
+    # what is no RTT is left out: zero, a negative one, a bool, text
+    odd = Baseline(rtt_ms=3.44, details={"rtt_min_ms": 0})
+    for link_rtt in (0, -1.0, True, "2.0"):
+        assert Run(id=1, meta={}, baseline=odd, results=(), link={"rtt_ms": link_rtt}).least_rtt_ms == 3.44
+
+
+def test_a_per_file_ceiling_charges_the_least_rtt(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(exchanges.COUNTED, ("smb/pysmb", "download"), exchanges.Exchanges(per_file=4, per_set=0))
+    row = _set("smb/pysmb", 50 * 0.0144, client_cpu_s=50 * 0.003)
+    base = Baseline(up_bytes_per_s=PATH, down_bytes_per_s=PATH, rtt_ms=3.44, details={"rtt_min_ms": 2.97})
+    run = Run(id=1, meta={}, baseline=base, results=(row,), link={"rtt_ms": 2.8})
+    per_file = next(b for b in explain(run, "10.77.0.2").rows[0].bounds or () if b.label == "per-file")
+    assert per_file.bytes_per_s == pytest.approx(65536 / (4 * 0.0028 + 0.003))  # 4 × 2.8 ms, not 3.44
+
+
+def test_the_turn_is_carried_through_a_fixed_cost_and_never_above_its_ceiling() -> None:
+    bound = per_file_bound(50 * 65536, 50, 4, 0.0028, PATH, server_per_file_s=0.002, client_per_file_s=0.003)
+    assert bound.in_turn_bytes_per_s == pytest.approx(65536 / (4 * 0.0028 + 0.005))
+    assert bound.in_turn_bytes_per_s is not None and bound.in_turn_bytes_per_s < bound.bytes_per_s
+    paid = with_fixed_cost(bound, 0.3, 50 * 65536)
+    assert paid.in_turn_bytes_per_s == pytest.approx(50 * 65536 / (0.3 + 50 * (4 * 0.0028 + 0.005)))
+    # a client with files in flight, or without a round trip per file, or one side's CPU unknown: no turn
+    for kind in (
+        {"files_in_flight": 4, "server_per_file_s": 0.002, "client_per_file_s": 0.003},
+        {"server_per_file_s": 0.002},
+    ):
+        assert per_file_bound(50 * 65536, 50, 4, 0.0028, PATH, **kind).in_turn_bytes_per_s is None
+    assert per_file_bound(50 * 65536, 50, 0.5, 0.0028, PATH, 1, 0.002, 0.003).in_turn_bytes_per_s is None
+
+
+def test_a_turn_explains_only_a_per_file_ceiling() -> None:
+    turn = 10e6
+    requests = Bound("requests", 14e6, "64 KiB × 1 request / 4.5 ms", in_turn_bytes_per_s=turn)
+    assert _in_turn_explains(requests, turn) is None  # only a per-file model runs in turn
+    per_file = dataclasses.replace(requests, label="per-file")
+    assert _in_turn_explains(per_file, turn) is not None
+    assert _in_turn_explains(per_file, 15e6) is None  # faster than the ceiling: it beats it, no turn explains that
+    assert _in_turn_explains(per_file, 7.9e6) is None  # 27 % under the turn's rate

@@ -127,7 +127,7 @@ def _setup(run: Run) -> str:
     elif not (base.up_bytes_per_s or base.down_bytes_per_s) and base.details.get("no_baseline"):
         text = f"no raw-TCP baseline ({base.details['no_baseline']}): figures are absolute, '% TCP' is '—'"
         if base.rtt_ms is not None:
-            text += f"; RTT {base.rtt_ms:.2f} ms from TCP connects to the service (the ceilings use it)"
+            text += f"; RTT {base.rtt_ms:.2f} ms from TCP connects to the service"
         lines.append(("warn", text))
     if not lines:
         return ""

@@ -56,7 +56,7 @@ def _no_baseline_line(run: Run) -> str | None:
     why = "" if base.error else f" ({for_markup(base.details['no_baseline'])})"  # an error is shown above
     text = f"[yellow]no raw-TCP baseline[/]{why}: figures are absolute, '% TCP' is '—'"
     if base.rtt_ms is not None:
-        text += f"; RTT {base.rtt_ms:.2f} ms from TCP connects to the service (the ceilings use it)"
+        text += f"; RTT {base.rtt_ms:.2f} ms from TCP connects to the service"
     return text
 
 

@@ -343,7 +343,6 @@ def summary_rows(run: Run) -> list[SummaryRow]:
 
     In a fleet run an aggregate row's client reads 'http/aiohttp ×3' and carries its clients' rates in
     `per_client`; each client's own row that says nothing wrong is `folded` when its aggregate row is there."""
-    base = run.baseline
     lines = _baseline_lines(run)
     fleet = is_fleet(run)
     members: dict[tuple[str, str, str, str], list[Result]] = {}
@@ -357,7 +356,7 @@ def summary_rows(run: Run) -> list[SummaryRow]:
         key = (row.protocol, row.client, row.direction, row.file_set)
         client, per_client, folded = row.label, "", False
         # Round trips per file are one client's connection's; the aggregate row's files/s are all clients'.
-        said = notes(row, why, base.rtt_ms if row.client_host != ALL_HOSTS else None)
+        said = notes(row, why, run.least_rtt_ms if row.client_host != ALL_HOSTS else None)
         line_status = status(row)
         if row.client_host == ALL_HOSTS:
             hosts = (row.aggregate or {}).get("clients") or [m.client_host for m in members.get(key, ())]

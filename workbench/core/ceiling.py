@@ -31,7 +31,7 @@ from workbench.protocols.smb_negotiated import default_signing_algorithm, dialec
 LABELS = ("link", "raw-tcp", "window", "requests", "ssh-window", "per-file", "cpu", "crypto")
 TIE = 0.05  # ceilings this close are one limit (see binding_bound)
 CPU_SATURATED = 0.9  # a process at >= 90 % of one core is CPU-bound, whatever the other bounds say
-EXPLAINS = 0.25  # a ceiling within 25 % of the measured rate explains it; further off, the row is unexplained
+EXPLAINS = 0.25  # a ceiling within 25 % of the rate explains it (a per-file one also by its in-turn rate); else none
 NOISE_FLOOR = 0.05  # a row's noise is its own spread, but never under 5 % (see noise_share)
 UNEXPLAINED = "unexplained"
 

@@ -1,8 +1,9 @@
 """Explain each row: its share of the raw TCP limit, the ceiling that bounds it (workbench.core.ceiling) when
 one does, what the kernel's TCP counters said limited it (workbench.shared.triage), and the run's verdict.
 
-A ceiling explains a row only when it is within 25 % of the measured rate; a row no ceiling explains is
-labelled `unexplained`, with its lowest ceiling and its triage beside it rather than a label that misleads.
+A ceiling explains a row only when it is within 25 % of the measured rate (a per-file one also when its model run
+in turn is: a client that takes turns, its two sides' CPU added); a row no ceiling explains is labelled
+`unexplained`, with its lowest ceiling and its triage beside it rather than a label that misleads.
 `explain` returns the explanation as its own value; the run and its rows are left as they are.
 """
 
@@ -453,23 +454,13 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def ceiling_rtt_s(run: Run) -> float | None:
-    """The round trip the ceilings charge: the least the path showed, of the lab link's idle RTT, the raw-TCP
-    probe's fastest ping and its median. A ceiling may not be lowered by pings that other work on a host slowed
-    (the probe's median once read 3.44 ms on a link whose idle RTT was 2.81 ms, and every per-file ceiling fell
-    under the copies it bounds); None where no RTT was measured."""
-    seen = ((run.link or {}).get("rtt_ms"), run.baseline.details.get("rtt_min_ms"), run.baseline.rtt_ms)
-    measured = [float(v) for v in seen if isinstance(v, int | float) and not isinstance(v, bool) and v > 0]
-    return min(measured) / 1e3 if measured else None
-
-
 def explain(run: Run, host: str) -> Explanation:
     """Every row's share of raw TCP, the ceiling that explains it (or `unexplained`), the run-level notes and
     the verdict.
 
     `host` is the far host the run copied to: a loopback one explains every row by this host's CPU.
     """
-    rtt_s = ceiling_rtt_s(run)
+    rtt_s = run.least_rtt_ms / 1e3 if run.least_rtt_ms else None
     # The link bound is the TCP goodput the link can carry this way (rate less framing and headers), not its rate.
     costs, notes_on_costs = _fixed_costs(run.results, run.link, run.baseline)
     cap = cryptocost.server_cpu_cap_cores(run.link)

@@ -239,8 +239,9 @@ def _fixed(heavy: dict[str, tuple[float, float, str]]) -> str | None:
 
 
 def _small_files(run: Run, measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
-    """The cost of one small file at best and at worst, in milliseconds and round trips."""
-    rtt_ms = run.baseline.rtt_ms
+    """The cost of one small file at best and at worst, in milliseconds and round trips (of the RTT the ceilings
+    charge: Run.least_rtt_ms)."""
+    rtt_ms = run.least_rtt_ms
     sets = [(row, row.files_per_s) for row, _ in measured if row.files > 1 and row.files_per_s]
     if not sets:
         return None

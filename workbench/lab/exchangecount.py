@@ -139,8 +139,8 @@ def _set_files(name: str) -> int | None:
 
 
 def run_rtt_s(run: Run) -> float:
-    """A run's round trip in seconds: its lab link's idle RTT, else its baseline's; 0.0 where neither is known."""
-    return float((run.link or {}).get("rtt_ms") or run.baseline.rtt_ms or 0) / 1e3
+    """A run's round trip in seconds, the one its rows' ceilings charge (Run.least_rtt_ms); 0.0 where none is known."""
+    return (run.least_rtt_ms or 0.0) / 1e3
 
 
 def count_clients(run: Run, packets: Sequence[Packet], marks: Sequence[tuple[float, str | None]]) -> list[ClientCount]:
