@@ -269,7 +269,7 @@ def test_unreachable_host_is_one_line(tmp_path: Path) -> None:
         ),
         (["serve", "--root", "{tmp}/does-not-exist", "--state-dir", "{tmp}/s"], 5, "does not exist"),
         (["run", "--config", "{tmp}/missing.toml", "--credentials", "{tmp}/c.json"], 5, "not found"),
-        (["report", "999", "--db", "{tmp}/runs.sqlite"], 5, "no run 999"),
+        (["report", "999", "--db", "{tmp}/runs.sqlite"], 5, "no results database at"),
         (["lab", "--link", "moon"], 2, "unknown link preset"),
         (["lab", "--rate", "fast"], 2, "malformed rate"),
     ],
