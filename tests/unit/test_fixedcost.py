@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from workbench.core import fixedcost
-from workbench.core.ceiling import Bound, format_ms, per_file_bound, with_fixed_cost
-from workbench.core.explain import _after_start, _in_turn_explains, _lost_after_start_s, explain
+from workbench.core.ceiling import Bound, format_ms
+from workbench.core.explain import _after_start, _lost_after_start_s, explain
 from workbench.core.results import Baseline, Result, RowExplanation, Run, Sample
 from workbench.protocols import exchanges
 from workbench.protocols.details import ClientDetails
@@ -271,31 +271,6 @@ def test_time_lost_after_the_data_started_is_not_read_off_a_meter_that_sees_lump
     assert _lost_after_start_s(Sample(bytes=SLOT, seconds=0.3, intervals=(0, SLOT // 2, SLOT // 2)), PATH, PATH) is None
 
 
-def test_a_set_slower_than_its_ceiling_is_explained_by_its_two_sides_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(exchanges.COUNTED, ("smb/pysmb", "download"), exchanges.Exchanges(per_file=4, per_set=0))
-    monkeypatch.setitem(exchanges.COUNTED, ("smb/smbprotocol", "download"), exchanges.Exchanges(per_file=4, per_set=0))
-    # per file: 4 RTT (11.2 ms), then the longest of 64 KiB on the path (1.05 ms), 2 ms server and 3 ms client:
-    # 14.2 ms by the ceiling; in turn, the two sides added, 16.2 ms
-    ceiling_s, turn_s = 4 * 0.0028 + 0.003, 4 * 0.0028 + 0.005
-    # a copy at 19 ms per file is 1.34 times the ceiling's time, 1.17 times the turn's: explained by the turn
-    why = _why(_set("smb/pysmb", 50 * 0.019, client_cpu_s=50 * 0.003, server_cpu_s=50 * 0.002))
-    assert why.bound == "per-file" and why.bound_explanation is not None
-    assert why.ceiling_bytes_per_s == pytest.approx(65536 / ceiling_s)  # the bound stays the ceiling
-    said = f"; in turn, the two sides' CPU added as in a client that takes turns: {65536 / turn_s / 1e6:.1f} MB/s"
-    assert why.bound_explanation.endswith(said)
-    # 25 % beyond the turn's time too: unexplained, and saying what running in turn would add
-    slow = _why(_set("smb/pysmb", 50 * 0.022, client_cpu_s=50 * 0.003, server_cpu_s=50 * 0.002))
-    assert slow.bound == "unexplained" and "in turn they would add" in (slow.bound_explanation or "")
-    # a client with files in flight overlaps its sides: no turn explains it
-    flight = _why(
-        _set("smb/smbprotocol", 50 * 0.019, client_cpu_s=50 * 0.003, server_cpu_s=50 * 0.002, files_in_flight=4)
-    )
-    assert "in turn, the two sides" not in (flight.bound_explanation or "")
-    # nor a client whose server's CPU is unknown (a stock server): the turn needs both sides
-    stock = _why(_set("smb/pysmb", 50 * 0.019, client_cpu_s=50 * 0.003))
-    assert stock.bound == "unexplained"
-
-
 def test_the_ceilings_charge_the_least_rtt_the_path_showed() -> None:
     base = Baseline(up_bytes_per_s=PATH, down_bytes_per_s=PATH, rtt_ms=3.44, details={"rtt_min_ms": 2.97})
     run = Run(id=1, meta={}, baseline=base, results=(), link={"rtt_ms": 2.81})
@@ -318,28 +293,3 @@ def test_a_per_file_ceiling_charges_the_least_rtt(monkeypatch: pytest.MonkeyPatc
     run = Run(id=1, meta={}, baseline=base, results=(row,), link={"rtt_ms": 2.8})
     per_file = next(b for b in explain(run, "10.77.0.2").rows[0].bounds or () if b.label == "per-file")
     assert per_file.bytes_per_s == pytest.approx(65536 / (4 * 0.0028 + 0.003))  # 4 × 2.8 ms, not 3.44
-
-
-def test_the_turn_is_carried_through_a_fixed_cost_and_never_above_its_ceiling() -> None:
-    bound = per_file_bound(50 * 65536, 50, 4, 0.0028, PATH, server_per_file_s=0.002, client_per_file_s=0.003)
-    assert bound.in_turn_bytes_per_s == pytest.approx(65536 / (4 * 0.0028 + 0.005))
-    assert bound.in_turn_bytes_per_s is not None and bound.in_turn_bytes_per_s < bound.bytes_per_s
-    paid = with_fixed_cost(bound, 0.3, 50 * 65536)
-    assert paid.in_turn_bytes_per_s == pytest.approx(50 * 65536 / (0.3 + 50 * (4 * 0.0028 + 0.005)))
-    # a client with files in flight, or without a round trip per file, or one side's CPU unknown: no turn
-    for kind in (
-        {"files_in_flight": 4, "server_per_file_s": 0.002, "client_per_file_s": 0.003},
-        {"server_per_file_s": 0.002},
-    ):
-        assert per_file_bound(50 * 65536, 50, 4, 0.0028, PATH, **kind).in_turn_bytes_per_s is None
-    assert per_file_bound(50 * 65536, 50, 0.5, 0.0028, PATH, 1, 0.002, 0.003).in_turn_bytes_per_s is None
-
-
-def test_a_turn_explains_only_a_per_file_ceiling() -> None:
-    turn = 10e6
-    requests = Bound("requests", 14e6, "64 KiB × 1 request / 4.5 ms", in_turn_bytes_per_s=turn)
-    assert _in_turn_explains(requests, turn) is None  # only a per-file model runs in turn
-    per_file = dataclasses.replace(requests, label="per-file")
-    assert _in_turn_explains(per_file, turn) is not None
-    assert _in_turn_explains(per_file, 15e6) is None  # faster than the ceiling: it beats it, no turn explains that
-    assert _in_turn_explains(per_file, 7.9e6) is None  # 27 % under the turn's rate

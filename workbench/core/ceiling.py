@@ -12,8 +12,7 @@ Pure maths. Rates are bytes/s like everywhere in workbench; RTT in seconds; wind
 - A host that signs or encrypts every SMB message on k cores, at c CPU seconds per byte for the algorithm (and m
   for all its work per byte, where measured and at least CRYPTO_SHARE crypto), carries at most k / c (k / m)
   (`crypto_bound`); a CPU cap makes k less than a core, for the cpu ceiling too.
-A ceiling explains a measured rate only when it is within EXPLAINS of it (`explaining_bound`; a per-file one also
-when its model run in turn is: Bound.in_turn_bytes_per_s), and bounds it only
+A ceiling explains a measured rate only when it is within EXPLAINS of it (`explaining_bound`), and bounds it only
 when the copy does not beat it by more than the row's own noise (`holds`, `noise_share`): a ceiling a copy
 beats is a model that is missing something, and is never the row's label.
 """
@@ -31,7 +30,7 @@ from workbench.protocols.smb_negotiated import default_signing_algorithm, dialec
 LABELS = ("link", "raw-tcp", "window", "requests", "ssh-window", "per-file", "cpu", "crypto")
 TIE = 0.05  # ceilings this close are one limit (see binding_bound)
 CPU_SATURATED = 0.9  # a process at >= 90 % of one core is CPU-bound, whatever the other bounds say
-EXPLAINS = 0.25  # a ceiling within 25 % of the rate explains it (a per-file one also by its in-turn rate); else none
+EXPLAINS = 0.25  # a ceiling within 25 % of the measured rate explains it; further off, the row is unexplained
 NOISE_FLOOR = 0.05  # a row's noise is its own spread, but never under 5 % (see noise_share)
 UNEXPLAINED = "unexplained"
 
@@ -49,10 +48,6 @@ class Bound:
     # a per-file bound's: per file, what the parts it charges as overlapping (the bytes, each side's CPU) would add
     # if they ran one after another, their sum less the longest; None: no such parts
     in_turn_s: float | None = None
-    # a per-file bound's, for a client that takes turns (one file at a time, a round trip or more per file, both
-    # sides' CPU measured): the set's rate with the two sides' CPU added, as in a turn one side works while the
-    # other waits; an expectation, not a bound (per_file_bound); None: not such a client
-    in_turn_bytes_per_s: float | None = None
 
     @property
     def streaming(self) -> float:
@@ -252,13 +247,7 @@ def per_file_bound(
 
     `delayed_ack_wait_per_file_s`: time each file waits for the other side's delayed ACK beyond its round trips (a
     login per file by a client that leaves Nagle's algorithm on: workbench.lab.wirecount.delayed_ack_waits), a
-    timer's time that nothing overlaps, added on top and named.
-
-    For a client that takes turns (one file at a time, at least a round trip per file) whose two sides' CPU per file
-    are both given, the bound also carries the set's rate with that CPU added (`in_turn_bytes_per_s`): in a turn one
-    side works while the other waits for it, the rule the predictions' expectation keeps
-    (workbench.lab.exchangecount.expected_s). It is an expectation that explains a copy slower than the ceiling,
-    never the ceiling itself: copies whose sides overlapped run faster."""
+    timer's time that nothing overlaps, added on top and named."""
     per_file = set_bytes / files
     wire_s = per_file / path_bytes_per_s if path_bytes_per_s else 0.0
     # the bytes' part, as named when it is the one charged and when it is named beside the one charged
@@ -272,11 +261,6 @@ def per_file_bound(
     file_s = per_file_s(round_trips_per_file, rtt_s, wire_s, server_per_file_s, client_per_file_s)
     file_s += (waited_per_file_s or 0.0) + delayed_ack_wait_per_file_s
     set_s = set_round_trips * rtt_s + files * file_s / max(1, files_in_flight)
-    in_turn_rate = None
-    if bursts and server_per_file_s and client_per_file_s:
-        turn_s = per_file_s(round_trips_per_file, rtt_s, wire_s, server_per_file_s + client_per_file_s)
-        turn_s += (waited_per_file_s or 0.0) + delayed_ack_wait_per_file_s
-        in_turn_rate = set_bytes / (set_round_trips * rtt_s + files * turn_s)
     files_per_s = files / set_s
     rate = set_bytes / set_s
     # the longest of the file's overlapping parts is the one charged; the others are named beside it
@@ -299,7 +283,6 @@ def per_file_bound(
         + (f", {files_in_flight} at a time" if files_in_flight > 1 else "")
         + (f", + {set_round_trips:g} RTT per set" if set_round_trips else ""),
         in_turn_s=sum(part[0] for part in overlapping) - longest[0],
-        in_turn_bytes_per_s=in_turn_rate,
     )
 
 
@@ -326,9 +309,7 @@ def with_fixed_cost(bound: Bound, fixed_s: float, nbytes: int) -> Bound:
         return bound
     rate = nbytes / (fixed_s + nbytes / bound.bytes_per_s)
     explanation = f"{bound.explanation}, + {format_ms(fixed_s)} per copy"
-    in_turn = bound.in_turn_bytes_per_s
-    in_turn_rate = nbytes / (fixed_s + nbytes / in_turn) if in_turn else None
-    return Bound(bound.label, rate, explanation, bound.saturated, bound.streaming, bound.in_turn_s, in_turn_rate)
+    return Bound(bound.label, rate, explanation, bound.saturated, bound.streaming, bound.in_turn_s)
 
 
 def explaining_bound(found: Sequence[Bound], measured_bytes_per_s: float) -> tuple[Bound | None, bool]:

@@ -1,9 +1,8 @@
 """Explain each row: its share of the raw TCP limit, the ceiling that bounds it (workbench.core.ceiling) when
 one does, what the kernel's TCP counters said limited it (workbench.shared.triage), and the run's verdict.
 
-A ceiling explains a row only when it is within 25 % of the measured rate (a per-file one also when its model run
-in turn is: a client that takes turns, its two sides' CPU added); a row no ceiling explains is labelled
-`unexplained`, with its lowest ceiling and its triage beside it rather than a label that misleads.
+A ceiling explains a row only when it is within 25 % of the measured rate; a row no ceiling explains is
+labelled `unexplained`, with its lowest ceiling and its triage beside it rather than a label that misleads.
 `explain` returns the explanation as its own value; the run and its rows are left as they are.
 """
 
@@ -298,19 +297,6 @@ def _after_start(
 LOST_SAID_S = 0.01  # under 10 ms a copy's time lost after its data started is within its slots' rounding
 
 
-def _in_turn_explains(bound: Bound, median: float) -> str | None:
-    """'; in turn …' where a set slower than its per-file ceiling is within EXPLAINS of the same model with its
-    client's and server's CPU added (Bound.in_turn_bytes_per_s: a client that takes turns, in which one side works
-    while the other waits), the expectation the predictions keep; None where that does not explain it. The ceiling
-    stays the row's bound: a copy whose sides overlap runs faster than the sum."""
-    in_turn = bound.in_turn_bytes_per_s
-    if bound.label != "per-file" or not in_turn or median > bound.bytes_per_s:
-        return None
-    if abs(in_turn - median) > EXPLAINS * median:
-        return None
-    return f"; in turn, the two sides' CPU added as in a client that takes turns: {in_turn / 1e6:.1f} MB/s"
-
-
 def _in_turn(client_charged: bool, in_turn_s: float | None = None) -> str:
     """The first place a set slower than its per-file ceiling may have spent its time: that ceiling charges only
     the longest of the parts it takes to overlap (ceiling.per_file_s), and they may have run one after another.
@@ -555,8 +541,6 @@ def _explain_row(
     beaten = [b for b in found if not holds(b, median, noise)]
     kept = [b for b in found if b not in beaten]
     bound, explains = explaining_bound(kept, median)
-    in_turn = _in_turn_explains(bound, median) if bound is not None and not explains else None
-    explains = explains or in_turn is not None
     label = explanation = None
     if beaten:
         lowest = min(beaten, key=lambda b: b.bytes_per_s)
@@ -568,7 +552,7 @@ def _explain_row(
     elif bound is not None:
         label = bound.label if explains else UNEXPLAINED
         explanation = (
-            format_bound(bound) + (in_turn or "")
+            format_bound(bound)
             if explains
             else f"no ceiling within {100 * EXPLAINS:.0f} %: the lowest, {format_bound(bound)}, "
             f"is {bound.bytes_per_s / median:.2g}× the rate; the model is missing "
