@@ -362,12 +362,14 @@ def history(db: DbOpt = None, limit: Annotated[int, typer.Option(help="How many 
 
     check_range("limit", limit)
     path = results_db(db)
-    # nothing recorded yet (no file, or the empty one a first run stopped early leaves) is an empty history, not
-    # an error (report RUN is one)
-    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+    try:
+        store = Store(path, read_only=True)
+    except NotFoundError:
+        # nothing recorded yet (no file, or the empty one a first run stopped early leaves: Store says which) is an
+        # empty history, not an error (report RUN is one)
         out.print(f"no runs yet: no results database at {escape(str(path))}", soft_wrap=True)
         return
-    with Store(path, read_only=True) as store:
+    with store:
         render_history(out, store.history(limit))
 
 
