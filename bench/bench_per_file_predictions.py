@@ -9,8 +9,9 @@ The counts (round trips per file and per set, each side's CPU per file and the s
 come from --counts (bench/count_exchanges.py --json) or are taken first on wifi-ac (sets of --count-files).
 Each other link then runs `workbench lab` with a set of 64 KiB files (--files) and one a third its size, and every
 client's larger set is predicted as
-round trips × that link's idle RTT + the longest of the bytes at its goodput, the client's CPU and the server's
-(taken to overlap), + the setup (workbench.lab.exchangecount.predicted_s). That is the time of the rows' own
+round trips × that link's idle RTT + the sending side's CPU (in turn, for a client that takes turns) + the longest of
+the bytes at its goodput and the other side's CPU (taken to overlap), + the setup
+(workbench.lab.exchangecount.predicted_s). That is the time of the rows' own
 per-file ceiling, a model of measured parts and not a proven floor: a ratio under 1 is a copy slower than its
 ceiling, over 1 a ceiling the copy beat (which that row would say is unexplained). A client that keeps files in
 flight (under IN_FLIGHT_TURNS turns per file counted; its row's ceiling reads the same from the files in flight it
@@ -20,9 +21,9 @@ table also shows the waits for a core the measured copies read (schedstat, per f
 added.
 A second table per link gives the expectation (exchangecount.expected_s): the counted round trips, setup and waits
 for delayed ACKs with that link's own CPU per file (the slope between its two sets: a side's CPU per file grows
-with the link's RTT, so the counting link's over-charges a faster one), both sides' CPU added for a client that
-takes turns. Its CPU comes from the copies it is checked against: it checks the counts and that rule, not that CPU
-carries between links.
+with the link's RTT, so the counting link's over-charges a faster one), through the ceiling's model, which adds both
+sides' CPU for a client that takes turns. Its CPU comes from the copies it is checked against: it checks the counts
+and that model, not that CPU carries between links.
 --save DIR keeps the counts (counts.json), the run they were counted in (wifi-ac.json) and each link's run
 (LINK.json); --runs DIR predicts from those again without a lab (after a change to the model). --swing prints
 each side's CPU per file beside another counting's (its counts.json): how far two runs' readings are apart.
@@ -139,7 +140,7 @@ def show_expected(link: str, rows: list[Expected], counts: list[ClientCount]) ->
     by_client = {(c.label, c.direction): c for c in counts}
     print(
         f"\n{link}: expected with this link's own CPU per file (its two sets' slope), the round trips, setup and"
-        " delayed-ACK waits from the counts; a client that takes turns is charged both sides' CPU"
+        " delayed-ACK waits from the counts, by the ceiling's model (a client that takes turns: both sides' CPU)"
     )
     head = f"{'client':<22}{'dir':<10}{'CPU':>6}{'expected':>10}{'measured':>10}{'ratio':>7}  holds"
     print(f"{head}{'client':>9}{'server':>9}")

@@ -142,15 +142,15 @@ def test_every_client_declares_the_round_trips_the_wire_shows(counting: tuple[Ru
 # see a count that is a round trip off per file
 @pytest.mark.parametrize("link", ["wan", "gige"])
 def test_counts_from_wifi_ac_predict_another_links_small_files(counts: list[ClientCount], link: str) -> None:
-    """The counted turns are real waits: on another link every set takes at least their share of its time
-    (turns × its RTT). The whole prediction is the per-file ceiling's time: the turns, then the longest of the
-    bytes and each side's CPU counted on wifi-ac (time on a core, which load does not stretch), a model's time
-    and not a floor: the clients' median prediction holds within 25 % where round trips dominate (wan). Where CPU
-    is most of a file's time (gige), CPU counted on wifi-ac over-charges (a side's CPU per file grows with the
-    link's RTT: exchangecount.cpu_per_file_s), so there the expectation holds, client by client: the counted round
-    trips, setups and waits with gige's own CPU per file, read from the very copies it is checked against (so it
-    checks the counts and the rule that adds a turn-taking client's two sides, not that CPU carries between
-    links); bench/bench_per_file_predictions.py prints every client's."""
+    """The counted turns are real waits: on another link every set takes at least their share of its time (turns ×
+    its RTT). The whole prediction is the per-file ceiling's time: the turns, the sending side's CPU in turn, then
+    the longer of the bytes and the other side's CPU, each counted on wifi-ac (time on a core, which load does not
+    stretch), a model's time and not a floor: the clients' median prediction holds within 25 % where round trips
+    dominate (wan). Where CPU is most of a file's time (gige), CPU counted on wifi-ac over-charges (a side's CPU per
+    file grows with the link's RTT: exchangecount.cpu_per_file_s), so there the expectation holds, client by client:
+    the counted round trips, setups and waits with gige's own CPU per file, read from the very copies it is checked
+    against (so it checks the counts and the model's rule that adds a turn-taking client's two sides, not that CPU
+    carries between links); bench/bench_per_file_predictions.py prints every client's."""
     # only the counted clients copy: a client without a count predicts nothing (afp_speedtest, which times no set)
     labels = {c.label for c in counts}
     counted = ",".join(e.label for e in registry.select(default("protocols", "lab")) if e.label in labels)

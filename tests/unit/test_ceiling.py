@@ -181,7 +181,9 @@ def test_the_window_bound_uses_the_rtt_it_was_seen_under() -> None:
 def test_per_file_bound_adds_round_trips_to_the_longest_of_bytes_and_either_sides_cpu() -> None:
     # 64 KiB at 62.5 MB/s is 1.05 ms: the server's 1.5 ms of CPU on the file outlasts it and the client's 0.5 ms,
     # and the three overlap (the bytes are produced and consumed as they cross), so only the longest is charged
-    bound = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.0015, client_per_file_s=0.0005)
+    bound = per_file_bound(
+        50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.0015, client_per_file_s=0.0005, direction=None
+    )
     file_s = 4 * 0.0028 + 0.0015
     assert bound.label == "per-file" and bound.bytes_per_s == pytest.approx(65536 / file_s)
     assert bound.explanation == (
@@ -192,14 +194,18 @@ def test_per_file_bound_adds_round_trips_to_the_longest_of_bytes_and_either_side
     summed_s = 4 * 0.0028 + 65536 / 62.5e6 + 0.0015 + 0.0005
     assert bound.bytes_per_s > 65536 / summed_s * 1.1
     # a client's CPU longer than the rest is what is charged, whichever side it is on
-    client_bound = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.0015, client_per_file_s=0.003)
+    client_bound = per_file_bound(
+        50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.0015, client_per_file_s=0.003, direction=None
+    )
     assert client_bound.bytes_per_s == pytest.approx(65536 / (4 * 0.0028 + 0.003))
     assert "4 RTT + 3.0 ms client per file" in client_bound.explanation
     # CPU shorter than the bytes' time costs nothing: the bytes are charged
-    light = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.0002, client_per_file_s=0.0004)
+    light = per_file_bound(
+        50 * 65536, 50, 4, 0.0028, 62.5e6, server_per_file_s=0.0002, client_per_file_s=0.0004, direction=None
+    )
     assert light.bytes_per_s == pytest.approx(65536 / (4 * 0.0028 + 65536 / 62.5e6))
     assert "4 RTT + 64 KiB per file (overlapping 0.20 ms server and 0.40 ms client)" in light.explanation
-    parallel = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, files_in_flight=4)
+    parallel = per_file_bound(50 * 65536, 50, 4, 0.0028, 62.5e6, files_in_flight=4, direction=None)
     assert parallel.bytes_per_s == pytest.approx(4 * 65536 / (4 * 0.0028 + 65536 / 62.5e6))
     assert "4 at a time" in parallel.explanation
 
@@ -248,13 +254,15 @@ def test_per_file_s_is_round_trips_then_the_longest_overlapping_part() -> None:
 
 
 def test_waits_for_a_core_are_added_on_top_and_named() -> None:
-    bound = per_file_bound(10 * 65536, 10, 1, 0.01, 62.5e6, server_per_file_s=0.002, waited_per_file_s=0.003)
+    bound = per_file_bound(
+        10 * 65536, 10, 1, 0.01, 62.5e6, server_per_file_s=0.002, waited_per_file_s=0.003, direction=None
+    )
     assert bound.bytes_per_s == pytest.approx(65536 / (0.01 + 0.002 + 0.003))
     assert "1 RTT + 2.0 ms server + 3.0 ms waiting for a core per file" in bound.explanation
 
 
 def test_a_set_pays_its_own_round_trips_once() -> None:
-    bound = per_file_bound(10 * 65536, 10, 3, 0.04, 12.5e6, set_round_trips=5)
+    bound = per_file_bound(10 * 65536, 10, 3, 0.04, 12.5e6, set_round_trips=5, direction=None)
     assert bound.bytes_per_s == pytest.approx(10 * 65536 / (5 * 0.04 + 10 * (3 * 0.04 + 65536 / 12.5e6)))
     assert bound.explanation.endswith("+ 5 RTT per set")
 
@@ -300,22 +308,25 @@ def _explained(row: Result) -> RowExplanation:
     return explain(run, "10.77.0.2").rows[0]
 
 
-def test_the_per_file_ceiling_is_the_round_trip_and_the_longest_overlapping_part_whatever_the_rate(
+def test_the_per_file_ceiling_is_the_round_trip_the_senders_turn_and_the_longest_overlapping_part_whatever_the_rate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(exchanges.COUNTED, ("http/aiohttp", "upload"), exchanges.Exchanges(per_file=1, per_set=0))
-    # 1 RTT, then the server's 2 ms of CPU per file (a clock tick left out), longer than the file's 1.05 ms on the
-    # path and the client's 0.8 ms, which it overlaps: 4.8 ms per file, and a copy at 5 ms per file is bound by
-    # it. Summed (5.85 ms), the same copy would beat its ceiling by 17 %.
-    row = _set_row("http/aiohttp", "upload", [0.25, 0.25, 0.25], server_cpu_s=0.11, client_cpu_s=0.05)
+    # 1 RTT, the sending client's 0.8 ms of CPU per file in turn, then the server's 2 ms (a clock tick left out),
+    # longer than the file's 1.05 ms on the path, which it overlaps: 5.6 ms per file, and a copy at 6 ms per file is
+    # bound by it. Summed (6.65 ms), the same copy would beat its ceiling by 11 %.
+    row = _set_row("http/aiohttp", "upload", [0.3, 0.3, 0.3], server_cpu_s=0.11, client_cpu_s=0.05)
     why = _explained(row)
     per_file = next(b for b in why.bounds if b.label == "per-file")
-    assert "1 RTT + 2.0 ms server per file (overlapping 64 KiB on the path and 0.80 ms client)" in per_file.explanation
-    assert per_file.bytes_per_s == pytest.approx(65536 / (0.0028 + 0.002))
+    assert (
+        "1 RTT + 0.80 ms client in turn + 2.0 ms server per file (overlapping 64 KiB on the path)"
+        in per_file.explanation
+    )
+    assert per_file.bytes_per_s == pytest.approx(65536 / (0.0028 + 0.0008 + 0.002))
     assert why.bound == "per-file"
-    # 4 ms of server CPU per file makes the ceiling 6.8 ms per file, which the same copy beats: the row is
+    # 4 ms of server CPU per file makes the ceiling 7.6 ms per file, which the same copy beats: the row is
     # unexplained, not met by a looser ceiling (the wire alone would hold)
-    fast = _set_row("http/aiohttp", "upload", [0.25, 0.25, 0.25], server_cpu_s=0.21, client_cpu_s=0.05)
+    fast = _set_row("http/aiohttp", "upload", [0.3, 0.3, 0.3], server_cpu_s=0.21, client_cpu_s=0.05)
     fast_why = _explained(fast)
     assert fast_why.bound == "unexplained" and fast_why.bound_explanation is not None
     assert "beats its per-file ceiling" in fast_why.bound_explanation
@@ -347,10 +358,10 @@ def test_counted_exchanges_make_the_per_file_ceiling_and_a_far_one_says_how_much
     why = _explained(row)
     assert why.bound == "unexplained" and why.bound_explanation is not None
     assert "2 RTT + 64 KiB per file" in why.bound_explanation
-    # first the parts the ceiling took to overlap, which may have run one after another, then the time off the wire
+    # with no CPU measured its bytes are the one part charged: nothing that overlapped may have run in turn, so the
+    # time off the wire comes first
     assert (
-        "per file (≈4.8 RTT): the parts charged as overlapping (its bytes, the server's CPU and the client's) may "
-        "have run in turn, or time the client or server spends off the wire and off its CPU"
+        "per file (≈4.8 RTT): time the client or server spends off the wire and off its CPU"
     ) in why.bound_explanation
 
 
@@ -358,12 +369,13 @@ def test_waits_for_a_core_are_not_charged_and_a_set_that_misses_its_ceiling_says
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(exchanges.COUNTED, ("sftp/paramiko", "upload"), exchanges.Exchanges(per_file=1, per_set=0))
-    # 1 RTT, then the client's 2 ms of CPU per file (a tick left out), longer than its bytes' 1.05 ms: 4.8 ms per
-    # file; the copies take 11 ms per file, 6 ms of it the client's wait, 5 ms the server's
-    starved = dict(server_cpu_s=0.0, client_cpu_s=0.11, client_wait_s=0.3, server_wait_s=0.25)
+    # 1 RTT, the sending client's 2 ms of CPU per file in turn (a tick left out), then its bytes' 1.05 ms over the
+    # server's 0.4 ms: 5.85 ms per file; the copies take 11 ms per file, 6 ms of it the client's wait, 5 ms the
+    # server's
+    starved = dict(server_cpu_s=0.03, client_cpu_s=0.11, client_wait_s=0.3, server_wait_s=0.25)
     why = _explained(_set_row("sftp/paramiko", "upload", [0.55, 0.55, 0.55], **starved))
     per_file = next(b for b in why.bounds or () if b.label == "per-file")
-    wire_s, cpu_s = 0.0028 + 65536 / 62.5e6, 0.1 / 50 - 65536 / 62.5e6
+    wire_s, cpu_s = 0.0028 + 65536 / 62.5e6, 0.1 / 50
     assert per_file.bytes_per_s == pytest.approx(65536 / (wire_s + cpu_s))  # the waits overlap: no charge
     assert why.bound == "unexplained"
     said = why.bound_explanation or ""
@@ -476,19 +488,25 @@ def test_a_prediction_charges_a_paced_burst_where_it_is_longer_than_the_bytes() 
 
     rtt_s, path = 0.04, 12.5e6  # wan: 64 KiB take 5.2 ms on the path, 21 ms paced
     paced_s = paced_burst_s(rtt_s, 65536)
-    paced = per_file_bound(10 * 65536, 10, 2, rtt_s, path, paced=True)
-    plain = per_file_bound(10 * 65536, 10, 2, rtt_s, path)
+    paced = per_file_bound(10 * 65536, 10, 2, rtt_s, path, paced=True, direction=None)
+    plain = per_file_bound(10 * 65536, 10, 2, rtt_s, path, direction=None)
     assert 10 * 65536 / paced.bytes_per_s == pytest.approx(10 * (2 * rtt_s + paced_s))
     assert 10 * 65536 / plain.bytes_per_s == pytest.approx(10 * (2 * rtt_s + 65536 / path))
     assert "paced by BBR" in paced.explanation and "paced" not in plain.explanation
     # files in flight, or no round trip per file: no burst waits for a turn, nothing paced is charged
-    in_flight = per_file_bound(10 * 65536, 10, 2, rtt_s, path, files_in_flight=4, paced=True)
-    assert in_flight.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 2, rtt_s, path, 4).bytes_per_s)
-    streamed = per_file_bound(10 * 65536, 10, 0, rtt_s, path, paced=True)
-    assert streamed.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 0, rtt_s, path).bytes_per_s)
+    in_flight = per_file_bound(10 * 65536, 10, 2, rtt_s, path, files_in_flight=4, paced=True, direction=None)
+    assert in_flight.bytes_per_s == pytest.approx(
+        per_file_bound(10 * 65536, 10, 2, rtt_s, path, 4, direction=None).bytes_per_s
+    )
+    streamed = per_file_bound(10 * 65536, 10, 0, rtt_s, path, paced=True, direction=None)
+    assert streamed.bytes_per_s == pytest.approx(
+        per_file_bound(10 * 65536, 10, 0, rtt_s, path, direction=None).bytes_per_s
+    )
     # a short round trip: the bytes on the path take longer than the paced burst, and they are charged
-    gige = per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6, paced=True)
-    assert gige.bytes_per_s == pytest.approx(per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6).bytes_per_s)
+    gige = per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6, paced=True, direction=None)
+    assert gige.bytes_per_s == pytest.approx(
+        per_file_bound(10 * 65536, 10, 2, 0.0002, 125e6, direction=None).bytes_per_s
+    )
 
 
 @pytest.mark.parametrize(
@@ -533,16 +551,18 @@ def test_counted_waits_for_delayed_acks_are_charged_the_shortest_timer_per_file_
     beyond the round trips, charged and named; a set's own waits where no fixed cost holds its login."""
     per_file_waits = exchanges.Exchanges(per_file=20, per_set=0, delayed_acks_per_file=2)
     monkeypatch.setitem(exchanges.COUNTED, ("scp/openssh", "download"), per_file_waits)
-    # 20 RTT (56 ms) + 80 ms of delayed ACKs + the server's 2 ms per file: 138 ms per file; the copies took 150
+    # 20 RTT (56 ms) + 80 ms of delayed ACKs + the sending server's 2 ms per file in turn + the file's 1.05 ms on the
+    # path: 139 ms per file; the copies took 150
     row = _set_row("scp/openssh", "download", [7.5, 7.5, 7.5], server_cpu_s=0.11, client_cpu_s=0.0)
     why = _explained(row)
     per_file = next(b for b in why.bounds or () if b.label == "per-file")
-    assert per_file.bytes_per_s == pytest.approx(50 * 65536 / (50 * (20 * 0.0028 + 0.002 + 2 * DELAYED_ACK_S)))
+    file_s = 20 * 0.0028 + 0.002 + 65536 / 62.5e6 + 2 * DELAYED_ACK_S
+    assert per_file.bytes_per_s == pytest.approx(50 * 65536 / (50 * file_s))
     assert "80 ms waiting for delayed ACKs" in per_file.explanation
-    assert why.bound == "per-file"  # 138 ms of the 150: within the ceiling's reach
+    assert why.bound == "per-file"  # 139 ms of the 150: within the ceiling's reach
     without = dataclasses.replace(per_file_waits, delayed_acks_per_file=0)
     monkeypatch.setitem(exchanges.COUNTED, ("scp/openssh", "download"), without)
-    assert _explained(row).bound == "unexplained"  # 58 ms against 150: the waits were what it missed
+    assert _explained(row).bound == "unexplained"  # 59 ms against 150: the waits were what it missed
     # a set's own waits (sftp's login), with no fixed cost fitted: once per set
     per_set_waits = exchanges.Exchanges(per_file=4, per_set=17, delayed_acks_per_set=2)
     monkeypatch.setitem(exchanges.COUNTED, ("sftp/openssh", "upload"), per_set_waits)
@@ -572,8 +592,38 @@ def test_a_per_file_bound_says_what_its_overlapping_parts_would_add_in_turn_and_
 
     # 64 KiB at 62.5 MB/s (1.05 ms), the server's 1 ms and the client's 3 ms: the client's is charged, the other
     # two would add 2.05 ms per file run in turn
-    bound = per_file_bound(30 * 65536, 30, 3, 0.0028, 62.5e6, server_per_file_s=0.001, client_per_file_s=0.003)
+    bound = per_file_bound(
+        30 * 65536, 30, 3, 0.0028, 62.5e6, server_per_file_s=0.001, client_per_file_s=0.003, direction=None
+    )
     assert bound.in_turn_s == pytest.approx(65536 / 62.5e6 + 0.001)
     assert with_fixed_cost(bound, 0.2, 30 * 65536).in_turn_s == bound.in_turn_s
     # the bytes alone: nothing overlaps them
-    assert per_file_bound(30 * 65536, 30, 3, 0.0028, 62.5e6).in_turn_s == 0.0
+    assert per_file_bound(30 * 65536, 30, 3, 0.0028, 62.5e6, direction=None).in_turn_s == 0.0
+
+
+def test_the_sending_side_is_charged_in_turn_only_for_a_client_that_takes_a_turn_per_file() -> None:
+    from workbench.core.ceiling import per_file_bound, sending_side
+
+    assert sending_side("upload", 1, 1) == "client" and sending_side("download", 1, 4) == "server"
+    assert sending_side("upload", 4, 3) is None  # files in flight: the sender works beside the last file's bytes
+    assert sending_side("download", 1, 0) is None  # no turn between files (a set streamed whole)
+    # 10 ms RTT, the bytes' 1 ms, the server's 3 ms and the client's 2 ms: the sender's CPU in turn, then the
+    # longer of the bytes and the receiver's
+    assert per_file_s(1, 0.01, 0.001, server_s=0.003, client_s=0.002, sender="client") == pytest.approx(0.015)
+    assert per_file_s(1, 0.01, 0.001, server_s=0.003, client_s=0.002, sender="server") == pytest.approx(0.015)
+    assert per_file_s(1, 0.01, 0.001, server_s=0.0005, client_s=0.002, sender="server") == pytest.approx(0.0125)
+    assert per_file_s(1, 0.01, 0.001, server_s=0.003, client_s=0.002) == pytest.approx(0.013)  # all overlap
+    # a download one file at a time: the server sends, in turn; the client's CPU and the bytes overlap, and what
+    # they would add in turn is the shorter of the two, the sender's never among it
+    down = per_file_bound(10 * 65536, 10, 2, 0.01, 62.5e6, server_per_file_s=0.003, client_per_file_s=0.002,
+                          direction="download")  # fmt: skip
+    assert down.bytes_per_s == pytest.approx(65536 / (0.02 + 0.003 + 0.002))
+    assert "2 RTT + 3.0 ms server in turn + 2.0 ms client per file (overlapping 64 KiB on the path)" in down.explanation
+    assert down.overlapping == ("its bytes", "the client's CPU")
+    assert down.in_turn_s == pytest.approx(65536 / 62.5e6)
+    # the same set with files in flight: no turn, the server's CPU overlaps the rest
+    flight = per_file_bound(10 * 65536, 10, 2, 0.01, 62.5e6, files_in_flight=2, server_per_file_s=0.003,
+                            direction="download")  # fmt: skip
+    assert "in turn" not in flight.explanation
+    assert flight.bytes_per_s == pytest.approx(10 * 65536 / (10 * (0.02 + 0.003) / 2))
+    assert flight.overlapping == ("its bytes", "the server's CPU")

@@ -148,21 +148,25 @@ def test_the_per_file_ceiling_charges_a_one_file_at_a_time_clients_cpu_beyond_it
     slow = _why(_set("smb/pysmb", 50 * 0.03, client_cpu_s=50 * 0.003))
     assert slow.bound == "unexplained" and slow.bound_explanation is not None
     assert "off the wire and off its CPU" in slow.bound_explanation
-    # before that: the bytes and each side's CPU, charged as overlapping, may have run one after another
+    # before that: the bytes and the receiving client's CPU, charged as overlapping, may have run one after another
     # (its bytes' 1.05 ms would add to the client's 3 ms)
-    said = "(its bytes, the server's CPU and the client's) may have run in turn (in turn they would add ≈1.0 ms per "
-    said += "file)"
+    said = "(its bytes and the client's CPU) may have run in turn (in turn they would add ≈1.0 ms per file)"
     assert f"{said}, or time" in slow.bound_explanation
-    # with how much running in turn would add per file: the parts but the longest, here the bytes' 1.05 ms (64 KiB
-    # at 62.5 MB/s) and the server's 1 ms beside the client's 3, so that a reader sees it covers 2 ms of the 15.6
-    # missing
-    both = _why(_set("smb/pysmb", 50 * 0.03, client_cpu_s=50 * 0.003, server_cpu_s=50 * 0.001)).bound_explanation
-    assert "may have run in turn (in turn they would add ≈2.0 ms per file), or time" in (both or "")
-    # a copy whose ceiling charged one part only (no CPU measured on either side) has nothing to add in turn
+    # with how much running in turn would add per file: the overlapping parts but the longest, here the bytes' 1.05
+    # ms (64 KiB at 62.5 MB/s) beside the client's 3, so that a reader sees it covers 1 ms of the 14.8 missing; the
+    # sending server's 1 ms is charged in turn already
+    both = _why(_set("smb/pysmb", 50 * 0.03, client_cpu_s=50 * 0.003, server_cpu_s=50 * 0.001))
+    both_per_file = next(b for b in both.bounds or () if b.label == "per-file")
+    assert both_per_file.bytes_per_s == pytest.approx(65536 / (wire_s + 0.001 + 0.003 - 65536 / PATH))
+    assert "may have run in turn (in turn they would add ≈1.0 ms per file), or time" in (both.bound_explanation or "")
+    # a copy whose ceiling charged one part only (no CPU measured on either side) has nothing that may have run in
+    # turn, and says its time off the wire at once
     bytes_only = _why(_set("smb/pysmb", 50 * 0.03, client_cpu_s=0.0)).bound_explanation or ""
-    assert "may have run in turn, or time" in bytes_only and "would add" not in bytes_only
+    assert "in turn" not in bytes_only and "per file (≈" in bytes_only and "): time the client" in bytes_only
     # a client with files in flight had no CPU charged: only its bytes and the server's are named
-    slow_flight = _why(_set("smb/smbprotocol", 50 * 0.03, client_cpu_s=50 * 0.003, files_in_flight=4))
+    slow_flight = _why(
+        _set("smb/smbprotocol", 50 * 0.03, client_cpu_s=50 * 0.003, server_cpu_s=50 * 0.001, files_in_flight=4)
+    )
     assert "(its bytes and the server's CPU) may have run in turn" in (slow_flight.bound_explanation or "")
 
 

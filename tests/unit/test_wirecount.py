@@ -191,10 +191,10 @@ def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> No
 
     rtt_s, path = 0.0028, 62.5e6
     wire_s = 65536 / path
-    # 3 round trips per file, then 3 ms of client CPU, which overlaps the bytes' 1.05 ms and the server's 1 ms of
-    # CPU: 3 RTT + 3 ms = 11.4 ms per file; the sets of 4 and 12 files took 0.2 s beyond that, 5 RTT of it the
-    # set's round trips
-    per_file_s = 3 * rtt_s + 0.003
+    # 3 round trips per file, the sending client's 3 ms of CPU in turn, then the bytes' 1.05 ms, which the server's
+    # 1 ms of CPU overlaps: 3 RTT + 3 ms + 1.05 ms = 12.45 ms per file; the sets of 4 and 12 files took 0.2 s beyond
+    # that, 5 RTT of it the set's round trips
+    per_file_s = 3 * rtt_s + 0.003 + wire_s
     count = _three_round_trips("sftp/openssh")
 
     def row(files: int) -> Result:
@@ -206,13 +206,14 @@ def test_a_count_with_cpu_figures_predicts_by_the_per_file_ceilings_rule() -> No
     (counted,) = with_setups(run, [count])
     assert counted.setup_s == pytest.approx(0.2 - 5 * rtt_s)
     # on the same link it gives the sets back; on a link of 0.3 ms and 1 Gbit/s the round trips shrink, the CPU
-    # stays, and CPU under the bytes' time costs nothing
+    # stays, and the server's 1 ms now outlasts the bytes' 0.52 ms
     assert predicted_s(counted, 12, 65536, rtt_s, path) == pytest.approx(0.2 + 12 * per_file_s)
     fast = predicted_s(counted, 30, 65536, 0.0003, 125e6)
-    assert fast == pytest.approx(0.2 - 5 * rtt_s + 5 * 0.0003 + 30 * (3 * 0.0003 + 0.003))
-    light = dataclasses.replace(counted, client_cpu_per_file_s=0.0005)
+    assert fast == pytest.approx(0.2 - 5 * rtt_s + 5 * 0.0003 + 30 * (3 * 0.0003 + 0.003 + 0.001))
+    # the sender's CPU is in turn however short; the receiver's under the bytes' time costs nothing
+    light = dataclasses.replace(counted, client_cpu_per_file_s=0.0005, server_cpu_per_file_s=0.0002)
     assert predicted_s(light, 12, 65536, rtt_s, path) == pytest.approx(
-        counted.setup_s + 5 * rtt_s + 12 * (3 * rtt_s + wire_s)
+        counted.setup_s + 5 * rtt_s + 12 * (3 * rtt_s + 0.0005 + wire_s)
     )
 
 
@@ -220,9 +221,9 @@ def test_a_counts_setup_is_the_measured_intercept_not_what_the_model_leaves() ->
     from workbench.lab.exchangecount import predicted_s, with_setups
 
     rtt_s, path = 0.0028, 62.5e6
-    # the model charges 3 RTT + 3 ms of client CPU per file, but the copies took 2 ms more per file (their parts
-    # ran in turn) beyond a setup of 0.2 s
-    model_s = 3 * rtt_s + 0.003
+    # the model charges 3 RTT + 3 ms of client CPU + the bytes' 1.05 ms per file, but the copies took 2 ms more per
+    # file (they waited for a core) beyond a setup of 0.2 s
+    model_s = 3 * rtt_s + 0.003 + 65536 / path
     count = _three_round_trips("sftp/openssh")
 
     def row(files: int) -> Result:
@@ -249,7 +250,8 @@ def test_waits_for_a_core_are_no_part_of_a_count_and_added_only_when_asked() -> 
     from workbench.lab.exchangecount import Waits, predicted_s, waits_of, with_setups
 
     rtt_s, path = 0.0028, 62.5e6
-    per_file_s = 3 * rtt_s + 0.003  # as above: 3 RTT, then 3 ms of client CPU over the server's 1 ms and the bytes
+    wire_s = 65536 / path
+    per_file_s = 3 * rtt_s + 0.003 + wire_s  # as above: 3 RTT, 3 ms of client CPU, the bytes over the server's 1 ms
     count = _three_round_trips("sftp/paramiko")
 
     def row(files: int, client_wait_s: float, server_wait_s: float) -> Result:
@@ -272,13 +274,15 @@ def test_waits_for_a_core_are_no_part_of_a_count_and_added_only_when_asked() -> 
     quiet = predicted_s(counted, 12, 65536, rtt_s, path)
     assert quiet == pytest.approx(0.2 + 12 * per_file_s)
     # asked, the prediction adds the measured waits by the model's own rule: each side's wait per file joins its
-    # CPU and the longest part is taken again. The client's 5 ms per file makes its 3 ms 8, the server's 2.5 ms
-    # makes its 1 ms 3.5: the file's longest part grows by 5 ms, not by both waits (7.5 ms)
-    assert predicted_s(counted, 12, 65536, rtt_s, path, waits_of(loaded[1])) == pytest.approx(quiet + 12 * 0.005)
-    # a server's wait that leaves it shorter than the client's CPU adds nothing (1 ms + 1 ms < 3 ms)
-    assert predicted_s(counted, 12, 65536, rtt_s, path, Waits(None, 0.012)) == pytest.approx(quiet)
-    # one that makes it the longest part adds what it outlasts the client by (1 ms + 4 ms = 5 ms: 2 ms more)
-    assert predicted_s(counted, 12, 65536, rtt_s, path, Waits(None, 0.048)) == pytest.approx(quiet + 12 * 0.002)
+    # CPU. The sending client's 5 ms per file adds whole (its CPU is in turn); the server's 2.5 ms makes its 1 ms
+    # 3.5, which outlasts the bytes' 1.05 ms by 2.45 ms: 7.45 ms more per file, not both waits (7.5 ms)
+    waited = predicted_s(counted, 12, 65536, rtt_s, path, waits_of(loaded[1]))
+    assert waited == pytest.approx(quiet + 12 * (0.005 + 0.0035 - wire_s))
+    # a server's wait that leaves it shorter than the bytes' time adds nothing (1 ms + 0.04 ms < 1.05 ms)
+    assert predicted_s(counted, 12, 65536, rtt_s, path, Waits(None, 0.00048)) == pytest.approx(quiet)
+    # one that makes it the longest of the overlapping parts adds what it outlasts the bytes by (1 ms + 4 ms)
+    longer = predicted_s(counted, 12, 65536, rtt_s, path, Waits(None, 0.048))
+    assert longer == pytest.approx(quiet + 12 * (0.005 - wire_s))
     # a client with files in flight may overlap its waits with anything: none to add
     in_flight = dataclasses.replace(loaded[1], details=dataclasses.replace(loaded[1].details, files_in_flight=4))
     assert waits_of(in_flight) == Waits()
@@ -298,10 +302,10 @@ def test_a_client_that_keeps_files_in_flight_is_charged_no_round_trip_per_file_o
     wire_s = 65536 / path  # 5.6 ms: longer than either side's CPU
     # on a 40 ms link 8 files cost one round trip for the set and their bytes, not 8 × 0.5 × 40 ms more
     assert predicted_s(pipelined, 8, 65536, rtt_s, path) == pytest.approx(rtt_s + 8 * wire_s)
-    # one turn per file is a wait per file, on any link
+    # one turn per file is a wait per file, on any link, and the sending client's CPU is then in turn
     one_turn = dataclasses.replace(pipelined, per_file=1.0, turns_per_file=1.0, flights_per_file=0.0)
     assert waited_round_trips(one_turn) == 1.0
-    assert predicted_s(one_turn, 8, 65536, rtt_s, path) == pytest.approx(rtt_s + 8 * (rtt_s + wire_s))
+    assert predicted_s(one_turn, 8, 65536, rtt_s, path) == pytest.approx(rtt_s + 8 * (rtt_s + 0.0018 + wire_s))
 
 
 def test_a_client_waits_its_counted_round_trips_per_file_at_least_one_and_none_with_files_in_flight() -> None:
@@ -448,7 +452,7 @@ def test_a_sets_delayed_ack_waits_leave_its_setup_and_come_back_once() -> None:
     from workbench.lab.exchangecount import predicted_s, with_setups
 
     rtt_s, path = 0.0028, 62.5e6
-    per_file_s = 3 * rtt_s + 0.003
+    per_file_s = 3 * rtt_s + 0.003 + 65536 / path  # the client's CPU in turn, then the bytes over the server's
     count = dataclasses.replace(_three_round_trips("sftp/openssh"), delayed_ack_wait_per_set_s=0.085)
 
     def run(fixed_s: float) -> Run:
@@ -504,25 +508,56 @@ def test_a_links_own_cpu_per_file_is_its_two_sets_slope() -> None:
     assert ("afp/python", "upload") not in cpu and ("sftp/paramiko", "upload") not in cpu
 
 
-def test_an_expected_set_adds_both_sides_cpu_for_a_client_taking_turns_not_for_one_with_files_in_flight() -> None:
+@pytest.mark.parametrize("direction", ["upload", "download"])
+def test_an_expected_set_charges_a_links_own_cpu_by_the_ceilings_model_both_sides_for_a_client_taking_turns(
+    direction: str,
+) -> None:
     from workbench.lab.exchangecount import expected_s, predicted_s
 
     rtt_s, path = 0.0002, 125e6
     wire_s = 65536 / path  # 0.52 ms, under both sides' CPU
-    turns = dataclasses.replace(_three_round_trips("sftp/paramiko"), setup_s=0.01)
-    # 3 round trips per file, then the client's 1 ms and the server's 0.8 ms in turn; the set's setup and its 5
-    # round trips once
+    turns = dataclasses.replace(_three_round_trips("sftp/paramiko"), direction=direction, setup_s=0.01)
+    # 3 round trips per file, then the client's 1 ms and the server's 0.8 ms, one after the other whichever sends
+    # (the receiver's outlasts the bytes); the set's setup and its 5 round trips once
     expected = expected_s(turns, 30, 65536, rtt_s, path, 0.001, 0.0008)
     assert expected == pytest.approx(0.01 + 5 * rtt_s + 30 * (3 * rtt_s + 0.0018))
-    # the ceiling's model (predicted_s) charges the longer side only: the expectation is longer by the other
+    # the link's own CPU, not the count's (3 ms and 1 ms): the prediction with that CPU is the expectation
     counted_cpu = dataclasses.replace(turns, client_cpu_per_file_s=0.001, server_cpu_per_file_s=0.0008)
-    assert expected - predicted_s(counted_cpu, 30, 65536, rtt_s, path) == pytest.approx(30 * 0.0008)
+    assert expected == pytest.approx(predicted_s(counted_cpu, 30, 65536, rtt_s, path))
+    assert predicted_s(turns, 30, 65536, rtt_s, path) == pytest.approx(0.01 + 5 * rtt_s + 30 * (3 * rtt_s + 0.004))
+    # a receiver's CPU under the bytes' time is not added: the sender's in turn, then the bytes
+    light = expected_s(turns, 30, 65536, rtt_s, path, 0.0003, 0.0003)
+    assert light == pytest.approx(0.01 + 5 * rtt_s + 30 * (3 * rtt_s + 0.0003 + wire_s))
     # a client with files in flight (under IN_FLIGHT_TURNS turns per file) waits no round trip per file and its
     # sides overlap: the longer side, and the bytes where they take longer
     in_flight = dataclasses.replace(turns, per_file=0.5, turns_per_file=0.3, flights_per_file=0.2)
-    assert expected_s(in_flight, 30, 65536, rtt_s, path, 0.001, 0.0008) == pytest.approx(
-        0.01 + 5 * rtt_s + 30 * 0.001
-    )
+    assert expected_s(in_flight, 30, 65536, rtt_s, path, 0.001, 0.0008) == pytest.approx(0.01 + 5 * rtt_s + 30 * 0.001)
     assert expected_s(in_flight, 30, 65536, rtt_s, path, 0.0001, 0.0002) == pytest.approx(
         0.01 + 5 * rtt_s + 30 * wire_s
     )
+
+
+def test_a_predictions_waits_join_each_sides_cpu_the_senders_whole_and_the_receivers_beyond_the_bytes_it_overlaps() -> (
+    None
+):
+    from workbench.core.ceiling import paced_burst_s
+    from workbench.lab.exchangecount import Waits, predicted_s
+
+    rtt_s, path = 0.0028, 62.5e6
+    # a download: the server sends (1 ms of CPU, in turn), the client receives (3 ms, over the bytes' 1.05 ms)
+    down = dataclasses.replace(_three_round_trips("sftp/paramiko"), direction="download", setup_s=0.0)
+    quiet = predicted_s(down, 12, 65536, rtt_s, path)
+    assert quiet == pytest.approx(5 * rtt_s + 12 * (3 * rtt_s + 0.001 + 0.003))
+    # the sending server's 0.1 ms of wait per file adds whole, however short
+    assert predicted_s(down, 12, 65536, rtt_s, path, Waits(None, 0.0012)) == pytest.approx(quiet + 12 * 0.0001)
+    # on a 40 ms link whose sender paces each file's burst (BBR), the bytes take the paced burst (21 ms, not the
+    # 5.6 ms at the path's rate): an upload's receiving server at 1 ms + 9 ms of wait stays under it, adding nothing
+    wan_s, wan_path = 0.04, 11.7e6
+    up = dataclasses.replace(_three_round_trips("sftp/paramiko"), setup_s=0.0)
+    assert paced_burst_s(wan_s, 65536) > 0.010 > 65536 / wan_path
+    paced = predicted_s(up, 8, 65536, wan_s, wan_path, paced=True)
+    assert predicted_s(up, 8, 65536, wan_s, wan_path, Waits(None, 0.072), paced=True) == pytest.approx(paced)
+    # unpaced, the same wait outlasts the bytes and adds what it outlasts them by
+    plain = predicted_s(up, 8, 65536, wan_s, wan_path)
+    waited = predicted_s(up, 8, 65536, wan_s, wan_path, Waits(None, 0.072))
+    assert waited == pytest.approx(plain + 8 * (0.010 - 65536 / wan_path))

@@ -4,9 +4,10 @@ Pure maths. Rates are bytes/s like everywhere in workbench; RTT in seconds; wind
 - A window-like limit W allows at most W per round trip: W / RTT.
 - A request/response client with n requests of S bytes outstanding waits, per request, a round trip, the
   request's own serialisation at the path's rate B, and the server's turnaround: n·S / (RTT + S/B + t_server).
-- A set of small files costs, per file, its round trips, then the longest of its bytes at the path's rate and
-  each side's CPU on it, taken to overlap (`per_file_s`, `per_file_bound`): a model of measured parts, which
-  `holds` checks against each row rather than a proven bound.
+- A set of small files costs, per file, its round trips, the sending side's CPU on it where the client takes a
+  turn per file, then the longest of its bytes at the path's rate and the other side's CPU on it, taken to overlap
+  (`per_file_s`, `per_file_bound`): a model of measured parts, which `holds` checks against each row rather than
+  a proven bound.
 - A fixed cost per copy (a process start, a login) turns any ceiling C of a copy of `bytes` into
   bytes / (fixed + bytes / C) (`with_fixed_cost`).
 - A host that signs or encrypts every SMB message on k cores, at c CPU seconds per byte for the algorithm (and m
@@ -45,9 +46,12 @@ class Bound:
     saturated: bool = False  # a resource measured as fully used (cpu >= CPU_SATURATED)
     # the ceiling of the streaming alone, before a fixed cost per copy was added (with_fixed_cost); None: none was
     streaming_bytes_per_s: float | None = None
-    # a per-file bound's: per file, what the parts it charges as overlapping (the bytes, each side's CPU) would add
-    # if they ran one after another, their sum less the longest; None: no such parts
+    # a per-file bound's: per file, what the parts it charges as overlapping (the bytes, the receiving side's CPU, or
+    # each side's where none sends in turn) would add if they ran one after another, their sum less the longest;
+    # None: no such parts
     in_turn_s: float | None = None
+    # a per-file bound's overlapping parts in words ("its bytes", "the server's CPU"), the longest among them
+    overlapping: tuple[str, ...] = ()
 
     @property
     def streaming(self) -> float:
@@ -189,14 +193,20 @@ def per_file_s(
     wire_s: float,
     server_s: float | None = None,
     client_s: float | None = None,
+    sender: str | None = None,
 ) -> float:
-    """Seconds one file of a set takes by the per-file model, one file at a time: its round trips, then the
-    longest of its bytes' time on the path (`wire_s`), the server's CPU on it and the client's.
+    """Seconds one file of a set takes by the per-file model, one file at a time: its round trips, the sending
+    side's CPU on it where it takes turns (`sender`, `sending_side`), then the longest of its bytes' time on the path
+    (`wire_s`) and the other side's CPU on it (both sides' where `sender` is None).
 
-    Why the longest and not the sum: much of a file's work overlaps. While its bytes cross the path the sender's
-    CPU produces them and the receiver's consumes them through the socket buffers; a side's CPU after its answer is
-    sent (closing a file, its bookkeeping) overlaps the other side's next round trip. Added up, the three charged a
-    strict ping-pong, and copies beat that ceiling (an upload whose server reads its 64 KiB as they arrive).
+    Why the sender's in turn: a client that waits for each file's answer before the next file (a turn per file)
+    has its sender produce a file, opening it, reading it, framing and writing its request, after the turn came
+    back and before the file's bytes can leave. Why the receiver's and the bytes' longest and not their sum: the
+    receiver consumes the bytes as they arrive, through the socket buffers, and a side's CPU after its answer is
+    sent (closing a file, its bookkeeping) overlaps the other side's next round trip. Added up, all three charged a
+    strict ping-pong, and copies beat that ceiling (an upload whose server reads its 64 KiB as they arrive); taken
+    to overlap all three, the model left a turn-taking client's sets slower than its reach in the lab (aiohttp,
+    pysmb and smbclient uploads, curl downloads of 100 × 64 KiB took 1.3 to 1.5 times the ceiling's time).
 
     A model whose every part was measured, not a proven floor: the parts do not separate cleanly. The counted
     round trips include flights (a sender waiting for ACKs while its bytes cross), which overlap the bytes and the
@@ -212,7 +222,19 @@ def per_file_s(
     prediction through it is the model's time; a copy whose parts ran in turn, or that waited for a core, takes
     longer, and one whose parts overlapped more than the model counts takes less.
     """
-    return round_trips * rtt_s + max(wire_s, server_s or 0.0, client_s or 0.0)
+    sides = {"server": server_s or 0.0, "client": client_s or 0.0}
+    in_turn_s = sides.pop(sender) if sender in sides else 0.0
+    return round_trips * rtt_s + in_turn_s + max(wire_s, *sides.values())
+
+
+def sending_side(direction: str, files_in_flight: int, round_trips_per_file: float) -> str | None:
+    """The side whose CPU on a file the per-file model charges in turn (per_file_s): the client of an upload, the
+    server of a download, for a client that copies one file at a time with at least a round trip per file (it
+    waits for each file's answer, so the sender starts the next file only then); None where files are in flight
+    or no turn separates them, and each side may work beside the other and the bytes."""
+    if files_in_flight > 1 or round_trips_per_file < 1:
+        return None
+    return "client" if direction == "upload" else "server"
 
 
 def per_file_bound(
@@ -228,11 +250,16 @@ def per_file_bound(
     waited_per_file_s: float | None = None,
     paced: bool = False,
     delayed_ack_wait_per_file_s: float = 0.0,
+    *,
+    direction: str | None,
 ) -> Bound:
-    """A set of `files` small files when each costs `per_file_s` (its round trips, then the longest of its bytes
-    at the path's rate and, where charged, the server's and the client's CPU time on it), `files_in_flight` at a
-    time, and the set `set_round_trips` once: the set's rate by that model (per_file_s says why it is checked
-    against each row, not proven), explained in files/s.
+    """A set of `files` small files when each costs `per_file_s` (its round trips, the sending side's CPU on it
+    where it takes turns, then the longest of its bytes at the path's rate and, where charged, the other side's
+    CPU time on it), `files_in_flight` at a time, and the set `set_round_trips` once: the set's rate by that model
+    (per_file_s says why it is checked against each row, not proven), explained in files/s.
+
+    `direction` ("upload", "download") names the sending side (sending_side); None charges both sides' CPU as
+    overlapping the bytes (a model with no turn to take: asked for by name, never by leaving it out).
 
     `waited_per_file_s` is time the client or server was measured waiting for a core (their run-queue wait),
     added on top and named for what it is. The rows' own ceilings pass none (the two sides' waits overlap each
@@ -258,18 +285,24 @@ def per_file_bound(
     if paced_s > wire_s:
         wire_s = paced_s
         charged_as = named_as = f"{format_bytes(int(per_file))} paced by BBR in {format_ms(paced_s)}"
-    file_s = per_file_s(round_trips_per_file, rtt_s, wire_s, server_per_file_s, client_per_file_s)
+    sender = sending_side(direction, files_in_flight, round_trips_per_file) if direction else None
+    file_s = per_file_s(round_trips_per_file, rtt_s, wire_s, server_per_file_s, client_per_file_s, sender)
     file_s += (waited_per_file_s or 0.0) + delayed_ack_wait_per_file_s
     set_s = set_round_trips * rtt_s + files * file_s / max(1, files_in_flight)
     files_per_s = files / set_s
     rate = set_bytes / set_s
-    # the longest of the file's overlapping parts is the one charged; the others are named beside it
-    overlapping = [(wire_s, charged_as, named_as)]
+    # the sender's CPU is charged in turn; of the file's overlapping parts the longest is charged, the others named
+    parts = [f"{round_trips_per_file:g} RTT"]
+    overlapping = [(wire_s, charged_as, named_as, "its bytes")]
     for side, cpu_s in (("server", server_per_file_s), ("client", client_per_file_s)):
-        if cpu_s:
-            overlapping.append((cpu_s, f"{format_ms(cpu_s)} {side}", f"{format_ms(cpu_s)} {side}"))
+        if not cpu_s:
+            continue
+        if side == sender:
+            parts.append(f"{format_ms(cpu_s)} {side} in turn")
+        else:
+            overlapping.append((cpu_s, f"{format_ms(cpu_s)} {side}", f"{format_ms(cpu_s)} {side}", f"the {side}'s CPU"))
     longest = max(overlapping, key=lambda part: part[0])
-    parts = [f"{round_trips_per_file:g} RTT", longest[1]]
+    parts.append(longest[1])
     if waited_per_file_s:
         parts.append(f"{format_ms(waited_per_file_s)} waiting for a core")
     if delayed_ack_wait_per_file_s:
@@ -283,6 +316,7 @@ def per_file_bound(
         + (f", {files_in_flight} at a time" if files_in_flight > 1 else "")
         + (f", + {set_round_trips:g} RTT per set" if set_round_trips else ""),
         in_turn_s=sum(part[0] for part in overlapping) - longest[0],
+        overlapping=tuple(part[3] for part in overlapping),
     )
 
 
@@ -309,7 +343,7 @@ def with_fixed_cost(bound: Bound, fixed_s: float, nbytes: int) -> Bound:
         return bound
     rate = nbytes / (fixed_s + nbytes / bound.bytes_per_s)
     explanation = f"{bound.explanation}, + {format_ms(fixed_s)} per copy"
-    return Bound(bound.label, rate, explanation, bound.saturated, bound.streaming, bound.in_turn_s)
+    return Bound(bound.label, rate, explanation, bound.saturated, bound.streaming, bound.in_turn_s, bound.overlapping)
 
 
 def explaining_bound(found: Sequence[Bound], measured_bytes_per_s: float) -> tuple[Bound | None, bool]:

@@ -131,9 +131,10 @@ def _per_file_ceiling(
     cost: fixedcost.FixedCost | None,
     paced: bool = False,
 ) -> Bound | None:
-    """The per-file ceiling of a small-file set, one rule for every client and every row: exchanges × RTT, then
-    the longest of the file's bytes at the path's rate, the server's CPU per file and the client's, taken to
-    overlap (ceiling.per_file_s says why, and why it is a model of measured parts rather than a proven bound).
+    """The per-file ceiling of a small-file set, one rule for every client and every row: exchanges × RTT, the
+    sending side's CPU per file for a client that takes a turn per file, then the longest of the file's bytes at the
+    path's rate and the other side's CPU per file, taken to overlap (ceiling.per_file_s says why, and why it is a
+    model of measured parts rather than a proven bound).
 
     The rule is fixed from the inputs before the row's rate is looked at, so a copy that beats it is unexplained
     rather than met by a looser charge. The client's CPU per file (fixedcost.client_cpu_per_file_s, less what its
@@ -177,6 +178,7 @@ def _per_file_ceiling(
         set_trips,
         paced=paced,
         delayed_ack_wait_per_file_s=trips.delayed_acks_per_file * DELAYED_ACK_S,
+        direction=row.direction,
     )
     if cost is not None:
         return with_fixed_cost(bound, cost.fixed_s, row.bytes)
@@ -225,8 +227,9 @@ def _crypto_ceiling(row: Result, costs: _CryptoCosts) -> Bound | None:
 # What a beaten ceiling's model leaves out, by label.
 _MISSING = {
     "per-file": (
-        "exchanges or CPU time the client overlaps: round trips that overlap its bytes, a side's CPU spread over"
-        " more than one core, or a counted pattern gone stale (bench/count_exchanges.py)"
+        "exchanges or CPU time the client overlaps: round trips that overlap its bytes, a sender's CPU that runs"
+        " while its bytes cross or its answer comes back, a side's CPU spread over more than one core, or a counted"
+        " pattern gone stale (bench/count_exchanges.py)"
     ),
     "requests": "requests the client keeps in flight beyond the depth it declares",
     "window": "a window larger than the one the copy's sender was seen offered",
@@ -297,15 +300,17 @@ def _after_start(
 LOST_SAID_S = 0.01  # under 10 ms a copy's time lost after its data started is within its slots' rounding
 
 
-def _in_turn(client_charged: bool, in_turn_s: float | None = None) -> str:
+def _in_turn(bound: Bound) -> str:
     """The first place a set slower than its per-file ceiling may have spent its time: that ceiling charges only
-    the longest of the parts it takes to overlap (ceiling.per_file_s), and they may have run one after another.
-    `in_turn_s`: per file, what they would add then (Bound.in_turn_s), said so that a reader sees whether it covers
-    the time missing; left out under IN_TURN_SAID_S."""
-    parts = "its bytes, the server's CPU and the client's" if client_charged else "its bytes and the server's CPU"
+    the longest of the parts it takes to overlap (Bound.overlapping, ceiling.per_file_s), and they may have run one
+    after another; what they would add then per file (Bound.in_turn_s) is said so that a reader sees whether it
+    covers the time missing, left out under IN_TURN_SAID_S. Nothing where one part alone was charged."""
+    if len(bound.overlapping) < 2:
+        return ""
+    parts = f"{', '.join(bound.overlapping[:-1])} and {bound.overlapping[-1]}"
     adds = ""
-    if in_turn_s is not None and in_turn_s >= IN_TURN_SAID_S:
-        adds = f" (in turn they would add ≈{format_ms(in_turn_s)} per file)"
+    if bound.in_turn_s is not None and bound.in_turn_s >= IN_TURN_SAID_S:
+        adds = f" (in turn they would add ≈{format_ms(bound.in_turn_s)} per file)"
     return f"the parts charged as overlapping ({parts}) may have run in turn{adds}, or "
 
 
@@ -356,7 +361,7 @@ def _unmodelled(
         cpu = _off_cpu(row) if one_at_a_time else _streamed_cpu(row)
         per_file = format_ms(gap_s / row.files)
         starved = "" if one_at_a_time else _starved(row)  # said per file by _off_cpu
-        in_turn = _in_turn(one_at_a_time, bound.in_turn_s) if bound.label == "per-file" else ""
+        in_turn = _in_turn(bound) if bound.label == "per-file" else ""
         after = _after_start(row, bound, gap_s, path_bytes_per_s, cost)
         return (
             f"≈{per_file} per file{trips}{after}: {in_turn}time the client or server spends off the wire{cpu}{setup}"

@@ -15,7 +15,8 @@ never reaps left out, workbench.shared.childcpu), and the time the two sets' lin
 the set's round trips, is the set's setup (`with_setups`).
 
 `predicted_s` carries them to another link through the `per-file` ceiling's model: round trips × its RTT + the
-longest of the bytes at its rate, the client's CPU and the server's, and the setup once per set; plus the waits for
+sending side's CPU for a client that takes turns + the longest of the bytes at its rate and the other side's CPU
+(each side's, for one that keeps files in flight), and the setup once per set; plus the waits for
 a delayed ACK counted per file and per set (wirecount.delayed_ack_waits), each as long as it was counted, since a
 timer sets it and not the link. That model's time is not a floor (ceiling.per_file_s says why), so a prediction
 checks the model from either side. CPU figures are time on a core, which a loaded host does not stretch. The time
@@ -25,8 +26,8 @@ every link (`predicted_s` can charge them, to show it).
 
 CPU per file carries less well than round trips: a side's CPU per file grows with the link's RTT (`cpu_per_file_s`),
 so where CPU is most of a file's time the figure counted on another link over-charges.
-`expected_s` takes the counted round trips, setup and waits with a link's own CPU per file, both sides' added for a
-client that takes turns: an expectation, where `predicted_s` is the ceiling's bound.
+`expected_s` takes the counted round trips, setup and waits with a link's own CPU per file through the same model:
+an expectation of the sets on that link, where `predicted_s` carries the counting link's CPU.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ from typing import Any
 
 from workbench.core.ceiling import (
     link_goodput_bytes_per_s,
+    paced_burst_s,
     per_file_bound,
     per_file_s,
+    sending_side,
     with_fixed_cost,
 )
 from workbench.core.results import Result, Run
@@ -225,20 +228,23 @@ def waited_round_trips(count: ClientCount) -> float:
     return waited_per_file(count.per_file, count.turns_per_file < IN_FLIGHT_TURNS)
 
 
-def file_s(count: ClientCount, rtt_s: float, path_bytes_per_s: float, file_bytes: int) -> float | None:
-    """Seconds one file costs by the per-file ceiling's model (ceiling.per_file_s): the counted round trips at
-    `rtt_s`, then the longest of the file's bytes at the path's rate, the client's CPU per file and the server's.
-    None: the count has no CPU figures, or there is no path rate."""
-    if count.client_cpu_per_file_s is None or count.server_cpu_per_file_s is None or path_bytes_per_s <= 0:
-        return None
-    wire_s = file_bytes / path_bytes_per_s
-    return per_file_s(count.per_file, rtt_s, wire_s, count.server_cpu_per_file_s, count.client_cpu_per_file_s)
+def predicts_by_model(count: ClientCount, path_bytes_per_s: float) -> bool:
+    """Whether a prediction of `count` goes through the per-file ceiling's model (`predicted_s`): it has both sides'
+    CPU figures and the link a path rate. Otherwise it predicts from its turnaround."""
+    has_cpu = count.client_cpu_per_file_s is not None and count.server_cpu_per_file_s is not None
+    return has_cpu and path_bytes_per_s > 0
+
+
+def _sender(count: ClientCount) -> str | None:
+    """The side whose CPU the per-file model charges in turn for `count` (ceiling.sending_side), by the round trips
+    a prediction waits per file."""
+    return sending_side(count.direction, 1, waited_round_trips(count))
 
 
 def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
     """`counts` with each one's setup_s from `run`, the run they were counted in: the time the line through its
     two sets' times gives at zero files (their measured intercept), less its round trips per set, never below 0.
-    A count without CPU figures (`file_s` is None) keeps none, and predicts from its turnaround.
+    A count without CPU figures (`predicts_by_model` is false) keeps none, and predicts from its turnaround.
 
     The intercept, not the sets' time less the model's files: where the copies took longer per file than the model
     charges (its parts ran in turn, or waited for a core), that difference times each set's files would land in
@@ -253,10 +259,9 @@ def with_setups(run: Run, counts: Sequence[ClientCount]) -> list[ClientCount]:
     found = []
     for count in counts:
         path = link_goodput_bytes_per_s(run.link, count.direction) or run.baseline.for_direction(count.direction)
-        per_file = file_s(count, rtt_s, path or 0.0, COUNTED_FILE_BYTES)
         small, large = count.files
         d_small, d_large = (seconds.get((count.label, count.direction, n)) for n in (small, large))
-        if per_file is None or d_small is None or d_large is None or large <= small:
+        if not predicts_by_model(count, path or 0.0) or d_small is None or d_large is None or large <= small:
             found.append(count)
             continue
         measured_file_s = (d_large - d_small) / (large - small)
@@ -286,17 +291,25 @@ def waits_of(row: Result) -> Waits:
     return Waits(statistics.median(client) if client else None, statistics.median(server) if server else None)
 
 
-def _waited_per_file_s(count: ClientCount, files: int, file_bytes: int, path_bytes_per_s: float, waits: Waits) -> float:
+def _waited_per_file_s(
+    count: ClientCount, files: int, file_bytes: int, rtt_s: float, path_bytes_per_s: float, waits: Waits, paced: bool
+) -> float:
     """Per file, the wait a prediction's "with waits" figure adds, by the per-file model's own rule: each side's
-    wait per file added to its CPU, the longest of the file's parts (ceiling.per_file_s) less the longest without
-    the waits. A wait that leaves its side shorter than another part adds nothing."""
+    wait per file added to its CPU, the file's time by ceiling.per_file_s less its time without the waits, with the
+    bytes' time the bound charges (BBR's paced burst where `paced` and the client takes turns: per_file_bound). The
+    sending side's wait adds whole (its CPU is charged in turn); a wait that leaves an overlapping side shorter than
+    another part adds nothing."""
     if files <= 0 or path_bytes_per_s <= 0:
         return 0.0
+    sender = _sender(count)
     wire_s = file_bytes / path_bytes_per_s
+    if paced and waited_round_trips(count) >= 1:
+        wire_s = max(wire_s, paced_burst_s(rtt_s, file_bytes))
     server_s, client_s = count.server_cpu_per_file_s or 0.0, count.client_cpu_per_file_s or 0.0
     waited_server_s = server_s + (waits.server_s or 0.0) / files
     waited_client_s = client_s + (waits.client_s or 0.0) / files
-    return per_file_s(0, 0.0, wire_s, waited_server_s, waited_client_s) - per_file_s(0, 0.0, wire_s, server_s, client_s)
+    waited = per_file_s(0, 0.0, wire_s, waited_server_s, waited_client_s, sender)
+    return waited - per_file_s(0, 0.0, wire_s, server_s, client_s, sender)
 
 
 def _median_cpu(row: Result, side: str) -> float | None:
@@ -355,19 +368,15 @@ def expected_s(
     paced: bool = False,
 ) -> float:
     """The seconds a set is expected to take on a link from its count's round trips, setup and waits for delayed ACKs,
-    with each side's CPU per file measured on that link (`cpu_per_file_s`): `predicted_s` with two changes. The CPU is
-    the link's own, since CPU per file depends on the link (`cpu_per_file_s` says why). And a client that takes turns
-    (it waits for each file's answers before the next file: waited_round_trips > 0) is charged its two sides' CPU added,
-    since in a turn one side works while the other waits for it: on gige, where CPU is most of a file's time, such
-    clients' sets (of clients without a setup of their own) took 1.1 to 2 times the longer side's CPU with the round
-    trips, and 0.86 to 1.27 times the sum. A client that keeps files in flight is charged the longer side, as its sides
-    overlap. The sum is an expectation, not a bound: the rows' `per-file` ceilings keep the longer side, so that no copy
-    whose sides overlapped beats them."""
-    in_turn = waited_round_trips(count) > 0
+    with each side's CPU per file measured on that link (`cpu_per_file_s`): `predicted_s` with the link's own CPU,
+    since CPU per file depends on the link (`cpu_per_file_s` says why). For a client that takes turns the model
+    already adds its two sides' CPU (the sender's in turn, then the longer of the bytes and the receiver's:
+    ceiling.per_file_s), as in a turn one side works while the other waits for it: on gige, where CPU is most of a
+    file's time, such clients' sets (of clients without a setup of their own) took 1.1 to 2 times the longer side's
+    CPU with the round trips, and 0.86 to 1.27 times the sum. A client that keeps files in flight is charged the
+    longer side, as its sides overlap."""
     charged = dataclasses.replace(
-        count,
-        client_cpu_per_file_s=client_cpu_per_file_s + server_cpu_per_file_s if in_turn else client_cpu_per_file_s,
-        server_cpu_per_file_s=0.0 if in_turn else server_cpu_per_file_s,
+        count, client_cpu_per_file_s=client_cpu_per_file_s, server_cpu_per_file_s=server_cpu_per_file_s
     )
     return predicted_s(charged, files, file_bytes, rtt_s, path_bytes_per_s, paced=paced)
 
@@ -383,7 +392,8 @@ def predicted_s(
 ) -> float:
     """The seconds a set of `files` files of `file_bytes` takes on a link of `rtt_s` and `path_bytes_per_s`:
     the counted round trips at its RTT (none per file for a client that keeps files in flight: waited_round_trips),
-    the longest of the bytes at its rate and each side's CPU per file as counted, the waits for delayed ACKs as
+    the sending side's CPU per file as counted for a client that takes turns, the longest of the bytes at its rate
+    and the other side's CPU (each side's for a client with files in flight), the waits for delayed ACKs as
     counted (per file and per set, in seconds: a timer's, not the link's), and the set's setup; a count without CPU
     figures, its turnaround as counted instead, which holds those waits (added to all its counted round trips,
     since the turnaround was read as what they leave).
@@ -403,7 +413,7 @@ def predicted_s(
     model's time, not a floor (ceiling.per_file_s): a copy that waits for a core or whose parts ran in turn takes
     longer, one whose flights overlapped its bytes or whose side spread its CPU over two cores less."""
     set_bytes = files * file_bytes
-    if file_s(count, rtt_s, path_bytes_per_s, file_bytes) is not None and count.setup_s is not None:
+    if predicts_by_model(count, path_bytes_per_s) and count.setup_s is not None:
         bound = per_file_bound(
             set_bytes,
             files,
@@ -413,9 +423,12 @@ def predicted_s(
             server_per_file_s=count.server_cpu_per_file_s,
             client_per_file_s=count.client_cpu_per_file_s or None,
             set_round_trips=count.per_set,
-            waited_per_file_s=_waited_per_file_s(count, files, file_bytes, path_bytes_per_s, waits) if waits else None,
+            waited_per_file_s=(
+                _waited_per_file_s(count, files, file_bytes, rtt_s, path_bytes_per_s, waits, paced) if waits else None
+            ),
             paced=paced,
             delayed_ack_wait_per_file_s=count.delayed_ack_wait_per_file_s,
+            direction=count.direction,
         )
         fixed_s = count.setup_s + count.delayed_ack_wait_per_set_s
         return set_bytes / with_fixed_cost(bound, fixed_s, set_bytes).bytes_per_s
