@@ -227,6 +227,18 @@ def per_file_s(
     return round_trips * rtt_s + in_turn_s + max(wire_s, *sides.values())
 
 
+def paced_file_s(
+    rtt_s: float, file_bytes: int, paced: bool, files_in_flight: int, round_trips_per_file: float
+) -> float:
+    """The least time a file's bytes take after a turn where the sender paces each burst (`paced`: BBR,
+    paced_burst_s), for a client that copies one file at a time with at least a round trip per file; 0 otherwise
+    (its bytes follow each other, or nothing is paced): what per_file_bound charges where it is longer than the
+    bytes' time on the path."""
+    if not paced or files_in_flight > 1 or round_trips_per_file < 1:
+        return 0.0
+    return paced_burst_s(rtt_s, file_bytes)
+
+
 def sending_side(direction: str, files_in_flight: int, round_trips_per_file: float) -> str | None:
     """The side whose CPU on a file the per-file model charges in turn (per_file_s): the client of an upload, the
     server of a download, for a client that copies one file at a time with at least a round trip per file (it
@@ -280,8 +292,7 @@ def per_file_bound(
     # the bytes' part, as named when it is the one charged and when it is named beside the one charged
     charged_as = format_bytes(int(per_file))
     named_as = f"{charged_as} on the path"
-    bursts = files_in_flight <= 1 and round_trips_per_file >= 1
-    paced_s = paced_burst_s(rtt_s, int(per_file)) if paced and bursts else 0.0
+    paced_s = paced_file_s(rtt_s, int(per_file), paced, files_in_flight, round_trips_per_file)
     if paced_s > wire_s:
         wire_s = paced_s
         charged_as = named_as = f"{format_bytes(int(per_file))} paced by BBR in {format_ms(paced_s)}"

@@ -45,7 +45,7 @@ from typing import Any
 
 from workbench.core.ceiling import (
     link_goodput_bytes_per_s,
-    paced_burst_s,
+    paced_file_s,
     per_file_bound,
     per_file_s,
     sending_side,
@@ -302,9 +302,7 @@ def _waited_per_file_s(
     if files <= 0 or path_bytes_per_s <= 0:
         return 0.0
     sender = _sender(count)
-    wire_s = file_bytes / path_bytes_per_s
-    if paced and waited_round_trips(count) >= 1:
-        wire_s = max(wire_s, paced_burst_s(rtt_s, file_bytes))
+    wire_s = max(file_bytes / path_bytes_per_s, paced_file_s(rtt_s, file_bytes, paced, 1, waited_round_trips(count)))
     server_s, client_s = count.server_cpu_per_file_s or 0.0, count.client_cpu_per_file_s or 0.0
     waited_server_s = server_s + (waits.server_s or 0.0) / files
     waited_client_s = client_s + (waits.client_s or 0.0) / files
