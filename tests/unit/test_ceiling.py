@@ -312,9 +312,9 @@ def test_the_per_file_ceiling_is_the_round_trip_the_senders_turn_and_the_longest
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(exchanges.COUNTED, ("http/aiohttp", "upload"), exchanges.Exchanges(per_file=1, per_set=0))
-    # 1 RTT, the sending client's 0.8 ms of CPU per file in turn, then the server's 2 ms (a clock tick left out),
-    # longer than the file's 1.05 ms on the path, which it overlaps: 5.6 ms per file, and a copy at 6 ms per file is
-    # bound by it. Summed (6.65 ms), the same copy would beat its ceiling by 11 %.
+    # 1 RTT, the sending client's 0.8 ms of CPU per file in turn, then the server's 2 ms (the per-copy allowance
+    # left out), longer than the file's 1.05 ms on the path, which it overlaps: 5.6 ms per file, and a copy at 6 ms
+    # per file is bound by it. Summed (6.65 ms), the same copy would beat its ceiling by 11 %.
     row = _set_row("http/aiohttp", "upload", [0.3, 0.3, 0.3], server_cpu_s=0.11, client_cpu_s=0.05)
     why = _explained(row)
     per_file = next(b for b in why.bounds if b.label == "per-file")

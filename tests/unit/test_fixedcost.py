@@ -98,7 +98,7 @@ def test_fixed_costs_come_from_a_streamed_set_and_else_from_a_per_copy_clients_s
 def test_the_clients_cpu_per_file_leaves_out_what_its_start_up_could_have_taken() -> None:
     samples = [Sample(bytes=100 * 65536, seconds=6.0, files=100, client_cpu_s=cpu) for cpu in (1.0, 1.1, 1.2)]
     row = _row("ftp/curl", "download", "100x64K", 100 * 65536, 100, samples)
-    # 1.1 s of CPU, less a clock tick it may be over, over 100 files
+    # 1.1 s of CPU, less the per-copy allowance, over 100 files
     assert fixedcost.client_cpu_per_file_s(row, None) == pytest.approx(0.0109)
     cost = fixedcost.FixedCost(0.1, 60e6, (64 * MIB,), "start-up", client_cpu_s=0.25)
     assert fixedcost.client_cpu_per_file_s(row, cost) == pytest.approx(0.0084)
@@ -106,8 +106,8 @@ def test_the_clients_cpu_per_file_leaves_out_what_its_start_up_could_have_taken(
 
 
 def _set(label: str, seconds: float, client_cpu_s: float, server_cpu_s: float = 0.0, **details: Any) -> Result:
-    cpu_s = client_cpu_s + fixedcost.CPU_TICK_S  # read in clock ticks: the charge leaves one out
-    server_s = server_cpu_s + fixedcost.CPU_TICK_S if server_cpu_s else 0.0
+    cpu_s = client_cpu_s + fixedcost.PER_COPY_CPU_S  # the charge leaves a copy's once-only work out
+    server_s = server_cpu_s + fixedcost.PER_COPY_CPU_S if server_cpu_s else 0.0
     samples = [
         Sample(bytes=50 * 65536, seconds=seconds, files=50, verified=True, client_cpu_s=cpu_s, server_cpu_s=server_s)
         for _ in range(3)

@@ -155,8 +155,8 @@ def _per_file_ceiling(
         return None
     per_file, per_set, in_flight = trips.per_file, trips.per_set, trips.in_flight
     server_cpu = _median_cpu_s(row, "server_cpu_s")
-    # a clock tick left out: the figure may be a tick over what the server spent (fixedcost.CPU_TICK_S)
-    server_s = max(0.0, server_cpu - fixedcost.CPU_TICK_S) / row.files if server_cpu else None
+    # the server's work once per copy left out (fixedcost.PER_COPY_CPU_S)
+    server_s = max(0.0, server_cpu - fixedcost.PER_COPY_CPU_S) / row.files if server_cpu else None
     set_trips = 0.0 if cost is not None else per_set
     set_acks_s = 0.0 if cost is not None else trips.delayed_acks_per_set * DELAYED_ACK_S
     one_at_a_time = (row.details.files_in_flight or 1) == 1
