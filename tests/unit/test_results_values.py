@@ -272,7 +272,7 @@ EXPECTED_CELLS = {
         "window 1,468,006",
         "62",
         "ok",
-        "≈1067 RTT per file; incl. session setup",  # of the least RTT, the probe's fastest ping (0.015 ms)
+        "≈16 ms per file (≈1067 RTT); incl. session setup",  # of the least RTT, the probe's fastest ping (0.015 ms)
     ],
     ("sftp/sshfs", "down", "1M"): [
         "4.2",

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from workbench.core.ceiling import UNEXPLAINED
+from workbench.core.ceiling import UNEXPLAINED, format_ms
 from workbench.core.results import Baseline, Result, RowExplanation, Run
 from workbench.protocols.smb_negotiated import negotiated_note
 from workbench.shared.triage import TcpTriage
@@ -143,8 +143,10 @@ def notes(row: Result, why: RowExplanation, rtt_ms: float | None = None) -> tupl
     if why.triage_note:
         said.append(why.triage_note)
     if row.files_per_s and rtt_ms:
-        # Small files are bound by round trips per file, not bytes: the number users can act on.
-        said.append(f"≈{1000 / row.files_per_s / rtt_ms:.0f} RTT per file")
+        # A small file's time, and as RTTs: the yardstick a set's round trips are read against. It is time, not a
+        # count (on a fast link most of it may be CPU): the row's per-file ceiling says what it charged.
+        per_file_s = 1 / row.files_per_s
+        said.append(f"≈{format_ms(per_file_s)} per file (≈{per_file_s * 1000 / rtt_ms:.0f} RTT)")
     if row.stall_count:
         said.append(f"{row.stall_count} stall(s), {row.stall_seconds:.1f} s")
     details = row.details
