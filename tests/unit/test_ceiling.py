@@ -29,6 +29,7 @@ from workbench.core.explain import explain
 from workbench.core.results import Baseline, Result, RowExplanation, Run, Sample
 from workbench.protocols import exchanges
 from workbench.protocols.details import ClientDetails
+from workbench.shared.triage import TcpTriage
 
 
 def by_label(found: list[Bound]) -> dict[str, Bound]:
@@ -542,6 +543,35 @@ def test_a_rows_own_ceiling_charges_bbrs_paced_burst_only_where_the_sender_runs_
         assert explained.bound == "per-file" and "paced by BBR in 21 ms" in said, explained
     else:
         assert explained.bound == "unexplained" and "paced" not in said, explained
+
+
+@pytest.mark.parametrize(
+    ("cc", "startup_samples", "paced"),
+    [
+        ("bbr", 0, False),  # a session a bulk copy took out of start-up: its bursts go at the path's rate
+        ("bbr", 9, True),
+        ("cubic", 9, True),  # the sockets' own state says BBR, whatever the run recorded of the host
+        (None, 9, True),  # a run outside the lab records no congestion control; the sender's sockets said it
+    ],
+)
+def test_the_paced_burst_is_charged_where_the_senders_sockets_were_in_bbr_start_up(
+    cc: str | None, startup_samples: int, paced: bool
+) -> None:
+    """aiohttp on wan after its 64 MiB copy on the same session: 48 ms a file, which the paced ceiling (62.6 ms)
+    would be beaten by; BBR had left start-up. The sender's sampled pacing gain decides, over the link's record."""
+    tcp = TcpTriage(
+        side="sender", host="client", elapsed_s=2.4, connections=1, bytes_seen=50 * 65536,
+        bbr_samples=10, bbr_startup_samples=startup_samples,
+    )  # fmt: skip
+    row = _set_row("http/aiohttp", "upload", [50 * 0.048] * 3, server_cpu_s=0.05, client_cpu_s=0.05)
+    row = dataclasses.replace(row, samples=tuple(dataclasses.replace(s, tcp=tcp) for s in row.samples))
+    link = {"cc": cc, "rtt_ms": 40.0, "expected_goodput_bytes_per_s": 12.5e6}
+    base = Baseline(up_bytes_per_s=12.5e6, down_bytes_per_s=12.5e6, rtt_ms=40.0)
+    [explained] = explain(Run(id=1, meta={}, baseline=base, results=(row,), link=link), "10.77.0.2").rows
+    per_file = next(b for b in explained.bounds or () if b.label == "per-file")
+    assert ("paced by BBR" in per_file.explanation) is paced, per_file
+    # paced, the copy at 48 ms a file beats its 62.6 ms ceiling and is unexplained; at the path's rate it is bound
+    assert explained.bound == ("unexplained" if paced else "per-file"), explained
 
 
 def test_counted_waits_for_delayed_acks_are_charged_the_shortest_timer_per_file_and_named(

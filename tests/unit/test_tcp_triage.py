@@ -3,6 +3,7 @@ folding logic on made-up samples."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import socket
 import threading
@@ -284,3 +285,68 @@ def test_a_sender_with_the_window_in_flight_is_window_limited_even_when_the_kern
     tally.add(0.1, [_sock(1, **{**full, "unacked": 300, "snd_wnd": 6 << 20})])
     result = tally.result()
     assert result is not None and result.limit == "network"
+
+
+def _bbr_sock(port: int, gain: float, acked: int) -> DiagSocket:
+    return DiagSocket(
+        "10.0.0.1", port, "10.0.0.2", 80, 1,
+        TcpInfo(busy_time_us=50_000, rwnd_limited_us=0, sndbuf_limited_us=0, bytes_acked=acked, bytes_sent=acked),
+        bbr_pacing_gain=gain,
+    )  # fmt: skip
+
+
+def test_a_bbr_senders_start_up_is_counted_per_sample_and_summed_over_copies() -> None:
+    tally = Tally("sender", "client")
+    tally.add(0.0, [_bbr_sock(1, 2.88671875, 0)])
+    tally.add(0.1, [_bbr_sock(1, 2.88671875, 65536)])
+    tally.add(0.2, [_bbr_sock(1, 1.25, 131072)])
+    tally.add(0.3, [_bbr_sock(1, 0.75, 131072)])  # moved nothing in this sample: not counted
+    first = tally.result()
+    assert first is not None and (first.bbr_samples, first.bbr_startup_samples) == (2, 1)
+    assert first.bbr_in_startup is False  # half the samples is not most of them
+    second = dataclasses.replace(first, bbr_samples=4, bbr_startup_samples=4)
+    merged = merge([first, second])
+    assert merged is not None and (merged.bbr_samples, merged.bbr_startup_samples) == (6, 5)
+    assert merged.bbr_in_startup is True
+    cubic = Tally("sender", "client")
+    cubic.add(0.0, [_sock(1)])
+    cubic.add(0.1, [_sock(1, busy_time_us=50_000, bytes_acked=65536)])
+    result = cubic.result()
+    assert result is not None and result.bbr_samples is None and result.bbr_in_startup is None
+    mixed = merge([result, first])  # the copies that had a BBR sender count
+    assert mixed is not None and mixed.bbr_samples == 2
+
+
+def _turns(client: socket.socket, server: socket.socket, until: float, burst_bytes: int) -> None:
+    """One burst per turn: the client sends `burst_bytes`, the server reads them all and answers one byte."""
+    while time.monotonic() < until:
+        client.sendall(b"x" * burst_bytes)
+        got = 0
+        while got < burst_bytes:
+            got += len(server.recv(burst_bytes - got))
+        server.sendall(b"k")
+        assert client.recv(1) == b"k"
+
+
+def test_a_bbr_sender_taking_turns_is_seen_in_start_up_and_after_a_bulk_copy_is_not(pair: tuple) -> None:
+    """What the kernel itself says of a real BBR socket: bursts per turn keep it in start-up (pacing gain 2.89); a
+    bulk send on the same connection makes it find the path's rate and leave start-up."""
+    client, server = pair
+    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"bbr")
+    server.settimeout(5.0)
+    client.settimeout(5.0)
+    watch = TcpWatch(_peer(client), "sender", "client").start()
+    _turns(client, server, time.monotonic() + 0.5, 65536)
+    turns = watch.stop()
+    assert turns is not None and turns.bbr_samples and turns.bbr_in_startup is True, turns
+    reader = threading.Thread(target=_drain, args=(server, time.monotonic() + 1.7))
+    reader.start()
+    until = time.monotonic() + 1.5
+    while time.monotonic() < until:
+        client.sendall(b"x" * (1 << 20))
+    reader.join()
+    server.settimeout(5.0)
+    watch = TcpWatch(_peer(client), "sender", "client").start()
+    _turns(client, server, time.monotonic() + 0.5, 65536)
+    after_bulk = watch.stop()
+    assert after_bulk is not None and after_bulk.bbr_samples and after_bulk.bbr_in_startup is False, after_bulk

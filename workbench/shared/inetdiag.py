@@ -2,8 +2,9 @@
 
 The kernel's socket-diagnostics interface (netlink, NETLINK_SOCK_DIAG, `inet_diag`) dumps the TCP sockets
 of the namespace the netlink socket was opened in, whichever process owns them: curl, smbclient, sshd or a
-Python client alike. This is what `ss -ti` reads. Only two attributes are asked for, the `struct tcp_info`
-(parsed by workbench.shared.tcpinfo) and the socket's buffer sizes; the request is answered in one dump.
+Python client alike. This is what `ss -ti` reads. Three attributes are asked for, the `struct tcp_info`
+(parsed by workbench.shared.tcpinfo), the socket's buffer sizes and its congestion control's own state, of which
+BBR's pacing gain is kept (whether the sender is still in start-up); the request is answered in one dump.
 
 Written against the kernel's UAPI (linux/inet_diag.h, linux/sock_diag.h, linux/netlink.h) rather than
 through a netlink library: a sample must cost well under a millisecond of Python, and the parsing here
@@ -34,6 +35,13 @@ INET_DIAG_BC_JMP = 1  # filter op: jump by its "no" offset, always
 INET_DIAG_BC_D_COND = 8  # filter op: the remote address (and port) matches a host condition
 INET_DIAG_INFO = 2
 INET_DIAG_SKMEMINFO = 7
+# Asking for Vegas's info asks every congestion control for its own (the kernel's tcp_bbr.c answers it): BBR's
+# comes back as INET_DIAG_BBRINFO, struct tcp_bbr_info (bw_lo, bw_hi, min_rtt, pacing_gain, cwnd_gain: __u32 each,
+# the gains in units of 1/256); CUBIC's has none.
+INET_DIAG_VEGASINFO = 3
+INET_DIAG_BBRINFO = 16
+BBR_GAIN_UNIT = 256
+_BBR_INFO = struct.Struct("=5I")
 DUMP_TIMEOUT_S = 2.0
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 SKNLGRP_INET_TCP_DESTROY = 1
@@ -70,6 +78,8 @@ class DiagSocket:
     sndbuf_bytes: int | None = None
     rcvbuf_bytes: int | None = None
     cookie: int = 0  # the kernel's socket cookie: one socket's for all its life, closed and orphaned included
+    # BBR's pacing gain (2.89 in start-up, about 1 once it has found the path's rate); None: not BBR, or not said
+    bbr_pacing_gain: float | None = None
 
     @property
     def key(self) -> tuple[str, int, str, int, int]:
@@ -131,7 +141,7 @@ class DiagReader:
 
     def _dump(self, family: int, peers: frozenset[str] | None, bytecode: bytes = b"") -> list[DiagSocket]:
         self._seq += 1
-        ext = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_SKMEMINFO - 1))
+        ext = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_SKMEMINFO - 1)) | (1 << (INET_DIAG_VEGASINFO - 1))
         body = _REQ.pack(family, socket.IPPROTO_TCP, ext, _STATES) + bytes(48)
         if bytecode:
             body += _RTA.pack(_RTA.size + len(bytecode), INET_DIAG_REQ_BYTECODE) + bytecode
@@ -285,6 +295,7 @@ def _parse(data: bytes, start: int, end: int, peers: frozenset[str] | None) -> D
     cookie = struct.unpack_from("=Q", data, start + 44)[0]
     info: TcpInfo | None = None
     sndbuf = rcvbuf = None
+    pacing_gain: float | None = None
     offset = start + _MSG_LEN
     while offset + _RTA.size <= end:
         rta_len, rta_type = _RTA.unpack_from(data, offset)
@@ -296,7 +307,9 @@ def _parse(data: bytes, start: int, end: int, peers: frozenset[str] | None) -> D
         elif rta_type == INET_DIAG_SKMEMINFO and len(payload) >= 4 * (SK_MEMINFO_SNDBUF + 1):
             meminfo = struct.unpack_from(f"={SK_MEMINFO_SNDBUF + 1}I", payload)
             rcvbuf, sndbuf = meminfo[SK_MEMINFO_RCVBUF], meminfo[SK_MEMINFO_SNDBUF]
+        elif rta_type == INET_DIAG_BBRINFO and len(payload) >= _BBR_INFO.size:
+            pacing_gain = _BBR_INFO.unpack_from(payload)[3] / BBR_GAIN_UNIT
         offset += (rta_len + 3) & ~3
     if info is None:
         return None
-    return DiagSocket(_address(family, src), sport, remote, dport, state, info, sndbuf, rcvbuf, cookie)
+    return DiagSocket(_address(family, src), sport, remote, dport, state, info, sndbuf, rcvbuf, cookie, pacing_gain)

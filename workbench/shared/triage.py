@@ -43,6 +43,9 @@ WINDOW_EXPLAINS = 1.25
 # 100 ms samples, where destroy events cannot be read) names no limit: the time of what it missed would
 # count as idle.
 MIN_SEEN = 0.9
+# BBR's pacing gain is 2.89 in start-up, 1/2.89 while it drains the queue start-up built, and 0.75 to 1.25 once it
+# has found the path's rate: above 2, the sender is in start-up.
+BBR_STARTUP_ABOVE = 2.0
 T = TypeVar("T")
 SHORT = {"application": "app", "receive-window": "rwnd", "send-buffer": "sndbuf", "network": "net"}
 
@@ -92,6 +95,11 @@ class TcpTriage:
     iface_bytes: int | None = None
     iface_packets: int | None = None
     iface_rx_bytes: int | None = None
+    # BBR, sender only: the samples that saw a BBR sender move the copy's data, and of them those in which it was
+    # still in start-up (pacing at 2.89 times the rate it has measured, as it does until it sees the path's rate
+    # stop growing: a connection that only sends a burst per turn stays there). None: no BBR sender was seen.
+    bbr_samples: int | None = None
+    bbr_startup_samples: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,6 +129,13 @@ class TcpTriage:
             self.iface_bytes, self.iface_packets, self.segs_out, self.header_bytes, self.link_header_bytes or 0
         )
         return ratio(counted, self.wire_bytes)
+
+    @property
+    def bbr_in_startup(self) -> bool | None:
+        """Whether a BBR sender was in start-up in most of the samples that saw it move data; None: not seen."""
+        if self.side != "sender" or not self.bbr_samples or self.bbr_startup_samples is None:
+            return None
+        return self.bbr_startup_samples * 2 > self.bbr_samples
 
     @property
     def seen_enough(self) -> bool:
@@ -333,6 +348,7 @@ class Tally:
         self.max_sndbuf: int | None = None
         self.max_rcvbuf: int | None = None
         self.no_chrono = False  # a sender socket without busy/limited times (Linux before 4.10): no fractions
+        self.bbr_samples = self.bbr_startup_samples = 0  # a sample counts once per socket that moved data
         self.incomplete: str | None = None  # why some of the copy went unwatched (set by the watch)
 
     def add(self, t: float, sockets: Sequence[DiagSocket]) -> None:
@@ -404,6 +420,9 @@ class Tally:
                 # reads as network though the window set the pace (a 64 KiB window read 61 % network).
                 d_rwnd = max(d_rwnd, d_busy - d_sndbuf)
             times = (d_busy, d_rwnd, d_sndbuf)
+            if sock.bbr_pacing_gain is not None and acked:
+                self.bbr_samples += 1
+                self.bbr_startup_samples += sock.bbr_pacing_gain > BBR_STARTUP_ABOVE
             self.bytes_seen += acked
             self.bytes_sent += delta("bytes_sent")
             self.bytes_retrans += delta("bytes_retrans")
@@ -456,6 +475,8 @@ class Tally:
             max_window_bytes=self.max_window,
             max_sndbuf_bytes=self.max_sndbuf,
             max_rcvbuf_bytes=self.max_rcvbuf,
+            bbr_samples=self.bbr_samples if sender and self.bbr_samples else None,
+            bbr_startup_samples=self.bbr_startup_samples if sender and self.bbr_samples else None,
         )
         if sender and not self.no_segs:
             totals = replace(
@@ -473,6 +494,13 @@ def _sum(values: Iterable[int | None]) -> int | None:
     """The total, or None when any part lacks the figure (a sum over part of the copies would read low)."""
     listed = list(values)
     return None if not listed or None in listed else sum(v for v in listed if v is not None)
+
+
+def _sum_seen(values: Iterable[int | None]) -> int | None:
+    """The total over the parts that have the figure, None where none has (a count of what was seen, not a
+    measure of the whole: BBR samples of the copies that had a BBR sender)."""
+    seen = [v for v in values if v is not None]
+    return sum(seen) if seen else None
 
 
 def _same(values: Iterable[T]) -> T | None:
@@ -520,5 +548,7 @@ def merge(parts: Sequence[TcpTriage]) -> TcpTriage | None:
         iface_bytes=_sum(p.iface_bytes for p in same),
         iface_packets=_sum(p.iface_packets for p in same),
         iface_rx_bytes=_sum(p.iface_rx_bytes for p in same),
+        bbr_samples=_sum_seen(p.bbr_samples for p in same),
+        bbr_startup_samples=_sum_seen(p.bbr_startup_samples for p in same),
     )
     return classified(totals, elapsed, None if None in copied else sum(c or 0 for c in copied))
