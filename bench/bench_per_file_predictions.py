@@ -41,7 +41,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.core.ceiling import link_goodput_bytes_per_s, sender_paces_bursts
+from workbench.core.ceiling import link_goodput_bytes_per_s
+from workbench.core.explain import paces_bursts
 from workbench.core.results import Result, Run
 from workbench.lab.exchangecount import (
     ClientCount,
@@ -77,13 +78,14 @@ def _largest_sets(run: Run) -> list[Result]:
 
 def _predictable(run: Run, counts: list[ClientCount]) -> Iterator[tuple[Result, ClientCount, float, bool]]:
     """Each client's largest small-file set (_largest_sets) that has a count and a path rate: the row, its count,
-    the path's rate in bytes/s that way, and whether its sender paces each burst (BBR)."""
+    the path's rate in bytes/s that way, and whether its sender paced each burst (BBR in start-up:
+    explain.paces_bursts, as in the row's ceiling)."""
     by_client = {(c.label, c.direction): c for c in counts}
     for row in _largest_sets(run):
         count = by_client.get((row.label, row.direction))
         path = link_goodput_bytes_per_s(run.link, row.direction) or run.baseline.for_direction(row.direction)
         if count is not None and path:
-            yield row, count, path, sender_paces_bursts(run.link, row.direction)
+            yield row, count, path, paces_bursts(row, run.link)
 
 
 def predictions(run: Run, counts: list[ClientCount]) -> list[Prediction]:

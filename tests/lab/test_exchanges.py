@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.lab.test_lab_run import _lab_reason
-from workbench.core.ceiling import link_goodput_bytes_per_s, sender_paces_bursts
+from workbench.core.ceiling import link_goodput_bytes_per_s
+from workbench.core.explain import paces_bursts
 from workbench.core.results import Run
 from workbench.core.settings import default
 from workbench.lab.exchangecount import (
@@ -177,15 +178,13 @@ def test_counts_from_wifi_ac_predict_another_links_small_files(counts: list[Clie
             below.append((row.label, row.direction, round(waits_s, 3), round(measured, 3)))
         if row.files != max(SETS[link]):  # the smaller set is there for the link's own CPU per file
             continue
-        paced = sender_paces_bursts(run.link, row.direction)  # a BBR sender paces each file's burst
+        paced = paces_bursts(row, run.link)  # a BBR sender in start-up paces each file's burst, as in the ceiling
         ratios.append(predicted_s(count, row.files, row.bytes // row.files, rtt_s, path, paced=paced) / measured)
         print(f"{link} {row.label} {row.direction}: predicted/measured {ratios[-1]:.2f}")
         client_s, server_s = own_cpu.get((row.label, row.direction), (None, None))
         if client_s is not None and server_s is not None and count.setup_s is not None:
             file_bytes = row.bytes // row.files
-            expected.append(
-                expected_s(count, row.files, file_bytes, rtt_s, path, client_s, server_s, paced) / measured
-            )
+            expected.append(expected_s(count, row.files, file_bytes, rtt_s, path, client_s, server_s, paced) / measured)
             print(f"{link} {row.label} {row.direction}: expected/measured {expected[-1]:.2f}")
     assert len(ratios) >= len(by_client) // 2
     assert not below, below  # a set faster than its counted waits: the count is too high

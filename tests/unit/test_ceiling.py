@@ -546,22 +546,25 @@ def test_a_rows_own_ceiling_charges_bbrs_paced_burst_only_where_the_sender_runs_
 
 
 @pytest.mark.parametrize(
-    ("cc", "startup_samples", "paced"),
+    ("cc", "startup_bytes", "known_bytes", "paced"),
     [
-        ("bbr", 0, False),  # a session a bulk copy took out of start-up: its bursts go at the path's rate
-        ("bbr", 9, True),
-        ("cubic", 9, True),  # the sockets' own state says BBR, whatever the run recorded of the host
-        (None, 9, True),  # a run outside the lab records no congestion control; the sender's sockets said it
+        ("bbr", 0, 3_000_000, False),  # a session a bulk copy took out of start-up: bursts at the path's rate
+        ("bbr", 3_000_000, 3_000_000, True),
+        ("cubic", 3_000_000, 3_000_000, True),  # the sockets' own state says BBR, whatever the run recorded
+        (None, 3_000_000, 3_000_000, True),  # a run outside the lab records no congestion control; the sockets did
+        ("bbr", 0, 100_000, True),  # read for too few of the bytes (short connections): the link's record decides
+        ("cubic", 0, 100_000, False),
     ],
 )
 def test_the_paced_burst_is_charged_where_the_senders_sockets_were_in_bbr_start_up(
-    cc: str | None, startup_samples: int, paced: bool
+    monkeypatch: pytest.MonkeyPatch, cc: str | None, startup_bytes: int, known_bytes: int, paced: bool
 ) -> None:
     """aiohttp on wan after its 64 MiB copy on the same session: 48 ms a file, which the paced ceiling (62.6 ms)
-    would be beaten by; BBR had left start-up. The sender's sampled pacing gain decides, over the link's record."""
+    would be beaten by; BBR had left start-up. The sender's sockets decide, over the link's record."""
+    monkeypatch.setitem(exchanges.COUNTED, ("http/aiohttp", "upload"), exchanges.Exchanges(per_file=1, per_set=0))
     tcp = TcpTriage(
         side="sender", host="client", elapsed_s=2.4, connections=1, bytes_seen=50 * 65536,
-        bbr_samples=10, bbr_startup_samples=startup_samples,
+        cc_known_bytes=known_bytes, bbr_startup_bytes=startup_bytes,
     )  # fmt: skip
     row = _set_row("http/aiohttp", "upload", [50 * 0.048] * 3, server_cpu_s=0.05, client_cpu_s=0.05)
     row = dataclasses.replace(row, samples=tuple(dataclasses.replace(s, tcp=tcp) for s in row.samples))
@@ -570,7 +573,8 @@ def test_the_paced_burst_is_charged_where_the_senders_sockets_were_in_bbr_start_
     [explained] = explain(Run(id=1, meta={}, baseline=base, results=(row,), link=link), "10.77.0.2").rows
     per_file = next(b for b in explained.bounds or () if b.label == "per-file")
     assert ("paced by BBR" in per_file.explanation) is paced, per_file
-    # paced, the copy at 48 ms a file beats its 62.6 ms ceiling and is unexplained; at the path's rate it is bound
+    # 1 RTT + 0.8 ms of the client's CPU in turn + the file: paced (21 ms) the copy at 48 ms a file beats its
+    # 62 ms ceiling and is unexplained; at the path's rate (5.2 ms) it is bound by its 46 ms
     assert explained.bound == ("unexplained" if paced else "per-file"), explained
 
 

@@ -281,8 +281,9 @@ def per_file_bound(
     `paced`: the sender's congestion control paces each burst (BBR), so a file's bytes after a turn take
     paced_burst_s() at this RTT, charged instead of the bytes' time on the path where it is longer, for a client
     that copies one file at a time with at least a round trip per file. The rows' own ceilings pass it where
-    the run recorded that the sending host runs BBR (a lab run: workbench.core.explain), and so do the predictions
-    (workbench.lab.exchangecount.predicted_s).
+    the sender's sockets were seen in BBR's start-up, or, where they were not seen, the run recorded that the
+    sending host runs BBR (workbench.core.explain.paces_bursts), and so do the predictions checked against those
+    rows (workbench.lab.exchangecount.predicted_s).
 
     `delayed_ack_wait_per_file_s`: time each file waits for the other side's delayed ACK beyond its round trips (a
     login per file by a client that leaves Nagle's algorithm on: workbench.lab.wirecount.delayed_ack_waits), a

@@ -141,7 +141,7 @@ def _per_file_ceiling(
     start-up could have taken) is charged for a client that copies one file at a time; a client with files in
     flight may overlap it with anything: not charged (nor a round trip per file: _per_file_trips), its set's round
     trips and the longest of its bytes and the server's CPU per file are. Where the sender paced its bursts (`paced`:
-    seen in BBR's start-up, else a lab run's BBR sender: _paces_bursts), a file's bytes after a turn take at least
+    seen in BBR's start-up, else a lab run's BBR sender: paces_bursts), a file's bytes after a turn take at least
     BBR's paced burst (ceiling.paced_burst_s). The time either side waited for a core
     is not charged: measured per thread, the client's and the server's waits
     overlap each other, the other side's work and the wire (charged, they put the ceiling under copies on every
@@ -459,7 +459,7 @@ def explain(run: Run, host: str) -> Explanation:
     rows: list[RowExplanation] = []
     for index, row in enumerate(run.results):
         link_bytes_per_s = link_goodput_bytes_per_s(run.link, row.direction)
-        paced = _paces_bursts(row, sender_paces_bursts(run.link, row.direction))
+        paced = paces_bursts(row, run.link)
         rows.append(_explain_row(row, run.baseline, link_bytes_per_s, rtt_s, costs.get(index), crypto, paced))
     notes: list[str] = []
     cpu_rows = sum(why.bound == "cpu" for why in rows)
@@ -488,16 +488,17 @@ def explain(run: Run, host: str) -> Explanation:
     return Explanation(rows=tuple(rows), notes=tuple(notes), verdict=tuple(said))
 
 
-def _paces_bursts(row: Result, by_link: bool) -> bool:
-    """Whether the row's sender paced each burst after a turn: what its sockets' BBR state said in most samples
-    (TcpTriage.bbr_in_startup), else what the run recorded of the sending host (`by_link`: it runs BBR).
+def paces_bursts(row: Result, link: Mapping[str, Any] | None) -> bool:
+    """Whether the row's sender paced each burst after a turn: what its sockets said (TcpTriage.bbr_in_startup:
+    most of the bytes sent by BBR in start-up), else, where they did not say, what the run recorded of the sending
+    host (`link`: a lab run's congestion control, ceiling.sender_paces_bursts).
 
     The state decides, not the congestion control alone: BBR paces a burst per turn slowly only in start-up, which a
     connection that sends a burst per turn never leaves, and which one that carried a bulk copy before has left. On
-    the wan lab aiohttp's 100 × 64 KiB sets on the session its 64 MiB copy had used took 48 ms per file, 30 % under
-    the paced ceiling; with a 1 KiB copy before them, 61 ms, within 2 % of it."""
+    the wan lab aiohttp's 100 × 64 KiB sets on the session its 64 MiB copy had used took 48 ms per file, where the
+    paced ceiling charged 62.6; with a 1 KiB copy before them, 61 ms, within 2 % of it."""
     seen = row.tcp.bbr_in_startup if row.tcp is not None else None
-    return by_link if seen is None else seen
+    return sender_paces_bursts(link, row.direction) if seen is None else seen
 
 
 def _row_wire(row: Result) -> RowWire:

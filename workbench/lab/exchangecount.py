@@ -396,11 +396,11 @@ def predicted_s(
     figures, its turnaround as counted instead, which holds those waits (added to all its counted round trips,
     since the turnaround was read as what they leave).
     `waits`: what the predicted copies measured waiting for a core, added for the "with waits" figure (the rows'
-    own ceilings leave waits out). `paced`: the link's sender paces each burst (BBR: ceiling.sender_paces_bursts), so
-    a file's bytes after a turn take ceiling.paced_burst_s at this RTT where that is longer than the path's time,
-    as in the rows' ceilings of a lab run. A count without CPU figures gets none: its
-    turnaround holds the counting link's pacing, at that link's RTT, so on a longer link such a prediction is short
-    by up to the difference (about 16 ms a file from wifi-ac to wan).
+    own ceilings leave waits out). `paced`: the sender paced each burst (BBR in start-up, as the measured row's
+    sockets said or else the lab recorded: workbench.core.explain.paces_bursts), so a file's bytes after a turn
+    take ceiling.paced_burst_s at this RTT where that is longer than the path's time, as in the rows' ceilings. A
+    count without CPU figures gets none: its turnaround holds the counting link's pacing, at that link's RTT, so on a
+    longer link such a prediction is short by up to the difference (about 16 ms a file from wifi-ac to wan).
 
     With CPU figures, through the model of the per-file ceiling users see: the same `per_file_bound`, the same
     rule for round trips per file (exchanges.waited_per_file) and the set's setup as a fixed cost per copy, which

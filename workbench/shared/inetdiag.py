@@ -2,9 +2,10 @@
 
 The kernel's socket-diagnostics interface (netlink, NETLINK_SOCK_DIAG, `inet_diag`) dumps the TCP sockets
 of the namespace the netlink socket was opened in, whichever process owns them: curl, smbclient, sshd or a
-Python client alike. This is what `ss -ti` reads. Three attributes are asked for, the `struct tcp_info`
-(parsed by workbench.shared.tcpinfo), the socket's buffer sizes and its congestion control's own state, of which
-BBR's pacing gain is kept (whether the sender is still in start-up); the request is answered in one dump.
+Python client alike. This is what `ss -ti` reads. Four attributes are asked for, the `struct tcp_info`
+(parsed by workbench.shared.tcpinfo), the socket's buffer sizes, its congestion control's name and that one's own
+state, of which BBR's pacing gain is kept (whether the sender is still in start-up); the request is answered in
+one dump.
 
 Written against the kernel's UAPI (linux/inet_diag.h, linux/sock_diag.h, linux/netlink.h) rather than
 through a netlink library: a sample must cost well under a millisecond of Python, and the parsing here
@@ -39,6 +40,7 @@ INET_DIAG_SKMEMINFO = 7
 # comes back as INET_DIAG_BBRINFO, struct tcp_bbr_info (bw_lo, bw_hi, min_rtt, pacing_gain, cwnd_gain: __u32 each,
 # the gains in units of 1/256); CUBIC's has none.
 INET_DIAG_VEGASINFO = 3
+INET_DIAG_CONG = 4  # the congestion control's name, NUL-terminated
 INET_DIAG_BBRINFO = 16
 BBR_GAIN_UNIT = 256
 _BBR_INFO = struct.Struct("=5I")
@@ -80,6 +82,9 @@ class DiagSocket:
     cookie: int = 0  # the kernel's socket cookie: one socket's for all its life, closed and orphaned included
     # BBR's pacing gain (2.89 in start-up, about 1 once it has found the path's rate); None: not BBR, or not said
     bbr_pacing_gain: float | None = None
+    # The congestion control's name ("bbr", "cubic"); None: not said (the kernel leaves it and the state out of a
+    # socket's destroy event and of a closing socket's entry)
+    congestion: str | None = None
 
     @property
     def key(self) -> tuple[str, int, str, int, int]:
@@ -142,6 +147,7 @@ class DiagReader:
     def _dump(self, family: int, peers: frozenset[str] | None, bytecode: bytes = b"") -> list[DiagSocket]:
         self._seq += 1
         ext = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_SKMEMINFO - 1)) | (1 << (INET_DIAG_VEGASINFO - 1))
+        ext |= 1 << (INET_DIAG_CONG - 1)
         body = _REQ.pack(family, socket.IPPROTO_TCP, ext, _STATES) + bytes(48)
         if bytecode:
             body += _RTA.pack(_RTA.size + len(bytecode), INET_DIAG_REQ_BYTECODE) + bytecode
@@ -296,6 +302,7 @@ def _parse(data: bytes, start: int, end: int, peers: frozenset[str] | None) -> D
     info: TcpInfo | None = None
     sndbuf = rcvbuf = None
     pacing_gain: float | None = None
+    congestion: str | None = None
     offset = start + _MSG_LEN
     while offset + _RTA.size <= end:
         rta_len, rta_type = _RTA.unpack_from(data, offset)
@@ -309,7 +316,11 @@ def _parse(data: bytes, start: int, end: int, peers: frozenset[str] | None) -> D
             rcvbuf, sndbuf = meminfo[SK_MEMINFO_RCVBUF], meminfo[SK_MEMINFO_SNDBUF]
         elif rta_type == INET_DIAG_BBRINFO and len(payload) >= _BBR_INFO.size:
             pacing_gain = _BBR_INFO.unpack_from(payload)[3] / BBR_GAIN_UNIT
+        elif rta_type == INET_DIAG_CONG:
+            congestion = payload.split(b"\0", 1)[0].decode("ascii", "replace") or None
         offset += (rta_len + 3) & ~3
     if info is None:
         return None
-    return DiagSocket(_address(family, src), sport, remote, dport, state, info, sndbuf, rcvbuf, cookie, pacing_gain)
+    return DiagSocket(
+        _address(family, src), sport, remote, dport, state, info, sndbuf, rcvbuf, cookie, pacing_gain, congestion
+    )

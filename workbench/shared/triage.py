@@ -45,7 +45,7 @@ WINDOW_EXPLAINS = 1.25
 MIN_SEEN = 0.9
 # BBR's pacing gain is 2.89 in start-up, 1/2.89 while it drains the queue start-up built, and 0.75 to 1.25 once it
 # has found the path's rate: above 2, the sender is in start-up.
-BBR_STARTUP_ABOVE = 2.0
+BBR_STARTUP_GAIN_ABOVE = 2.0
 T = TypeVar("T")
 SHORT = {"application": "app", "receive-window": "rwnd", "send-buffer": "sndbuf", "network": "net"}
 
@@ -95,11 +95,11 @@ class TcpTriage:
     iface_bytes: int | None = None
     iface_packets: int | None = None
     iface_rx_bytes: int | None = None
-    # BBR, sender only: the samples that saw a BBR sender move the copy's data, and of them those in which it was
-    # still in start-up (pacing at 2.89 times the rate it has measured, as it does until it sees the path's rate
-    # stop growing: a connection that only sends a burst per turn stays there). None: no BBR sender was seen.
-    bbr_samples: int | None = None
-    bbr_startup_samples: int | None = None
+    # Sender only: the bytes acknowledged to sockets whose congestion control the watch read, and of them those a
+    # BBR socket sent in start-up (pacing at 2.89 times the rate it has measured, as it does until it sees the
+    # path's rate stop growing: a connection that only sends a burst per turn stays there). None: not read.
+    cc_known_bytes: int | None = None
+    bbr_startup_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,10 +132,14 @@ class TcpTriage:
 
     @property
     def bbr_in_startup(self) -> bool | None:
-        """Whether a BBR sender was in start-up in most of the samples that saw it move data; None: not seen."""
-        if self.side != "sender" or not self.bbr_samples or self.bbr_startup_samples is None:
+        """Whether most of the bytes were sent by BBR in start-up; None where the congestion control was read for
+        under half the bytes seen (connections shorter than a sample, whose destroy event leaves it out: one FTP
+        data connection per file, whose control channel alone must not decide)."""
+        if self.side != "sender" or not self.cc_known_bytes or self.bbr_startup_bytes is None:
             return None
-        return self.bbr_startup_samples * 2 > self.bbr_samples
+        if self.cc_known_bytes * 2 < self.bytes_seen:
+            return None
+        return self.bbr_startup_bytes * 2 > self.cc_known_bytes
 
     @property
     def seen_enough(self) -> bool:
@@ -348,7 +352,10 @@ class Tally:
         self.max_sndbuf: int | None = None
         self.max_rcvbuf: int | None = None
         self.no_chrono = False  # a sender socket without busy/limited times (Linux before 4.10): no fractions
-        self.bbr_samples = self.bbr_startup_samples = 0  # a sample counts once per socket that moved data
+        self.cc_known_bytes = self.bbr_startup_bytes = 0
+        # each socket's congestion control and BBR gain as last read: a closing socket's entry and its destroy
+        # event carry neither, and its last bytes count by what it was
+        self._congestion: dict[tuple[str, int, str, int, int], tuple[str, float | None]] = {}
         self.incomplete: str | None = None  # why some of the copy went unwatched (set by the watch)
 
     def add(self, t: float, sockets: Sequence[DiagSocket]) -> None:
@@ -356,6 +363,7 @@ class Tally:
         latest = {s.key: s for s in sockets}  # a key listed twice: its last entry (a destroyed socket's final one)
         if self._known is None:
             self._known = {key: (s.info, 0, False) for key, s in latest.items()}
+            self._congestion = {k: (s.congestion, s.bbr_pacing_gain) for k, s in latest.items() if s.congestion}
             self._first_t = self._last_t = t
             return
         dt = max(t - self._last_t, 0.0)
@@ -391,6 +399,7 @@ class Tally:
         if rtts:
             self.rtts_ms.append(statistics.median(rtts))
         self._known = known
+        self._congestion = {key: state for key, state in self._congestion.items() if key in known}
         self._last_t = t
 
     def _fold(
@@ -420,9 +429,7 @@ class Tally:
                 # reads as network though the window set the pace (a 64 KiB window read 61 % network).
                 d_rwnd = max(d_rwnd, d_busy - d_sndbuf)
             times = (d_busy, d_rwnd, d_sndbuf)
-            if sock.bbr_pacing_gain is not None and acked:
-                self.bbr_samples += 1
-                self.bbr_startup_samples += sock.bbr_pacing_gain > BBR_STARTUP_ABOVE
+            self._count_congestion(sock, acked)
             self.bytes_seen += acked
             self.bytes_sent += delta("bytes_sent")
             self.bytes_retrans += delta("bytes_retrans")
@@ -451,6 +458,17 @@ class Tally:
         self.max_rcvbuf = _max((self.max_rcvbuf, sock.rcvbuf_bytes))
         return (*times, moved)
 
+    def _count_congestion(self, sock: DiagSocket, acked: int) -> None:
+        if sock.congestion is not None:
+            self._congestion[sock.key] = (sock.congestion, sock.bbr_pacing_gain)
+        known = self._congestion.get(sock.key)
+        if known is None or not acked:
+            return
+        self.cc_known_bytes += acked
+        name, gain = known
+        if name == "bbr" and gain is not None and gain > BBR_STARTUP_GAIN_ABOVE:
+            self.bbr_startup_bytes += acked
+
     def result(self) -> TcpTriage | None:
         """The triage over the samples so far; None before two samples."""
         if self._known is None or self._last_t <= self._first_t:
@@ -475,8 +493,8 @@ class Tally:
             max_window_bytes=self.max_window,
             max_sndbuf_bytes=self.max_sndbuf,
             max_rcvbuf_bytes=self.max_rcvbuf,
-            bbr_samples=self.bbr_samples if sender and self.bbr_samples else None,
-            bbr_startup_samples=self.bbr_startup_samples if sender and self.bbr_samples else None,
+            cc_known_bytes=self.cc_known_bytes if sender and self.cc_known_bytes else None,
+            bbr_startup_bytes=self.bbr_startup_bytes if sender and self.cc_known_bytes else None,
         )
         if sender and not self.no_segs:
             totals = replace(
@@ -498,7 +516,7 @@ def _sum(values: Iterable[int | None]) -> int | None:
 
 def _sum_seen(values: Iterable[int | None]) -> int | None:
     """The total over the parts that have the figure, None where none has (a count of what was seen, not a
-    measure of the whole: BBR samples of the copies that had a BBR sender)."""
+    measure of the whole: the bytes of the copies whose senders' congestion control was read)."""
     seen = [v for v in values if v is not None]
     return sum(seen) if seen else None
 
@@ -548,7 +566,7 @@ def merge(parts: Sequence[TcpTriage]) -> TcpTriage | None:
         iface_bytes=_sum(p.iface_bytes for p in same),
         iface_packets=_sum(p.iface_packets for p in same),
         iface_rx_bytes=_sum(p.iface_rx_bytes for p in same),
-        bbr_samples=_sum_seen(p.bbr_samples for p in same),
-        bbr_startup_samples=_sum_seen(p.bbr_startup_samples for p in same),
+        cc_known_bytes=_sum_seen(p.cc_known_bytes for p in same),
+        bbr_startup_bytes=_sum_seen(p.bbr_startup_bytes for p in same),
     )
     return classified(totals, elapsed, None if None in copied else sum(c or 0 for c in copied))
