@@ -2,10 +2,10 @@
 
 The kernel's socket-diagnostics interface (netlink, NETLINK_SOCK_DIAG, `inet_diag`) dumps the TCP sockets
 of the namespace the netlink socket was opened in, whichever process owns them: curl, smbclient, sshd or a
-Python client alike. This is what `ss -ti` reads. Four attributes are asked for, the `struct tcp_info`
-(parsed by workbench.shared.tcpinfo), the socket's buffer sizes, its congestion control's name and that one's own
-state, of which BBR's pacing gain is kept (whether the sender is still in start-up); the request is answered in
-one dump.
+Python client alike. This is what `ss -ti` reads. Two attributes are asked for, the `struct tcp_info`
+(parsed by workbench.shared.tcpinfo) and the socket's buffer sizes, and on request two more, its congestion
+control's name and that one's own state, of which BBR's pacing gain is kept (whether the sender is still in
+start-up); the request is answered in one dump.
 
 Written against the kernel's UAPI (linux/inet_diag.h, linux/sock_diag.h, linux/netlink.h) rather than
 through a netlink library: a sample must cost well under a millisecond of Python, and the parsing here
@@ -125,29 +125,34 @@ class DiagReader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def sockets(self, peers: frozenset[str] | None = None) -> list[DiagSocket]:
+    def sockets(self, peers: frozenset[str] | None = None, congestion: bool = False) -> list[DiagSocket]:
         """Every TCP socket (v4 and v6) not listening nor in time-wait; only those to `peers` when given.
 
         With `peers`, the kernel itself leaves the other sockets out (a filter in inet_diag's bytecode), so a
         host with many unrelated connections costs a sample little more than one with none; where the kernel
-        refuses the filter, every socket is dumped and the others are dropped here.
+        refuses the filter, every socket is dumped and the others are dropped here. With `congestion`, each socket's
+        congestion control and BBR's state are asked for too: not in every sample, since on the gige lab asking in
+        every sample made FTP's small-file copies (a data connection per file) use measurably more CPU per file.
         """
         found: list[DiagSocket] = []
         for family in (socket.AF_INET, socket.AF_INET6):
             bytecode = _remote_filter(peers) if peers and self.kernel_filter else b""
             try:
-                found.extend(self._dump(family, peers, bytecode))
+                found.extend(self._dump(family, peers, bytecode, congestion))
             except OSError as exc:
                 if not bytecode or exc.errno != errno.EINVAL:
                     raise
                 self.kernel_filter = False  # an old kernel's bytecode check: filter here from now on
-                found.extend(self._dump(family, peers, b""))
+                found.extend(self._dump(family, peers, b"", congestion))
         return found
 
-    def _dump(self, family: int, peers: frozenset[str] | None, bytecode: bytes = b"") -> list[DiagSocket]:
+    def _dump(
+        self, family: int, peers: frozenset[str] | None, bytecode: bytes = b"", congestion: bool = False
+    ) -> list[DiagSocket]:
         self._seq += 1
-        ext = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_SKMEMINFO - 1)) | (1 << (INET_DIAG_VEGASINFO - 1))
-        ext |= 1 << (INET_DIAG_CONG - 1)
+        ext = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_SKMEMINFO - 1))
+        if congestion:
+            ext |= (1 << (INET_DIAG_VEGASINFO - 1)) | (1 << (INET_DIAG_CONG - 1))
         body = _REQ.pack(family, socket.IPPROTO_TCP, ext, _STATES) + bytes(48)
         if bytecode:
             body += _RTA.pack(_RTA.size + len(bytecode), INET_DIAG_REQ_BYTECODE) + bytecode

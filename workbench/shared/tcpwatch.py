@@ -75,7 +75,7 @@ class TcpWatch:
                 # no route or no counters: the connections' own wire figures stand alone
                 with contextlib.suppress(OSError, ValueError, struct.error):
                     self._iface = IfaceWatch(peer)
-            self._sample()
+            self._sample(congestion=True)
             self._thread = threading.Thread(target=self._run, name="tcp-watch", daemon=True)
             self._thread.start()
         except BaseException:
@@ -83,9 +83,12 @@ class TcpWatch:
             raise
         return self
 
-    def _sample(self, at: float | None = None) -> None:
+    def _sample(self, at: float | None = None, congestion: bool = False) -> None:
+        """One sample; with `congestion`, the sockets' congestion control and BBR state too, which only the first
+        and the last sample ask for: they are taken before and after the copy's timed span (the runner's watch
+        wraps it), so its cost stays out of what is measured."""
         assert self._reader is not None
-        sockets = self._reader.sockets(self.peers)
+        sockets = self._reader.sockets(self.peers, congestion)
         if self._destroyed is not None:
             # after the dump: a socket both dumped and destroyed since is counted once, by its final counters
             sockets += self._destroyed.drain(self.peers)
@@ -128,7 +131,7 @@ class TcpWatch:
             if self.error is None:
                 if self._destroyed is not None:
                     time.sleep(DESTROY_GRACE_S)
-                self._sample(at=end)
+                self._sample(at=end, congestion=True)
         except Exception as exc:
             self.error = f"the last sample failed: {exc}"
         finally:

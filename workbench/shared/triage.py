@@ -95,9 +95,11 @@ class TcpTriage:
     iface_bytes: int | None = None
     iface_packets: int | None = None
     iface_rx_bytes: int | None = None
-    # Sender only: the bytes acknowledged to sockets whose congestion control the watch read, and of them those a
-    # BBR socket sent in start-up (pacing at 2.89 times the rate it has measured, as it does until it sees the
-    # path's rate stop growing: a connection that only sends a burst per turn stays there). None: not read.
+    # Sender only: the bytes acknowledged to sockets whose congestion control the watch read (in its first and last
+    # samples, outside the timed copy: each socket's bytes count by its state as last read, a socket first read at
+    # the end only its last interval's), and of them those a BBR socket sent in start-up (pacing at 2.89 times the
+    # rate it has measured, as it does until it sees the path's rate stop growing: a connection that only sends a
+    # burst per turn stays there). None: not read.
     cc_known_bytes: int | None = None
     bbr_startup_bytes: int | None = None
 
