@@ -234,9 +234,15 @@ def paced_file_s(
     paced_burst_s), for a client that copies one file at a time with at least a round trip per file; 0 otherwise
     (its bytes follow each other, or nothing is paced): what per_file_bound charges where it is longer than the
     bytes' time on the path."""
-    if not paced or files_in_flight > 1 or round_trips_per_file < 1:
+    if not paced or not _takes_turns(files_in_flight, round_trips_per_file):
         return 0.0
     return paced_burst_s(rtt_s, file_bytes)
+
+
+def _takes_turns(files_in_flight: int, round_trips_per_file: float) -> bool:
+    """Whether a client copies one file at a time with at least a round trip per file: it waits for each file's
+    answer, so each file starts after a turn (what both the sender's CPU in turn and a paced burst follow from)."""
+    return files_in_flight <= 1 and round_trips_per_file >= 1
 
 
 def sending_side(direction: str, files_in_flight: int, round_trips_per_file: float) -> str | None:
@@ -244,7 +250,7 @@ def sending_side(direction: str, files_in_flight: int, round_trips_per_file: flo
     server of a download, for a client that copies one file at a time with at least a round trip per file (it
     waits for each file's answer, so the sender starts the next file only then); None where files are in flight
     or no turn separates them, and each side may work beside the other and the bytes."""
-    if files_in_flight > 1 or round_trips_per_file < 1:
+    if not _takes_turns(files_in_flight, round_trips_per_file):
         return None
     return "client" if direction == "upload" else "server"
 
