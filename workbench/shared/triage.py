@@ -365,7 +365,8 @@ class Tally:
         latest = {s.key: s for s in sockets}  # a key listed twice: its last entry (a destroyed socket's final one)
         if self._known is None:
             self._known = {key: (s.info, 0, False) for key, s in latest.items()}
-            self._congestion = {k: (s.congestion, s.bbr_pacing_gain) for k, s in latest.items() if s.congestion}
+            for sock in latest.values():
+                self._remember_congestion(sock)
             self._first_t = self._last_t = t
             return
         dt = max(t - self._last_t, 0.0)
@@ -460,9 +461,13 @@ class Tally:
         self.max_rcvbuf = _max((self.max_rcvbuf, sock.rcvbuf_bytes))
         return (*times, moved)
 
-    def _count_congestion(self, sock: DiagSocket, acked: int) -> None:
+    def _remember_congestion(self, sock: DiagSocket) -> None:
+        """Keep the socket's congestion control and BBR gain where this listing says them."""
         if sock.congestion is not None:
             self._congestion[sock.key] = (sock.congestion, sock.bbr_pacing_gain)
+
+    def _count_congestion(self, sock: DiagSocket, acked: int) -> None:
+        self._remember_congestion(sock)
         known = self._congestion.get(sock.key)
         if known is None or not acked:
             return
