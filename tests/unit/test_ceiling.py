@@ -21,6 +21,7 @@ from workbench.core.ceiling import (
     format_ms,
     holds,
     noise_share,
+    paced_burst_s,
     per_file_bound,
     per_file_s,
     with_fixed_cost,
@@ -166,12 +167,53 @@ def test_formatting() -> None:
 
 
 def test_a_request_waits_its_round_trip_its_own_serialisation_and_the_server() -> None:
-    # pysmb on the wifi-ac lab: 64 KiB per request at 62.5 MB/s is 1.05 ms, a third of the 2.8 ms RTT
+    # pysmb on the wifi-ac lab: 64 KiB per request at 62.5 MB/s is 1.05 ms, a third of the 2.8 ms RTT; no direction
+    # named, no side takes a turn: the server's 0.2 ms runs beside the bytes
     found = by_label(bounds(rtt_s=0.0028, request_bytes=65536, raw_tcp_bytes_per_s=62.5e6, server_turnaround_s=0.0002))
-    wait = 0.0028 + 65536 / 62.5e6 + 0.0002
-    assert found["requests"].bytes_per_s == pytest.approx(65536 / wait)
-    assert found["requests"].explanation == "64 KiB × 1 request / (2.8 ms + 1.0 ms to send + 0.20 ms server)"
+    assert found["requests"].bytes_per_s == pytest.approx(65536 / (0.0028 + 65536 / 62.5e6))
+    assert found["requests"].explanation == "64 KiB × 1 request / (2.8 ms + 1.0 ms to send, overlapping 0.20 ms server)"
     assert found["raw-tcp"].bytes_per_s == 62.5e6
+
+
+@pytest.mark.parametrize(
+    ("direction", "in_turn", "beside"),
+    [("upload", "0.40 ms client in turn", "0.90 ms server"), ("download", "0.90 ms server in turn", "0.40 ms client")],
+)
+def test_one_request_outstanding_has_its_data_sender_take_a_turn(direction: str, in_turn: str, beside: str) -> None:
+    # the sender of the data (the client of a write, the server of a read) produces each request after the last one's
+    # answer; the receiver consumes the bytes as they arrive, so of its CPU and the bytes the longer is charged
+    turn = {"server_turnaround_s": 0.0009, "client_turnaround_s": 0.0004, "direction": direction}
+    (bound,) = bounds(rtt_s=0.0028, request_bytes=65536, **turn)  # no path rate: the receiver's CPU is the longest
+    sender_s, receiver_s = (0.0004, 0.0009) if direction == "upload" else (0.0009, 0.0004)
+    assert bound.bytes_per_s == pytest.approx(65536 / (0.0028 + sender_s + receiver_s))
+    with_path = by_label(bounds(rtt_s=0.0028, request_bytes=65536, raw_tcp_bytes_per_s=62.5e6, **turn))["requests"]
+    assert with_path.bytes_per_s == pytest.approx(65536 / (0.0028 + sender_s + 65536 / 62.5e6))
+    assert with_path.explanation == f"64 KiB × 1 request / (2.8 ms + {in_turn} + 1.0 ms to send, overlapping {beside})"
+    # what the overlapping parts would add run in turn: the shorter of the bytes and the receiver's CPU
+    assert with_path.in_turn_s == pytest.approx(min(receiver_s, 65536 / 62.5e6))
+
+
+def test_a_paced_sender_sends_each_request_in_a_paced_burst_only_one_request_at_a_time() -> None:
+    # the wan lab: 40 ms RTT, 64 KiB would take 5.6 ms at the path's goodput but BBR in start-up paces it over ~21 ms
+    one = bounds(rtt_s=0.040, request_bytes=65536, raw_tcp_bytes_per_s=11.7e6, direction="upload", paced=True)
+    paced_s = paced_burst_s(0.040, 65536)
+    assert paced_s > 65536 / 11.7e6
+    assert by_label(one)["requests"].bytes_per_s == pytest.approx(65536 / (0.040 + paced_s))
+    assert "paced by BBR" in by_label(one)["requests"].explanation
+    # with requests outstanding the flow is not idle after each answer: its bytes go at the path's rate, and no side
+    # takes a turn (each works on one request while others wait)
+    kept = bounds(
+        rtt_s=0.040,
+        request_bytes=65536,
+        requests_in_flight=4,
+        raw_tcp_bytes_per_s=11.7e6,
+        direction="upload",
+        paced=True,
+        server_turnaround_s=0.001,
+        client_turnaround_s=0.002,
+    )
+    assert by_label(kept)["requests"].bytes_per_s == pytest.approx(4 * 65536 / (0.040 + 65536 / 11.7e6))
+    assert "in turn" not in by_label(kept)["requests"].explanation
 
 
 def test_the_window_bound_uses_the_rtt_it_was_seen_under() -> None:
@@ -661,3 +703,52 @@ def test_the_sending_side_is_charged_in_turn_only_for_a_client_that_takes_a_turn
     assert "in turn" not in flight.explanation
     assert flight.bytes_per_s == pytest.approx(10 * 65536 / (10 * (0.02 + 0.003) / 2))
     assert flight.overlapping == ("its bytes", "the server's CPU")
+
+
+def _pysmb_row(direction: str, seconds: float, client_cpu_s: float, server_cpu_s: float) -> Result:
+    """pysmb's 16 MiB copy, 64 KiB × 1 request outstanding: 256 requests."""
+    sample = Sample(
+        bytes=16 << 20,
+        seconds=seconds,
+        verified=True,
+        client_cpu_s=client_cpu_s,
+        server_cpu_s=server_cpu_s,
+    )
+    details = ClientDetails(request_bytes=65536, requests_in_flight=1, timed_includes_setup=False)
+    return Result("smb", "pysmb", direction, "16M", 16 << 20, 1, samples=(sample,) * 3, details=details)
+
+
+@pytest.mark.parametrize(
+    ("direction", "in_turn", "beside"),
+    [("upload", "0.50 ms client in turn", "0.90 ms server"), ("download", "0.30 ms server in turn", "0.90 ms client")],
+)
+def test_a_rows_requests_ceiling_charges_its_data_senders_cpu_in_turn_and_the_paced_burst(
+    direction: str, in_turn: str, beside: str
+) -> None:
+    """pysmb on the wifi-ac lab with BBR: RTT, the data sender's CPU per request in turn, then the longer of BBR's
+    paced burst (1.5 ms against 1.05 on the path) and the receiver's CPU; each side's CPU per request is its CPU
+    over the copy's 256 requests."""
+    sender_s, receiver_s = (0.0005, 0.0009) if direction == "upload" else (0.0003, 0.0009)
+    client_s, server_s = (sender_s, receiver_s) if direction == "upload" else (receiver_s, sender_s)
+    paced_s = paced_burst_s(0.0028, 65536)
+    request_s = 0.0028 + sender_s + max(paced_s, receiver_s)
+    row = _pysmb_row(direction, 256 * request_s * 1.1, 256 * client_s, 256 * server_s)
+    link = {"cc": "bbr", "rtt_ms": 2.8, "expected_goodput_bytes_per_s": 62.5e6}
+    base = Baseline(up_bytes_per_s=62.5e6, down_bytes_per_s=62.5e6, rtt_ms=2.8)
+    [explained] = explain(Run(id=1, meta={}, baseline=base, results=(row,), link=link), "10.77.0.2").rows
+    assert explained.bound == "requests", explained
+    assert explained.ceiling_bytes_per_s == pytest.approx(65536 / request_s)
+    assert explained.bound_explanation is not None
+    assert f"(2.8 ms + {in_turn} + 1.5 ms paced by BBR, overlapping {beside})" in explained.bound_explanation
+
+
+def test_a_row_slower_than_its_requests_ceiling_says_what_running_its_parts_in_turn_would_add() -> None:
+    # no link record, no congestion state: the bytes go at the path's rate (1.05 ms), beside the server's 0.9 ms
+    request_s = 0.0028 + 0.0005 + 65536 / 62.5e6
+    row = _pysmb_row("upload", 256 * request_s * 1.5, 256 * 0.0005, 256 * 0.0009)
+    base = Baseline(up_bytes_per_s=62.5e6, down_bytes_per_s=62.5e6, rtt_ms=2.8)
+    [explained] = explain(Run(id=1, meta={}, baseline=base, results=(row,)), "10.77.0.2").rows
+    assert explained.bound == "unexplained", explained
+    said = explained.bound_explanation or ""
+    assert "the parts charged as overlapping (its bytes and the server's CPU) may have run in turn" in said, said
+    assert "(in turn they would add ≈0.90 ms per request)" in said, said

@@ -69,10 +69,11 @@ def _median_cpu_s(row: Result, attr: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _server_turnaround_s(row: Result) -> float | None:
-    """The server's CPU time per request of a request/response client: its share of each round trip."""
+def _turnaround_s(row: Result, attr: str) -> float | None:
+    """One side's CPU time per request of a request/response client (`server_cpu_s` or `client_cpu_s`): its
+    share of each request's turn (ceiling.requests_s)."""
     size = row.details.request_bytes
-    cpu = _median_cpu_s(row, "server_cpu_s")
+    cpu = _median_cpu_s(row, attr)
     if not size or cpu is None or row.bytes <= 0:
         return None
     requests = max(1, -(-row.bytes // size)) + (row.files if row.files > 1 else 0)
@@ -300,17 +301,18 @@ def _after_start(
 LOST_SAID_S = 0.01  # under 10 ms a copy's time lost after its data started is within its slots' rounding
 
 
-def _in_turn(bound: Bound) -> str:
-    """The first place a set slower than its per-file ceiling may have spent its time: that ceiling charges only
-    the longest of the parts it takes to overlap (Bound.overlapping, ceiling.per_file_s), and they may have run one
-    after another; what they would add then per file (Bound.in_turn_s) is said so that a reader sees whether it
-    covers the time missing, left out under IN_TURN_SAID_S. Nothing where one part alone was charged."""
+def _in_turn(bound: Bound, unit: str = "file") -> str:
+    """The first place a row slower than its per-file or requests ceiling may have spent its time: that ceiling
+    charges only the longest of the parts it takes to overlap (Bound.overlapping, ceiling.per_file_s and
+    ceiling.requests_s), and they may have run one after another; what they would add then per file or per
+    request (`unit`; Bound.in_turn_s) is said so that a reader sees whether it covers the time missing, left out
+    under IN_TURN_SAID_S. Nothing where one part alone was charged."""
     if len(bound.overlapping) < 2:
         return ""
     parts = f"{', '.join(bound.overlapping[:-1])} and {bound.overlapping[-1]}"
     adds = ""
     if bound.in_turn_s is not None and bound.in_turn_s >= IN_TURN_SAID_S:
-        adds = f" (in turn they would add ≈{format_ms(bound.in_turn_s)} per file)"
+        adds = f" (in turn they would add ≈{format_ms(bound.in_turn_s)} per {unit})"
     return f"the parts charged as overlapping ({parts}) may have run in turn{adds}, or "
 
 
@@ -376,6 +378,9 @@ def _unmodelled(
             f"fitted (it needs single files of two sizes){said}"
         )
     after = _after_start(row, bound, gap_s, path_bytes_per_s, cost)
+    in_turn = _in_turn(bound, "request") if bound.label == "requests" else ""
+    if in_turn:  # "...may have run in turn (...), or " leads the rest of the sentence
+        return f"≈{format_ms(gap_s)} per copy: {in_turn}time no ceiling counts{after}{said}"
     return f"≈{format_ms(gap_s)} per copy that no ceiling counts{after}{said}"
 
 
@@ -540,7 +545,10 @@ def _explain_row(
         window_bytes=window_bytes,
         window_rtt_s=window_rtt_s,
         raw_tcp_bytes_per_s=tcp,
-        server_turnaround_s=_server_turnaround_s(row),
+        server_turnaround_s=_turnaround_s(row, "server_cpu_s"),
+        client_turnaround_s=_turnaround_s(row, "client_cpu_s"),
+        direction=row.direction,
+        paced=paced,
         client_cpu=_cpu_fraction(row, "client_cpu_s"),
         server_cpu=_cpu_fraction(row, "server_cpu_s"),
         measured_bytes_per_s=median,
