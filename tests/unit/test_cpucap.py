@@ -161,11 +161,19 @@ def test_the_server_hosts_group_leaves_out_this_process_and_netatalks_restarting
     """netatalk's master restarts an unused cnid_metad every second: no copy's work, kept out of the group."""
     import os
     import subprocess
+    import time
+    from pathlib import Path
 
     argv = ["sleep", "30"]
     master = subprocess.Popen(["/usr/sbin/netatalk", "30"], executable="/bin/sleep")
     server = subprocess.Popen(argv)
     try:
+        # a child names its program only once it has exec'd: until then it reads as this interpreter
+        deadline = time.monotonic() + 10
+        for proc, program in ((master, b"/usr/sbin/netatalk"), (server, b"sleep")):
+            while Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[0] != program:
+                assert time.monotonic() < deadline, f"{program!r} did not start"
+                time.sleep(0.01)
         monkeypatch.setattr(cpucap.netns, "pids_in", lambda ns: [os.getpid(), master.pid, server.pid])
         assert cpucap.server_host_pids("wb-lab-test") == [server.pid]
     finally:
