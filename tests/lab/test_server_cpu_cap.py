@@ -147,6 +147,7 @@ def test_the_server_hosts_cgroup_keeps_the_cpu_of_a_process_that_ended() -> None
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            env={**os.environ, "LC_ALL": "C"},  # `times` writes the locale's decimal point
         )
         assert shell.stdin is not None and shell.stdout is not None
         try:

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from workbench.core import fixedcost
 from workbench.core.ceiling import (
     DELAYED_ACK_S,
     NOISE_FLOOR,
@@ -166,7 +167,7 @@ def test_formatting() -> None:
     assert format_bound(bound) == "window ≤ 46.8 MB/s (window 128 KiB / 2.8 ms)"
 
 
-def test_a_request_waits_its_round_trip_its_own_serialisation_and_the_server() -> None:
+def test_a_request_waits_its_round_trip_then_its_serialisation_beside_the_servers_cpu() -> None:
     # pysmb on the wifi-ac lab: 64 KiB per request at 62.5 MB/s is 1.05 ms, a third of the 2.8 ms RTT; no direction
     # named, no side takes a turn: the server's 0.2 ms runs beside the bytes
     found = by_label(bounds(rtt_s=0.0028, request_bytes=65536, raw_tcp_bytes_per_s=62.5e6, server_turnaround_s=0.0002))
@@ -705,14 +706,25 @@ def test_the_sending_side_is_charged_in_turn_only_for_a_client_that_takes_a_turn
     assert flight.overlapping == ("its bytes", "the server's CPU")
 
 
-def _pysmb_row(direction: str, seconds: float, client_cpu_s: float, server_cpu_s: float) -> Result:
-    """pysmb's 16 MiB copy, 64 KiB × 1 request outstanding: 256 requests."""
+def _pysmb_row(
+    direction: str, seconds: float, client_cpu_s: float, server_cpu_s: float, startup_bytes: int | None = None
+) -> Result:
+    """pysmb's 16 MiB copy, 64 KiB × 1 request outstanding: 256 requests, each side's CPU on them `*_cpu_s` (the
+    per-copy allowance added to what it used); its sender's sockets read in BBR's start-up for `startup_bytes` of its
+    16 MiB, or not read (None)."""
+    tcp = None
+    if startup_bytes is not None:
+        tcp = TcpTriage(
+            side="sender", host="client" if direction == "upload" else "server", elapsed_s=seconds, connections=1,
+            bytes_seen=16 << 20, cc_known_bytes=16 << 20, bbr_startup_bytes=startup_bytes,
+        )  # fmt: skip
     sample = Sample(
         bytes=16 << 20,
         seconds=seconds,
         verified=True,
-        client_cpu_s=client_cpu_s,
-        server_cpu_s=server_cpu_s,
+        client_cpu_s=client_cpu_s + fixedcost.PER_COPY_CPU_S,
+        server_cpu_s=server_cpu_s + fixedcost.PER_COPY_CPU_S,
+        tcp=tcp,
     )
     details = ClientDetails(request_bytes=65536, requests_in_flight=1, timed_includes_setup=False)
     return Result("smb", "pysmb", direction, "16M", 16 << 20, 1, samples=(sample,) * 3, details=details)
@@ -722,24 +734,28 @@ def _pysmb_row(direction: str, seconds: float, client_cpu_s: float, server_cpu_s
     ("direction", "in_turn", "beside"),
     [("upload", "0.50 ms client in turn", "0.90 ms server"), ("download", "0.30 ms server in turn", "0.90 ms client")],
 )
-def test_a_rows_requests_ceiling_charges_its_data_senders_cpu_in_turn_and_the_paced_burst(
-    direction: str, in_turn: str, beside: str
+@pytest.mark.parametrize("startup_bytes", [16 << 20, 0, None])
+def test_a_rows_requests_ceiling_charges_its_data_senders_cpu_in_turn_and_a_paced_burst_seen(
+    direction: str, in_turn: str, beside: str, startup_bytes: int | None
 ) -> None:
-    """pysmb on the wifi-ac lab with BBR: RTT, the data sender's CPU per request in turn, then the longer of BBR's
-    paced burst (1.5 ms against 1.05 on the path) and the receiver's CPU; each side's CPU per request is its CPU
-    over the copy's 256 requests."""
+    """pysmb on the wifi-ac lab with BBR recorded: RTT, the data sender's CPU per request in turn, then the longer of
+    the data's time and the receiver's CPU; each side's CPU per request is its CPU over the copy's 256 requests. The
+    data's time is BBR's paced burst (1.5 ms against 1.05 on the path) only where the sender's sockets were read in
+    start-up: not where they had left it, nor where they were not read (the link's record is not enough)."""
     sender_s, receiver_s = (0.0005, 0.0009) if direction == "upload" else (0.0003, 0.0009)
     client_s, server_s = (sender_s, receiver_s) if direction == "upload" else (receiver_s, sender_s)
-    paced_s = paced_burst_s(0.0028, 65536)
-    request_s = 0.0028 + sender_s + max(paced_s, receiver_s)
-    row = _pysmb_row(direction, 256 * request_s * 1.1, 256 * client_s, 256 * server_s)
+    paced = bool(startup_bytes)
+    data_s = paced_burst_s(0.0028, 65536) if paced else 65536 / 62.5e6
+    request_s = 0.0028 + sender_s + max(data_s, receiver_s)
+    row = _pysmb_row(direction, 256 * request_s * 1.1, 256 * client_s, 256 * server_s, startup_bytes)
     link = {"cc": "bbr", "rtt_ms": 2.8, "expected_goodput_bytes_per_s": 62.5e6}
     base = Baseline(up_bytes_per_s=62.5e6, down_bytes_per_s=62.5e6, rtt_ms=2.8)
     [explained] = explain(Run(id=1, meta={}, baseline=base, results=(row,), link=link), "10.77.0.2").rows
     assert explained.bound == "requests", explained
     assert explained.ceiling_bytes_per_s == pytest.approx(65536 / request_s)
-    assert explained.bound_explanation is not None
-    assert f"(2.8 ms + {in_turn} + 1.5 ms paced by BBR, overlapping {beside})" in explained.bound_explanation
+    data = "1.5 ms paced by BBR" if paced else "1.0 ms to send"
+    said = explained.bound_explanation or ""
+    assert f"(2.8 ms + {in_turn} + {data}, overlapping {beside})" in said, said
 
 
 def test_a_row_slower_than_its_requests_ceiling_says_what_running_its_parts_in_turn_would_add() -> None:
@@ -751,4 +767,5 @@ def test_a_row_slower_than_its_requests_ceiling_says_what_running_its_parts_in_t
     assert explained.bound == "unexplained", explained
     said = explained.bound_explanation or ""
     assert "the parts charged as overlapping (its bytes and the server's CPU) may have run in turn" in said, said
-    assert "(in turn they would add ≈0.90 ms per request)" in said, said
+    # the shorter of the two, the server's 0.90 ms, over 256 requests
+    assert "(in turn they would add ≈0.90 ms per request, ≈230 ms per copy)" in said, said

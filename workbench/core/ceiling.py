@@ -5,8 +5,9 @@ Pure maths. Rates are bytes/s like everywhere in workbench; RTT in seconds; wind
 - A request/response client with n requests of S bytes outstanding waits, per request, a round trip, then the
   data's serialisation at the path's rate B and each side's CPU on the request: n·S / (RTT + t_sender + max(S/B,
   t_receiver)) for a client with one request outstanding, whose sender (the client of an upload, the server of a
-  download) produces each request after the last one's answer; n·S / (RTT + max(S/B, t_server, t_client)) with
-  more than one, whose parts may overlap other requests' (`requests_s`, the rule per_file_s gives a file).
+  download) produces each request after the last one's answer, S/B being BBR's paced burst where its sender was
+  seen pacing; n·S / (RTT + max(S/B, t_server, t_client)) with more than one, whose parts may overlap other
+  requests' (`requests_s`, the rule per_file_s gives a file).
 - A set of small files costs, per file, its round trips, the sending side's CPU on it where the client takes a
   turn per file, then the longest of its bytes at the path's rate and the other side's CPU on it, taken to overlap
   (`per_file_s`, `per_file_bound`): a model of measured parts, which `holds` checks against each row rather than
@@ -49,11 +50,12 @@ class Bound:
     saturated: bool = False  # a resource measured as fully used (cpu >= CPU_SATURATED)
     # the ceiling of the streaming alone, before a fixed cost per copy was added (with_fixed_cost); None: none was
     streaming_bytes_per_s: float | None = None
-    # a per-file bound's: per file, what the parts it charges as overlapping (the bytes, the receiving side's CPU, or
-    # each side's where none sends in turn) would add if they ran one after another, their sum less the longest;
-    # None: no such parts
+    # a per-file or requests bound's: per file or request, what the parts it charges as overlapping (the bytes, the
+    # receiving side's CPU, or each side's where none sends in turn) would add if they ran one after another, their
+    # sum less the longest; None: no such parts
     in_turn_s: float | None = None
-    # a per-file bound's overlapping parts in words ("its bytes", "the server's CPU"), the longest among them
+    # a per-file or requests bound's overlapping parts in words ("its bytes", "the server's CPU"), the longest among
+    # them
     overlapping: tuple[str, ...] = ()
 
     @property
@@ -195,12 +197,13 @@ def requests_s(size: int, n: int, rtt_s: float, path_bytes_per_s: float | None, 
     Why: a client with one request outstanding sends the next only after the last one's answer, so the side that
     sends the data (the client of a write, the server of a read) produces it then, before its bytes can leave; the
     receiving side's CPU is taken to overlap the bytes, as it consumes them while they arrive. Measured on the
-    wifi-ac lab (pysmb, 64 KiB per request, 2.8 ms RTT), downloads took 5-15 % less than all the parts in turn,
+    wifi-ac lab (pysmb, 64 KiB per request, 2.8 ms RTT), downloads took 3-12 % less than all the parts in turn,
     their client's CPU partly beside the bytes; an upload's server writes a request only once it has it whole, and
-    uploads took up to 19 % longer than this model, at most 1 % longer than all in turn. Charging the receiver's CPU
+    uploads took up to 19 % longer than this model, at most 3 % longer than all in turn. Charging the receiver's CPU
     beside the bytes keeps the model a ceiling where a receiver does overlap them. With more requests outstanding
     each side works on one while others wait, so no side is charged in turn and nothing is paced (one turn per
-    request is what leaves BBR's start-up pacing each burst)."""
+    request is what leaves BBR's start-up pacing each burst); a side that cannot keep up with n requests per round
+    trip is the cpu ceiling's to say (a core's worth of its CPU), not this one's."""
     one_at_a_time = _takes_turns(n, 1)
     send_s = size / path_bytes_per_s if path_bytes_per_s else 0.0
     if turn.paced and one_at_a_time:
@@ -241,8 +244,8 @@ def _requests_bound(size: int, n: int, rtt_s: float, path_bytes_per_s: float | N
         "requests",
         size * n / wait,
         f"{format_bytes(size)} × {n} {noun} / {waited}",
-        in_turn_s=sum(part[0] for part in overlapping) - max((p[0] for p in overlapping), default=0.0),
-        overlapping=tuple(part[2] for part in overlapping) if len(overlapping) > 1 else (),
+        in_turn_s=sum(p[0] for p in overlapping) - max(p[0] for p in overlapping) if len(overlapping) > 1 else None,
+        overlapping=tuple(part[2] for part in overlapping),
     )
 
 

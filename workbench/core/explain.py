@@ -69,15 +69,29 @@ def _median_cpu_s(row: Result, attr: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _turnaround_s(row: Result, attr: str) -> float | None:
-    """One side's CPU time per request of a request/response client (`server_cpu_s` or `client_cpu_s`): its
-    share of each request's turn (ceiling.requests_s)."""
+def _turnaround_s(row: Result, side: str, cost: fixedcost.FixedCost | None) -> float | None:
+    """One side's ("client", "server") CPU time per request of a request/response client: its share of each
+    request's turn (ceiling.requests_s). Less, as per file (_per_file_ceiling), the work a copy does once
+    (fixedcost.PER_COPY_CPU_S) and, for the client, what a fitted fixed cost's start-up could have taken of it: the
+    login that the fixed cost charges is not charged again spread over the requests."""
     size = row.details.request_bytes
-    cpu = _median_cpu_s(row, attr)
+    cpu = _median_cpu_s(row, f"{side}_cpu_s")
     if not size or cpu is None or row.bytes <= 0:
         return None
+    once_s = fixedcost.PER_COPY_CPU_S
+    if side == "client" and cost is not None and cost.client_cpu_s is not None:
+        once_s += cost.client_cpu_s
     requests = max(1, -(-row.bytes // size)) + (row.files if row.files > 1 else 0)
-    return cpu / requests
+    return max(0.0, cpu - once_s) / requests
+
+
+def _seen_pacing(row: Result) -> bool:
+    """Whether the row's sender was seen pacing each burst after a turn: its sockets read in BBR's start-up for
+    most of its bytes (TcpTriage.bbr_in_startup). What the requests ceiling charges a paced burst on, where the
+    per-file one also takes the run's record of the sending host (paces_bursts): the README's sample run, on the
+    wifi-ac lab with BBR recorded and its sockets not read, had pysmb's 64 KiB requests take 4.1 ms each, less than
+    the 2.8 ms RTT and a 1.5 ms paced burst, while runs whose sockets read start-up took 4.5 to 5.6 ms."""
+    return row.tcp is not None and row.tcp.bbr_in_startup is True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +246,10 @@ _MISSING = {
         " while its bytes cross or its answer comes back, a side's CPU spread over more than one core, or a counted"
         " pattern gone stale (bench/count_exchanges.py)"
     ),
-    "requests": "requests the client keeps in flight beyond the depth it declares",
+    "requests": (
+        "requests the client keeps in flight beyond the depth it declares, a burst BBR did not pace as slowly as"
+        " charged, or CPU charged in turn that ran beside the bytes"
+    ),
     "window": "a window larger than the one the copy's sender was seen offered",
     "ssh-window": "an SSH window larger than the one the client declares",
     "link": "a link faster than its measured goodput",
@@ -301,18 +318,19 @@ def _after_start(
 LOST_SAID_S = 0.01  # under 10 ms a copy's time lost after its data started is within its slots' rounding
 
 
-def _in_turn(bound: Bound, unit: str = "file") -> str:
+def _in_turn(bound: Bound, unit: str = "file", per_copy: str = "") -> str:
     """The first place a row slower than its per-file or requests ceiling may have spent its time: that ceiling
     charges only the longest of the parts it takes to overlap (Bound.overlapping, ceiling.per_file_s and
     ceiling.requests_s), and they may have run one after another; what they would add then per file or per
     request (`unit`; Bound.in_turn_s) is said so that a reader sees whether it covers the time missing, left out
-    under IN_TURN_SAID_S. Nothing where one part alone was charged."""
+    under IN_TURN_SAID_S, with `per_copy` after it (", ≈… per copy") where the gap is said per copy. Nothing where
+    one part alone was charged."""
     if len(bound.overlapping) < 2:
         return ""
     parts = f"{', '.join(bound.overlapping[:-1])} and {bound.overlapping[-1]}"
     adds = ""
     if bound.in_turn_s is not None and bound.in_turn_s >= IN_TURN_SAID_S:
-        adds = f" (in turn they would add ≈{format_ms(bound.in_turn_s)} per {unit})"
+        adds = f" (in turn they would add ≈{format_ms(bound.in_turn_s)} per {unit}{per_copy})"
     return f"the parts charged as overlapping ({parts}) may have run in turn{adds}, or "
 
 
@@ -378,7 +396,10 @@ def _unmodelled(
             f"fitted (it needs single files of two sizes){said}"
         )
     after = _after_start(row, bound, gap_s, path_bytes_per_s, cost)
-    in_turn = _in_turn(bound, "request") if bound.label == "requests" else ""
+    in_turn = ""
+    if bound.label == "requests" and row.details.request_bytes and bound.in_turn_s:
+        requests = -(-row.bytes // row.details.request_bytes)
+        in_turn = _in_turn(bound, "request", f", ≈{format_ms(requests * bound.in_turn_s)} per copy")
     if in_turn:  # "...may have run in turn (...), or " leads the rest of the sentence
         return f"≈{format_ms(gap_s)} per copy: {in_turn}time no ceiling counts{after}{said}"
     return f"≈{format_ms(gap_s)} per copy that no ceiling counts{after}{said}"
@@ -545,10 +566,10 @@ def _explain_row(
         window_bytes=window_bytes,
         window_rtt_s=window_rtt_s,
         raw_tcp_bytes_per_s=tcp,
-        server_turnaround_s=_turnaround_s(row, "server_cpu_s"),
-        client_turnaround_s=_turnaround_s(row, "client_cpu_s"),
+        server_turnaround_s=_turnaround_s(row, "server", cost),
+        client_turnaround_s=_turnaround_s(row, "client", cost),
         direction=row.direction,
-        paced=paced,
+        paced=_seen_pacing(row),
         client_cpu=_cpu_fraction(row, "client_cpu_s"),
         server_cpu=_cpu_fraction(row, "server_cpu_s"),
         measured_bytes_per_s=median,
