@@ -209,7 +209,7 @@ def requests_s(size: int, n: int, rtt_s: float, path_bytes_per_s: float | None, 
     if turn.paced and one_at_a_time:
         send_s = max(send_s, paced_burst_s(rtt_s, size))
     sender = sending_side(turn.direction, n, 1) if turn.direction else None
-    return per_file_s(0, rtt_s, send_s, turn.server_s, turn.client_s, sender) + rtt_s
+    return per_file_s(1, rtt_s, send_s, turn.server_s, turn.client_s, sender)
 
 
 def _requests_bound(size: int, n: int, rtt_s: float, path_bytes_per_s: float | None, turn: RequestTurn) -> Bound:

@@ -88,9 +88,9 @@ def _turnaround_s(row: Result, side: str, cost: fixedcost.FixedCost | None) -> f
 def _seen_pacing(row: Result) -> bool:
     """Whether the row's sender was seen pacing each burst after a turn: its sockets read in BBR's start-up for
     most of its bytes (TcpTriage.bbr_in_startup). What the requests ceiling charges a paced burst on, where the
-    per-file one also takes the run's record of the sending host (paces_bursts): the README's sample run, on the
-    wifi-ac lab with BBR recorded and its sockets not read, had pysmb's 64 KiB requests take 4.1 ms each, less than
-    the 2.8 ms RTT and a 1.5 ms paced burst, while runs whose sockets read start-up took 4.5 to 5.6 ms."""
+    per-file one also takes the run's record of the sending host (paces_bursts): a wifi-ac lab run made before the
+    watch read the sockets' state, BBR recorded, had pysmb's 64 KiB requests take 4.1 ms each, less than the 2.8 ms
+    RTT and a 1.5 ms paced burst, while runs whose sockets read start-up took 4.5 to 5.6 ms."""
     return row.tcp is not None and row.tcp.bbr_in_startup is True
 
 
