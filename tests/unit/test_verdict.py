@@ -138,3 +138,20 @@ def test_the_labs_clamp_is_named_only_for_windows_it_could_have_made() -> None:
     said = explain(both, "10.77.0.2")
     text = " ".join(said.verdict + said.notes)
     assert "lab's link holds" in text and "http/curl download is receive-window-limited" in text
+
+
+def test_a_request_bound_row_whose_sender_reads_network_is_said_held_by_its_requests() -> None:
+    """smbd sending 64 KiB per request is busy with its bytes in flight for most of each turn, and its counters may
+    say network; the rate is the turn's, which its requests ceiling explains: the verdict says that, the row's notes
+    both."""
+    pysmb = _row("smb/pysmb", "download", 16e6, _triage("server", 0.0, 0.0), request_bytes=65536, requests_in_flight=1)
+    run = dataclasses.replace(_run("4096 87380 6291456"), results=(_run("").results[0], pysmb))
+    explained = explain(run, "10.77.0.2")
+    assert explained.rows[1].bound == "requests" and pysmb.tcp is not None and pysmb.tcp.limit == "network"
+    worst = next(s for s in explained.verdict if s.startswith("Worst: smb/pysmb"))
+    assert worst.endswith("— round trips per request, a client limit."), worst
+    assert "the network path" not in worst
+    assert (
+        explained.rows[1].triage_note
+        == "the sender's TCP counters say network (net 100 %); the model's ceiling is requests"
+    )

@@ -50,6 +50,24 @@ _BOUND_CAUSE = {
 }
 
 
+# ceilings of the path itself: a sender the TCP counters call network-limited agrees with them
+_PATH_BOUNDS = ("link", "raw-tcp", "window")
+
+
+def _cause(t: TcpTriage | None, why: RowExplanation) -> str:
+    """The few words of why a row fell short: what its sender's TCP counters named, else its binding ceiling's.
+
+    Where the counters say network but a ceiling other than the path's explains the rate, the ceiling's words are
+    said: a sender that sends one request's data and waits is busy with its bytes in flight for most of each turn
+    (smbd's 64 KiB per request read as network in two of five lab runs, at a sixth of raw TCP), while what holds
+    the rate is the turn; the row's notes say both (RowExplanation.triage_note)."""
+    named = t.limit if t is not None and t.limit in _CAUSE else None
+    labelled = why.bound in _BOUND_CAUSE
+    if named == "network" and labelled and why.bound not in _PATH_BOUNDS:
+        named = None
+    return _CAUSE[named] if named else _BOUND_CAUSE.get(why.bound or "", "")
+
+
 def _mbit(rate_bytes_per_s: float) -> str:
     return f"{rate_bytes_per_s * 8 / 1e6:,.0f} Mbit/s"
 
@@ -103,8 +121,7 @@ def _shortfall(row: Result, why: RowExplanation) -> str:
         text += f"{why.bound} ceiling {(why.ceiling_bytes_per_s or 0) / 1e6:,.1f} MB/s ({_binding(why) or why.bound})"
     if t is not None and t.limit:
         text += f", {_triage_words(t)}"
-    named = t.limit if t is not None and t.limit in _CAUSE else None
-    cause = _CAUSE[named] if named else _BOUND_CAUSE.get(why.bound or "")
+    cause = _cause(t, why)
     return text + (f" — {cause}." if cause else ".")
 
 
@@ -301,9 +318,7 @@ def _worst(measured: Sequence[tuple[Result, RowExplanation]]) -> str | None:
         return None
     mine = [(r, w) for r, w in measured if r.label == label and w.pct_of_tcp is not None]
     row, why = min(mine, key=lambda item: (item[0].files > 1, item[1].pct_of_tcp or 0))  # a single file first
-    t = row.tcp
-    named = t.limit if t is not None and t.limit in _CAUSE else None
-    cause = _CAUSE[named] if named else _BOUND_CAUSE.get(why.bound or "", "")
+    cause = _cause(row.tcp, why)
     if why.bound in (None, UNEXPLAINED):
         because = f"no ceiling explains its {row.direction} {row.file_set}"
     else:
