@@ -106,8 +106,8 @@ def test_pysmb_is_application_limited_and_its_request_ceiling_explains_it(lab_do
         assert ceiling.in_turn_s is not None and ceiling.in_turn_s > 0, ceiling
         requests = row["bytes"] / row["details"]["request_bytes"]
         took_s, modelled_s = row["bytes"] / row["median_bytes_per_s"], row["bytes"] / ceiling.bytes_per_s
-        in_turn_s = modelled_s + requests * ceiling.in_turn_s
-        assert took_s <= 1.1 * in_turn_s, (took_s, modelled_s, in_turn_s, row["bound_explanation"])
+        all_in_turn_s = modelled_s + requests * ceiling.in_turn_s
+        assert took_s <= 1.1 * all_in_turn_s, (took_s, modelled_s, all_in_turn_s, row["bound_explanation"])
 
 
 def test_aiohttp_downloads_are_network_limited(lab_doc: dict) -> None:

@@ -135,8 +135,8 @@ def test_the_server_hosts_cgroup_keeps_the_cpu_of_a_process_that_ended() -> None
     """What each copy's server CPU is read from in a lab (lab.servercpu): a process that ran and ended between two
     readings is in their difference, to well under a clock tick, whoever reaped it.
 
-    The child's CPU is its whole life as its parent reaped it (the shell's `times`): an interpreter's start and
-    exit, which its own clock read at the end would leave out, take more than the bound on a slow machine."""
+    The child's CPU is its whole life as its parent reaped it (the shell's `times`): an interpreter's exit, which
+    its own clock read at the end would leave out, took more than the bound on a slow machine."""
     child = f"{sys.executable} -S -c '{ENDED.format(s=ENDED_BUSY_S)}'"
     script = f"echo ready; read go; {child}; times; echo done; read end"
     with Lab(KERNEL_LINK) as lab:

@@ -769,3 +769,17 @@ def test_a_row_slower_than_its_requests_ceiling_says_what_running_its_parts_in_t
     assert "the parts charged as overlapping (its bytes and the server's CPU) may have run in turn" in said, said
     # the shorter of the two, the server's 0.90 ms, over 256 requests
     assert "(in turn they would add ≈0.90 ms per request, ≈230 ms per copy)" in said, said
+
+
+def test_with_requests_outstanding_what_in_turn_would_add_is_said_per_round() -> None:
+    # 4 × 1 MiB outstanding, no path rate known: a round waits its RTT and the longer of the server's 5 ms and the
+    # client's 2 ms per request; in turn the client's 2 ms would add per round of 4, 4 rounds in a 16 MiB copy
+    sample = Sample(bytes=16 << 20, seconds=1.0, verified=True, client_cpu_s=0.032 + 0.01, server_cpu_s=0.08 + 0.01)
+    details = ClientDetails(request_bytes=1 << 20, requests_in_flight=4, timed_includes_setup=False)
+    row = Result("afp", "python", "upload", "16M", 16 << 20, 1, samples=(sample,) * 3, details=details)
+    [why] = explain(Run(id=1, meta={}, baseline=Baseline(rtt_ms=2.8), results=(row,)), "10.77.0.2").rows
+    assert why.bound == "unexplained", why
+    requests = next(b for b in why.bounds or () if b.label == "requests")
+    assert requests.bytes_per_s == pytest.approx(4 * (1 << 20) / (0.0028 + 0.005))
+    said = why.bound_explanation or ""
+    assert "(in turn they would add ≈2.0 ms per round of 4 requests, ≈8.0 ms per copy)" in said, said

@@ -151,6 +151,9 @@ def test_a_request_bound_row_whose_sender_reads_network_is_said_held_by_its_requ
     worst = next(s for s in explained.verdict if s.startswith("Worst: smb/pysmb"))
     assert worst.endswith("— round trips per request, a client limit."), worst
     assert "the network path" not in worst
+    # the notes' line for the same row says it in the same words
+    (note,) = [n for n in explained.notes if n.startswith("smb/pysmb download 16M reaches")]
+    assert note.endswith("— round trips per request, a client limit."), note
     assert (
         explained.rows[1].triage_note
         == "the sender's TCP counters say network (net 100 %); the model's ceiling is requests"

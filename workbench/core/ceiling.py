@@ -183,16 +183,17 @@ class RequestTurn:
     measured; the direction of the data ("upload": the client sends it), None where no side is named; whether
     the data's sender paces each burst after a turn (BBR in start-up, ceiling.paced_burst_s)."""
 
-    server_s: float | None = None
-    client_s: float | None = None
+    server_cpu_s: float | None = None
+    client_cpu_s: float | None = None
     direction: str | None = None
     paced: bool = False
 
 
 def requests_s(size: int, n: int, rtt_s: float, path_bytes_per_s: float | None, turn: RequestTurn) -> float:
-    """Seconds one request takes by the requests model, `n` outstanding: its round trip, the sending side's CPU on
-    it in turn where one request is outstanding, then the longest of its data's time on the path (a paced burst
-    where the sender paces, paced_burst_s) and the other side's CPU on it, the rule per_file_s gives a file.
+    """Seconds a round of `n` outstanding requests takes by the requests model (one request's, where n is 1): its
+    round trip, the sending side's CPU on a request in turn where one is outstanding, then the longest of a
+    request's data's time on the path (a paced burst where the sender paces, paced_burst_s) and the other side's
+    CPU on it, the rule per_file_s gives a file.
 
     Why: a client with one request outstanding sends the next only after the last one's answer, so the side that
     sends the data (the client of a write, the server of a read) produces it then, before its bytes can leave; the
@@ -209,7 +210,7 @@ def requests_s(size: int, n: int, rtt_s: float, path_bytes_per_s: float | None, 
     if turn.paced and one_at_a_time:
         send_s = max(send_s, paced_burst_s(rtt_s, size))
     sender = sending_side(turn.direction, n, 1) if turn.direction else None
-    return per_file_s(1, rtt_s, send_s, turn.server_s, turn.client_s, sender)
+    return per_file_s(1, rtt_s, send_s, turn.server_cpu_s, turn.client_cpu_s, sender)
 
 
 def _requests_bound(size: int, n: int, rtt_s: float, path_bytes_per_s: float | None, turn: RequestTurn) -> Bound:
@@ -219,20 +220,20 @@ def _requests_bound(size: int, n: int, rtt_s: float, path_bytes_per_s: float | N
     wire_s = size / path_bytes_per_s if path_bytes_per_s else 0.0
     paced_s = paced_burst_s(rtt_s, size) if turn.paced and _takes_turns(n, 1) else 0.0
     # the parts charged in turn, then the ones taken to overlap (longest charged, the others named beside it)
-    in_turn = [format_ms(rtt_s)]
+    turn_parts = [format_ms(rtt_s)]
     overlapping: list[tuple[float, str, str]] = []
     if paced_s > wire_s:
         overlapping.append((paced_s, f"{format_ms(paced_s)} paced by BBR", "its bytes"))
     elif wire_s:
         overlapping.append((wire_s, f"{format_ms(wire_s)} to send", "its bytes"))
-    for side, cpu_s in (("server", turn.server_s), ("client", turn.client_s)):
+    for side, cpu_s in (("server", turn.server_cpu_s), ("client", turn.client_cpu_s)):
         if not cpu_s:
             continue
         if side == sender:
-            in_turn.append(f"{format_ms(cpu_s)} {side} in turn")
+            turn_parts.append(f"{format_ms(cpu_s)} {side} in turn")
         else:
             overlapping.append((cpu_s, f"{format_ms(cpu_s)} {side}", f"the {side}'s CPU"))
-    parts = list(in_turn)
+    parts = list(turn_parts)
     beside = ""
     if overlapping:
         longest = max(overlapping, key=lambda part: part[0])

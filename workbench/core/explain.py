@@ -91,7 +91,7 @@ def _seen_pacing(row: Result) -> bool:
     per-file one also takes the run's record of the sending host (paces_bursts): a wifi-ac lab run made before the
     watch read the sockets' state, BBR recorded, had pysmb's 64 KiB requests take 4.1 ms each, less than the 2.8 ms
     RTT and a 1.5 ms paced burst, while runs whose sockets read start-up took 4.5 to 5.6 ms."""
-    return row.tcp is not None and row.tcp.bbr_in_startup is True
+    return paces_bursts(row, None)  # no record of the link: what the sockets said, else nothing paced
 
 
 @dataclasses.dataclass(frozen=True)
@@ -398,8 +398,11 @@ def _unmodelled(
     after = _after_start(row, bound, gap_s, path_bytes_per_s, cost)
     in_turn = ""
     if bound.label == "requests" and row.details.request_bytes and bound.in_turn_s:
-        requests = -(-row.bytes // row.details.request_bytes)
-        in_turn = _in_turn(bound, "request", f", ≈{format_ms(requests * bound.in_turn_s)} per copy")
+        # the ceiling's parts are per round of the requests outstanding (ceiling.requests_s)
+        n = max(1, row.details.requests_in_flight or 1)
+        rounds = -(-row.bytes // (row.details.request_bytes * n))
+        unit = "request" if n == 1 else f"round of {n} requests"
+        in_turn = _in_turn(bound, unit, f", ≈{format_ms(rounds * bound.in_turn_s)} per copy")
     if in_turn:  # "...may have run in turn (...), or " leads the rest of the sentence
         return f"≈{format_ms(gap_s)} per copy: {in_turn}time no ceiling counts{after}{said}"
     return f"≈{format_ms(gap_s)} per copy that no ceiling counts{after}{said}"

@@ -1,7 +1,8 @@
 """The verdict: three to six short sentences computed from a run's rows, never written per protocol name.
 
 In order of what a reader needs: the raw-TCP limit (and what limited the probe itself), how close the copies
-get to it, the worst client and its measured cause, the biggest cause that can be fixed (advice where it is a
+get to it, the worst client and its measured cause (its TCP counters', or its ceiling's where they say network
+against a ceiling other than the path's), the biggest cause that can be fixed (advice where it is a
 setting: the sysctl or socket buffer on the host that was seen, its value and the path's need), and stalls.
 The rest (other shortfalls and advice, fixed costs per copy, what a small file costs) goes to the run's notes
 (`verdict_notes`). Settings are named, never changed. The sentences quote the run's own words (client labels,
@@ -59,8 +60,8 @@ def _cause(t: TcpTriage | None, why: RowExplanation) -> str:
 
     Where the counters say network but a ceiling other than the path's explains the rate, the ceiling's words are
     said: a sender that sends one request's data and waits is busy with its bytes in flight for most of each turn
-    (smbd's 64 KiB per request read as network in two of five lab runs, at a sixth of raw TCP), while what holds
-    the rate is the turn; the row's notes say both (RowExplanation.triage_note)."""
+    (smbd's 64 KiB per request read as network in two of five lab runs, at under a quarter of raw TCP), while what
+    holds the rate is the turn; the row's notes say both (RowExplanation.triage_note)."""
     named = t.limit if t is not None and t.limit in _CAUSE else None
     labelled = why.bound in _BOUND_CAUSE
     if named == "network" and labelled and why.bound not in _PATH_BOUNDS:
