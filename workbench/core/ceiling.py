@@ -205,20 +205,25 @@ def requests_s(size: int, n: int, rtt_s: float, path_bytes_per_s: float | None, 
     each side works on one while others wait, so no side is charged in turn and nothing is paced (one turn per
     request is what leaves BBR's start-up pacing each burst); a side that cannot keep up with n requests per round
     trip is the cpu ceiling's to say (a core's worth of its CPU), not this one's."""
-    one_at_a_time = _takes_turns(n, 1)
-    send_s = size / path_bytes_per_s if path_bytes_per_s else 0.0
-    if turn.paced and one_at_a_time:
-        send_s = max(send_s, paced_burst_s(rtt_s, size))
+    wire_s, paced_s, sender = _request_parts(size, n, rtt_s, path_bytes_per_s, turn)
+    return per_file_s(1, rtt_s, max(wire_s, paced_s), turn.server_cpu_s, turn.client_cpu_s, sender)
+
+
+def _request_parts(
+    size: int, n: int, rtt_s: float, path_bytes_per_s: float | None, turn: RequestTurn
+) -> tuple[float, float, str | None]:
+    """A request's data's time on the path, its paced burst (0 where nothing is paced: see requests_s) and the
+    side charged in turn (None with requests outstanding, or no direction named)."""
+    wire_s = size / path_bytes_per_s if path_bytes_per_s else 0.0
+    paced_s = paced_burst_s(rtt_s, size) if turn.paced and _takes_turns(n, 1) else 0.0
     sender = sending_side(turn.direction, n, 1) if turn.direction else None
-    return per_file_s(1, rtt_s, send_s, turn.server_cpu_s, turn.client_cpu_s, sender)
+    return wire_s, paced_s, sender
 
 
 def _requests_bound(size: int, n: int, rtt_s: float, path_bytes_per_s: float | None, turn: RequestTurn) -> Bound:
     noun = "request" if n == 1 else "requests"
     wait = requests_s(size, n, rtt_s, path_bytes_per_s, turn)
-    sender = sending_side(turn.direction, n, 1) if turn.direction else None
-    wire_s = size / path_bytes_per_s if path_bytes_per_s else 0.0
-    paced_s = paced_burst_s(rtt_s, size) if turn.paced and _takes_turns(n, 1) else 0.0
+    wire_s, paced_s, sender = _request_parts(size, n, rtt_s, path_bytes_per_s, turn)
     # the parts charged in turn, then the ones taken to overlap (longest charged, the others named beside it)
     turn_parts = [format_ms(rtt_s)]
     overlapping: list[tuple[float, str, str]] = []
